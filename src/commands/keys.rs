@@ -1,0 +1,443 @@
+//! Generic key commands: DEL, EXISTS, TYPE, RENAME, COPY, MOVE, KEYS, SCAN,
+//! RANDOMKEY, TOUCH and OBJECT. They work on any value type.
+
+use super::*;
+use crate::db::{entry_with_key, Value, ValueRef};
+
+/// The engine behind DEL and UNLINK: the number of keys removed.
+fn del_generic(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let mut deleted = 0;
+    for key in &argv[1..] {
+        expire_if_needed(c.srv, db, key);
+        if c.srv.dbs[db].delete(key) {
+            deleted += 1;
+        }
+    }
+    c.dirty(deleted);
+    c.cl.reply.int(deleted as i64);
+}
+
+/// `DEL key [key ...]`
+pub fn del(c: &mut Ctx, argv: &[&[u8]]) {
+    del_generic(c, argv);
+}
+
+/// `UNLINK key [key ...]` — values are freed right away: our values are
+/// single allocations or flat vectors, so freeing does not stall the loop.
+pub fn unlink(c: &mut Ctx, argv: &[&[u8]]) {
+    del_generic(c, argv);
+}
+
+/// `EXISTS key [key ...]` — how many of the keys exist (repeats count).
+pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let mut n = 0;
+    for key in &argv[1..] {
+        if key_exists(c.srv, db, key) {
+            c.srv.stats.keyspace_hits += 1;
+            n += 1;
+        } else {
+            c.srv.stats.keyspace_misses += 1;
+        }
+    }
+    c.cl.reply.int(n);
+}
+
+/// `TYPE key` — string, list, set, zset, hash, or none.
+pub fn type_cmd(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    expire_if_needed(c.srv, db, argv[1]);
+    let name = c.srv.dbs[db].main.get(argv[1]).map(type_name).unwrap_or("none");
+    c.cl.reply.simple(name);
+}
+
+/// The engine behind RENAME and RENAMENX. The TTL moves with the value.
+fn rename_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
+    let db = c.cl.db;
+    let (src, dst) = (argv[1], argv[2]);
+    if lookup_write(c.srv, db, src).is_none() {
+        return c.cl.reply.error(ERR_NO_SUCH_KEY);
+    }
+    if src == dst {
+        return if nx { c.cl.reply.int(0) } else { c.cl.reply.ok() };
+    }
+    if lookup_write(c.srv, db, dst).is_some() && nx {
+        return c.cl.reply.int(0);
+    }
+    let d = &mut c.srv.dbs[db];
+    let Some((entry, ttl)) = d.take(src) else {
+        return c.cl.reply.error(ERR_NO_SUCH_KEY);
+    };
+    d.put(entry.rekey(dst), ttl);
+    c.dirty(1);
+    if nx {
+        c.cl.reply.int(1);
+    } else {
+        c.cl.reply.ok();
+    }
+}
+
+/// `RENAME key newkey`
+pub fn rename(c: &mut Ctx, argv: &[&[u8]]) {
+    rename_generic(c, argv, false);
+}
+
+/// `RENAMENX key newkey` — 1 if renamed, 0 if newkey existed.
+pub fn renamenx(c: &mut Ctx, argv: &[&[u8]]) {
+    rename_generic(c, argv, true);
+}
+
+/// A database index argument: an `int`, within range.
+fn db_index_arg(c: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
+    let n = arg_i64(arg)?;
+    if n < i32::MIN as i64 || n > i32::MAX as i64 {
+        return Err(ERR_NOT_INT);
+    }
+    if n < 0 || n as usize >= c.srv.dbs.len() {
+        return Err(ERR_DB_INDEX);
+    }
+    Ok(n as usize)
+}
+
+/// `COPY source destination [DB destination-db] [REPLACE]` — 1 if copied.
+pub fn copy(c: &mut Ctx, argv: &[&[u8]]) {
+    let src_db = c.cl.db;
+    let mut dst_db = src_db;
+    let mut replace = false;
+    let mut j = 3;
+    while j < argv.len() {
+        if eq_ic(argv[j], "replace") {
+            replace = true;
+        } else if eq_ic(argv[j], "db") && j + 1 < argv.len() {
+            match db_index_arg(c, argv[j + 1]) {
+                Ok(d) => dst_db = d,
+                Err(e) => return c.cl.reply.error(e),
+            }
+            j += 1;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let (src, dst) = (argv[1], argv[2]);
+    if src_db == dst_db && src == dst {
+        return c.cl.reply.error(ERR_SAME_OBJECT);
+    }
+    let Some(e) = lookup_read(c.srv, src_db, src) else {
+        return c.cl.reply.int(0);
+    };
+    let copy = entry_with_key(e, dst);
+    let ttl = c.srv.dbs[src_db].get_expire(src);
+    if lookup_write(c.srv, dst_db, dst).is_some() {
+        if !replace {
+            return c.cl.reply.int(0);
+        }
+        c.srv.dbs[dst_db].delete(dst);
+    }
+    c.srv.dbs[dst_db].put(copy, ttl);
+    c.dirty(1);
+    c.cl.reply.int(1);
+}
+
+/// `MOVE key db` — 1 if moved, 0 if missing here or present there.
+pub fn move_cmd(c: &mut Ctx, argv: &[&[u8]]) {
+    let src_db = c.cl.db;
+    let dst_db = match db_index_arg(c, argv[2]) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    if src_db == dst_db {
+        return c.cl.reply.error(ERR_SAME_OBJECT);
+    }
+    let key = argv[1];
+    if lookup_write(c.srv, src_db, key).is_none() || lookup_write(c.srv, dst_db, key).is_some() {
+        return c.cl.reply.int(0);
+    }
+    let Some((entry, ttl)) = c.srv.dbs[src_db].take(key) else {
+        return c.cl.reply.int(0);
+    };
+    c.srv.dbs[dst_db].put(entry, ttl);
+    c.dirty(1);
+    c.cl.reply.int(1);
+}
+
+/// `KEYS pattern` — every live key matching the glob pattern.
+pub fn keys(c: &mut Ctx, argv: &[&[u8]]) {
+    let pattern = argv[1];
+    let all = pattern == b"*";
+    let now = c.srv.now_ms;
+    let d = &c.srv.dbs[c.cl.db];
+    let mut found: Vec<&[u8]> = Vec::new();
+    d.main.for_each(&mut |e| {
+        let key = e.key();
+        if (all || glob_match(pattern, key, false)) && !(e.has_expire() && d.is_expired(key, now)) {
+            found.push(key);
+        }
+    });
+    let out = &mut c.cl.reply;
+    out.array(found.len());
+    for k in found {
+        out.bulk(k);
+    }
+}
+
+/// Parse a SCAN cursor like `strtoul`: optional sign, decimal digits, the
+/// whole argument; a negative number wraps as in C.
+pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    if arg.first().is_some_and(|b| b.is_ascii_whitespace()) {
+        return None;
+    }
+    let (neg, digits) = match arg.first() {
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if digits.is_empty() {
+        // strtoul consumed nothing: the cursor is 0 only if the input is empty.
+        return if arg.is_empty() { Some(0) } else { None };
+    }
+    let mut v: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// Options shared by SCAN and (later) HSCAN/SSCAN/ZSCAN.
+pub struct ScanOptions<'a> {
+    pub count: usize,
+    pub pattern: Option<&'a [u8]>,
+    pub type_name: Option<&'a [u8]>,
+}
+
+/// Parse `[MATCH pattern] [COUNT count] [TYPE type]` starting at `argv[start]`.
+pub fn parse_scan_options<'a>(argv: &[&'a [u8]], start: usize, allow_type: bool) -> Result<ScanOptions<'a>, &'static str> {
+    let mut opts = ScanOptions { count: 10, pattern: None, type_name: None };
+    let mut j = start;
+    while j < argv.len() {
+        let more = j + 1 < argv.len();
+        if eq_ic(argv[j], "count") && more {
+            let n = arg_i64(argv[j + 1])?;
+            if n < 1 {
+                return Err(ERR_SYNTAX);
+            }
+            opts.count = n as usize;
+        } else if eq_ic(argv[j], "match") && more {
+            let p = argv[j + 1];
+            opts.pattern = if p == b"*" { None } else { Some(p) };
+        } else if allow_type && eq_ic(argv[j], "type") && more {
+            opts.type_name = Some(argv[j + 1]);
+        } else {
+            return Err(ERR_SYNTAX);
+        }
+        j += 2;
+    }
+    Ok(opts)
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
+///
+/// Reply: the next cursor and a batch of keys. A key present for the whole
+/// iteration is returned at least once, however the table resizes.
+pub fn scan(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(mut cursor) = parse_cursor(argv[1]) else {
+        return c.cl.reply.error("ERR invalid cursor");
+    };
+    let opts = match parse_scan_options(argv, 2, true) {
+        Ok(o) => o,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut max_iterations = opts.count * 10;
+    let table = &c.srv.dbs[db].main;
+    loop {
+        cursor = table.scan(cursor, &mut |e| keys.push(e.key().to_vec()));
+        max_iterations -= 1;
+        if cursor == 0 || max_iterations == 0 || keys.len() >= opts.count {
+            break;
+        }
+    }
+    let mut out_keys = Vec::with_capacity(keys.len());
+    for key in keys {
+        if let Some(p) = opts.pattern {
+            if !glob_match(p, &key, false) {
+                continue;
+            }
+        }
+        if expire_if_needed(c.srv, db, &key) {
+            continue;
+        }
+        if let Some(t) = opts.type_name {
+            let ty = c.srv.dbs[db].main.get(&key).map(type_name).unwrap_or("none");
+            if !t.eq_ignore_ascii_case(ty.as_bytes()) {
+                continue;
+            }
+        }
+        out_keys.push(key);
+    }
+    let out = &mut c.cl.reply;
+    out.array(2);
+    out.bulk(cursor.to_string().as_bytes());
+    out.array(out_keys.len());
+    for k in out_keys {
+        out.bulk(&k);
+    }
+}
+
+/// `RANDOMKEY` — a random live key, or nil.
+pub fn randomkey(c: &mut Ctx, _argv: &[&[u8]]) {
+    let db = c.cl.db;
+    // Bounded tries: a database full of expired keys is cleaned as we go.
+    for _ in 0..100 {
+        let rng = &mut c.srv.rng;
+        let Some(key) = c.srv.dbs[db].main.random_entry(&mut || rng.next_u64()).map(|e| e.key().to_vec()) else {
+            return c.cl.reply.null();
+        };
+        if expire_if_needed(c.srv, db, &key) {
+            continue;
+        }
+        return c.cl.reply.bulk(&key);
+    }
+    c.cl.reply.null()
+}
+
+/// `TOUCH key [key ...]` — how many exist; updates their access time.
+pub fn touch(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let n = argv[1..].iter().filter(|k| lookup_read(c.srv, db, k).is_some()).count();
+    c.cl.reply.int(n as i64);
+}
+
+/// OBJECT ENCODING name of an entry, as Redis reports it.
+pub fn encoding_name(e: &crate::db::Entry) -> &'static str {
+    match e.value() {
+        ValueRef::Int(_) => "int",
+        ValueRef::Str(s) => {
+            if e.is_raw() || s.len() > 44 {
+                "raw"
+            } else {
+                "embstr"
+            }
+        }
+        ValueRef::Boxed(Value::Str(_)) => "raw",
+    }
+}
+
+/// Seconds since the entry was last accessed.
+fn idle_seconds(e: &crate::db::Entry, now_ms: i64) -> i64 {
+    let now = lru_clock(now_ms) as i64;
+    let lru = e.lru() as i64;
+    let ticks = if now >= lru { now - lru } else { now + (LRU_CLOCK_MAX as i64 - lru) };
+    ticks
+}
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// Reply with a HELP text as Redis's addReplyHelp does.
+pub fn reply_help(c: &mut Ctx, lines: &[&str]) {
+    c.cl.reply.array(lines.len());
+    for l in lines {
+        c.cl.reply.simple(l);
+    }
+}
+
+/// Match a subcommand: replies with Redis's error and returns `None` when it
+/// is unknown or has the wrong number of arguments. `subs` lists
+/// `(name, arity)` with arity counted as Redis does (container included).
+pub fn subcommand(c: &mut Ctx, argv: &[&[u8]], subs: &[(&'static str, i32)]) -> Option<&'static str> {
+    let name = argv[1];
+    for &(sub, arity) in subs {
+        if eq_ic(name, sub) {
+            let argc = argv.len() as i32;
+            if (arity > 0 && argc != arity) || argc < -arity {
+                c.cl.reply.error(&arity_error(&format!("{}|{}", c.cmd.name, sub)));
+                return None;
+            }
+            return Some(sub);
+        }
+    }
+    c.cl.reply.error(&format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&name[..name.len().min(128)]),
+        c.cmd.name.to_uppercase()
+    ));
+    None
+}
+
+/// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
+pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(sub) = subcommand(c, argv, &[("help", 2), ("encoding", 3), ("freq", 3), ("idletime", 3), ("refcount", 3)]) else {
+        return;
+    };
+    if sub == "help" {
+        return reply_help(c, OBJECT_HELP);
+    }
+    let db = c.cl.db;
+    expire_if_needed(c.srv, db, argv[2]);
+    let now = c.srv.now_ms;
+    let lfu = c.srv.config.maxmemory_policy.contains("lfu");
+    let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
+        return c.cl.reply.null();
+    };
+    match sub {
+        "encoding" => {
+            let name = encoding_name(e);
+            c.cl.reply.bulk(name.as_bytes());
+        }
+        "refcount" => {
+            // Redis shares the integers 0..9999 (refcount INT_MAX).
+            let shared = matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
+            c.cl.reply.int(if shared { i32::MAX as i64 } else { 1 });
+        }
+        "idletime" => {
+            if lfu {
+                return c.cl.reply.error("ERR An LRU maxmemory policy is not selected, access time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+            }
+            let idle = idle_seconds(e, now);
+            c.cl.reply.int(idle);
+        }
+        _ => {
+            if !lfu {
+                return c.cl.reply.error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+            }
+            c.cl.reply.int((e.lru() & 0xff) as i64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_parsing_matches_strtoul() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"123"), Some(123));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"abc"), None);
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+    }
+}

@@ -1,0 +1,447 @@
+//! The command table and dispatcher.
+//!
+//! Every command is described once in [`COMMANDS`]: its name, arity, flags,
+//! key positions and handler. `execute` looks the command up, applies the
+//! checks Redis applies before running anything (unknown command, arity,
+//! authentication, memory limit), runs the handler, and hands the effective
+//! command to `propagate` when it wrote to the keyspace.
+//!
+//! Handlers receive a [`Ctx`] (server state, the calling client) and the
+//! arguments as slices of the query buffer.
+
+pub mod expire;
+pub mod keys;
+pub mod server_cmds;
+pub mod string;
+pub mod table;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::db::{Entry, ValueRef};
+use crate::protocol::parse_i64;
+use crate::server::{ClientState, Server};
+
+pub use table::{CommandSpec, COMMANDS};
+
+// Flags, as COMMAND INFO reports them.
+pub const WRITE: u32 = 1 << 0;
+pub const READONLY: u32 = 1 << 1;
+pub const DENYOOM: u32 = 1 << 2;
+pub const ADMIN: u32 = 1 << 3;
+pub const FAST: u32 = 1 << 4;
+pub const NOAUTH: u32 = 1 << 5;
+pub const LOADING: u32 = 1 << 6;
+pub const STALE: u32 = 1 << 7;
+pub const NOSCRIPT: u32 = 1 << 8;
+pub const RANDOM: u32 = 1 << 9;
+pub const PUBSUB: u32 = 1 << 10;
+pub const BLOCKING: u32 = 1 << 11;
+pub const ALLOW_BUSY: u32 = 1 << 12;
+
+pub const FLAG_NAMES: &[(u32, &str)] = &[
+    (WRITE, "write"),
+    (READONLY, "readonly"),
+    (DENYOOM, "denyoom"),
+    (ADMIN, "admin"),
+    (PUBSUB, "pubsub"),
+    (NOSCRIPT, "noscript"),
+    (BLOCKING, "blocking"),
+    (LOADING, "loading"),
+    (STALE, "stale"),
+    (NOAUTH, "no_auth"),
+    (ALLOW_BUSY, "allow_busy"),
+    (FAST, "fast"),
+    (RANDOM, "random"),
+];
+
+// Error replies shared by many commands (Redis's shared.* objects).
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
+pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";
+pub const ERR_DB_INDEX: &str = "ERR DB index is out of range";
+pub const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
+pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
+pub const ERR_STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
+/// What a handler works with.
+pub struct Ctx<'a> {
+    pub srv: &'a mut Server,
+    pub cl: &'a mut ClientState,
+    pub cmd: &'static CommandSpec,
+    /// Number of keyspace changes made by this command.
+    dirty: u64,
+    /// The command to propagate instead of argv (Redis's rewriteClientCommandVector).
+    rewrite: Option<Vec<Vec<u8>>>,
+    /// Suppress propagating this command (its effect was propagated otherwise).
+    no_propagate: bool,
+    /// Propagate even without changes (FLUSHDB on an empty database).
+    force_propagate: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// Count changes to the keyspace; a write command with changes is propagated.
+    pub fn dirty(&mut self, n: u64) {
+        self.dirty += n;
+    }
+
+    /// Propagate `argv` instead of the command as the client sent it.
+    pub fn propagate_as(&mut self, argv: Vec<Vec<u8>>) {
+        self.rewrite = Some(argv);
+    }
+
+    /// Propagate this command even if it changed nothing.
+    pub fn force_propagation(&mut self) {
+        self.force_propagate = true;
+    }
+
+    /// Propagate nothing for this command (its effects went out separately).
+    pub fn prevent_propagation(&mut self) {
+        self.no_propagate = true;
+    }
+
+    pub fn db_index(&self) -> usize {
+        self.cl.db
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.srv.now_ms
+    }
+}
+
+fn command_map() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
+    static MAP: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+    MAP.get_or_init(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect())
+}
+
+/// Find a command by name, case-insensitively.
+pub fn lookup_command(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut buf = [0u8; 32];
+    if name.len() > buf.len() {
+        return None;
+    }
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    command_map().get(&buf[..name.len()]).copied()
+}
+
+/// Redis's unknown-command error, with up to 128 bytes of arguments.
+fn unknown_command_error(argv: &[&[u8]]) -> String {
+    let mut args = String::new();
+    for a in &argv[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        let s = String::from_utf8_lossy(&a[..a.len().min(room)]);
+        args.push_str(&format!("'{s}' "));
+    }
+    let name = String::from_utf8_lossy(&argv[0][..argv[0].len().min(128)]);
+    format!("ERR unknown command '{name}', with args beginning with: {args}")
+}
+
+pub fn arity_error(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// Run one command for `client`.
+pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
+    if argv.is_empty() {
+        return;
+    }
+    let errors_before = client.reply.errors;
+    srv.stats.total_commands_processed += 1;
+    client.commands += 1;
+    let Some(cmd) = lookup_command(argv[0]) else {
+        client.reply.error(&unknown_command_error(argv));
+        srv.stats.total_error_replies += client.reply.errors - errors_before;
+        return;
+    };
+    client.last_cmd = cmd.name;
+    let argc = argv.len() as i32;
+    if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
+        client.reply.error(&arity_error(cmd.name));
+    } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
+        client.reply.error(ERR_NOAUTH);
+    } else if cmd.flags & DENYOOM != 0 && srv.config.maxmemory > 0 && srv.used_memory() as u64 > srv.config.maxmemory
+    {
+        client.reply.error(ERR_OOM);
+    } else {
+        let mut ctx = Ctx {
+            srv,
+            cl: client,
+            cmd,
+            dirty: 0,
+            rewrite: None,
+            no_propagate: false,
+            force_propagate: false,
+        };
+        let db = ctx.cl.db;
+        (cmd.handler)(&mut ctx, argv);
+        let (dirty, rewrite, no_propagate, force) = (ctx.dirty, ctx.rewrite, ctx.no_propagate, ctx.force_propagate);
+        srv.dirty += dirty;
+        if dirty > 0 || force {
+            if cmd.flags & WRITE != 0 && !no_propagate {
+                let argv = rewrite.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
+                srv.propagate(db, argv);
+            }
+        }
+    }
+    srv.stats.total_error_replies += client.reply.errors - errors_before;
+}
+
+// ---- keyspace access with expiry (Redis's lookupKey*, expireIfNeeded) ----
+
+/// Redis's 24-bit LRU clock (seconds resolution).
+pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
+
+pub fn lru_clock(now_ms: i64) -> u32 {
+    ((now_ms / 1000) as u32) & LRU_CLOCK_MAX
+}
+
+/// Delete `key` if its TTL has passed, propagating a DEL as Redis does so
+/// that replicas and the AOF never decide expiry on their own clock.
+/// Returns true when the key was expired.
+pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
+    let now = srv.now_ms;
+    let d = &mut srv.dbs[db];
+    let Some(e) = d.main.get(key) else {
+        return false;
+    };
+    if !e.has_expire() || !d.is_expired(key, now) {
+        return false;
+    }
+    delete_expired(srv, db, key);
+    true
+}
+
+/// Remove an expired key and propagate its deletion.
+pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
+    srv.dbs[db].delete(key);
+    srv.stats.expired_keys += 1;
+    let del: &[u8] = if srv.config.lazyfree_lazy_expire { b"UNLINK" } else { b"DEL" };
+    srv.propagate(db, vec![del.to_vec(), key.to_vec()]);
+}
+
+/// Look up a key for reading: expires it if needed, counts hits and misses,
+/// updates its access clock.
+pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
+    expire_if_needed(srv, db, key);
+    let clock = lru_clock(srv.now_ms);
+    match srv.dbs[db].main.get_mut(key) {
+        Some(e) => {
+            srv.stats.keyspace_hits += 1;
+            e.set_lru(clock);
+            Some(e)
+        }
+        None => {
+            srv.stats.keyspace_misses += 1;
+            None
+        }
+    }
+}
+
+/// Look up a key for writing: expires it if needed, updates its clock.
+pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
+    expire_if_needed(srv, db, key);
+    let clock = lru_clock(srv.now_ms);
+    let e = srv.dbs[db].main.get_mut(key)?;
+    e.set_lru(clock);
+    Some(e)
+}
+
+/// Does the key exist (after expiry), without touching statistics?
+pub fn key_exists(srv: &mut Server, db: usize, key: &[u8]) -> bool {
+    expire_if_needed(srv, db, key);
+    srv.dbs[db].main.get(key).is_some()
+}
+
+/// The type name of an entry's value.
+pub fn type_name(e: &Entry) -> &'static str {
+    match e.value() {
+        ValueRef::Str(_) | ValueRef::Int(_) => "string",
+        ValueRef::Boxed(v) => v.type_name(),
+    }
+}
+
+// ---- argument parsing helpers ----
+
+/// An argument as a signed 64-bit integer, or Redis's error.
+pub fn arg_i64(arg: &[u8]) -> Result<i64, &'static str> {
+    parse_i64(arg).ok_or(ERR_NOT_INT)
+}
+
+/// Case-insensitive comparison with an ASCII keyword.
+#[inline]
+pub fn eq_ic(arg: &[u8], kw: &str) -> bool {
+    arg.eq_ignore_ascii_case(kw.as_bytes())
+}
+
+/// Parse a double the way Redis's `string2d`/`getDoubleFromObject` does.
+pub fn parse_f64(arg: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(arg).ok()?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) || s.ends_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let lower = s.to_ascii_lowercase();
+    let v = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ => {
+            if lower.contains("nan") || lower.contains("inf") {
+                return None;
+            }
+            s.parse::<f64>().ok()?
+        }
+    };
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Glob-style pattern matching with Redis's `stringmatchlen` rules:
+/// `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes. Like Redis, `*` does not
+/// match the empty string here; KEYS and SCAN treat a lone `*` as "all".
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let mut skip_longer = false;
+    glob_match_impl(pattern, string, nocase, &mut skip_longer)
+}
+
+fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
+    let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
+    while !p.is_empty() && !s.is_empty() {
+        match p[0] {
+            b'*' => {
+                while p.len() > 1 && p[1] == b'*' {
+                    p = &p[1..];
+                }
+                if p.len() == 1 {
+                    return true;
+                }
+                while !s.is_empty() {
+                    if glob_match_impl(&p[1..], s, nocase, skip_longer) {
+                        return true;
+                    }
+                    // A failed match of the rest cannot succeed on a shorter
+                    // suffix either: stop, keeping matching linear-ish.
+                    if *skip_longer {
+                        return false;
+                    }
+                    s = &s[1..];
+                }
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => {
+                s = &s[1..];
+            }
+            b'[' => {
+                p = &p[1..];
+                let not = p.first() == Some(&b'^');
+                if not {
+                    p = &p[1..];
+                }
+                let mut matched = false;
+                let c = s[0];
+                loop {
+                    if p.is_empty() {
+                        break;
+                    }
+                    if p[0] == b'\\' && p.len() >= 2 {
+                        p = &p[1..];
+                        if p[0] == c {
+                            matched = true;
+                        }
+                    } else if p[0] == b']' {
+                        break;
+                    } else if p.len() >= 3 && p[1] == b'-' {
+                        let (mut start, mut end) = (p[0], p[2]);
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        let (cc, start, end) = if nocase {
+                            (c.to_ascii_lowercase(), start.to_ascii_lowercase(), end.to_ascii_lowercase())
+                        } else {
+                            (c, start, end)
+                        };
+                        if cc >= start && cc <= end {
+                            matched = true;
+                        }
+                        p = &p[2..];
+                    } else if eq(p[0], c) {
+                        matched = true;
+                    }
+                    p = &p[1..];
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                s = &s[1..];
+                if p.is_empty() {
+                    // Unterminated class: the pattern ends here.
+                    return s.is_empty();
+                }
+            }
+            b'\\' if p.len() >= 2 => {
+                p = &p[1..];
+                if !eq(p[0], s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            c => {
+                if !eq(c, s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+        }
+        p = &p[1..];
+        if s.is_empty() {
+            while p.first() == Some(&b'*') {
+                p = &p[1..];
+            }
+            break;
+        }
+    }
+    p.is_empty() && s.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"user:*:name", b"user:42:name", false));
+        assert!(!glob_match(b"user:*", b"usr:1", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+        assert!(glob_match(b"*a*", b"a", false));
+        assert!(!glob_match(b"a*", b"", false));
+        assert!(!glob_match(b"*", b"", false));
+        assert!(!glob_match(b"*a*a*a*a*a*a*a*a*a*a*a*b", &[b'a'; 200], false));
+        assert!(glob_match(b"", b"", false));
+    }
+
+    #[test]
+    fn every_command_is_found_case_insensitively() {
+        for c in COMMANDS {
+            assert_eq!(lookup_command(c.name.to_uppercase().as_bytes()).unwrap().name, c.name);
+        }
+        assert!(lookup_command(b"nosuchcommand").is_none());
+    }
+}

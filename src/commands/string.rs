@@ -1,0 +1,683 @@
+//! String commands: SET and its family, GET and its family, counters, ranges.
+//!
+//! Values that parse as a 64-bit integer are stored as integers (Redis's
+//! "int" encoding); short strings live inside the keyspace entry; longer ones
+//! are boxed. Every write that sets an expiry is propagated with an absolute
+//! time (`SET … PXAT`, `PEXPIREAT`) so replicas and the AOF never compute an
+//! expiry from their own clock.
+
+use std::borrow::Cow;
+
+use super::*;
+use crate::db::{Db, Entry, NewValue, Value, ValueRef};
+use crate::protocol::reply::{fmt_i64, itoa_buf};
+
+extern "C" {
+    fn kvstore_ld_add(
+        cur: *const libc::c_char,
+        cur_len: usize,
+        incr: *const libc::c_char,
+        incr_len: usize,
+        out: *mut libc::c_char,
+        out_len: usize,
+    ) -> libc::c_int;
+}
+
+/// Longest string that may be stored as an integer (Redis tries at most 20 chars).
+const MAX_INT_STRING: usize = 20;
+
+/// The bytes of a string value, or `None` when the entry holds another type.
+pub fn string_bytes(e: &Entry) -> Option<Cow<'_, [u8]>> {
+    match e.value() {
+        ValueRef::Str(s) => Some(Cow::Borrowed(s)),
+        ValueRef::Int(n) => {
+            let mut b = itoa_buf();
+            Some(Cow::Owned(fmt_i64(&mut b, n).to_vec()))
+        }
+        ValueRef::Boxed(Value::Str(s)) => Some(Cow::Borrowed(s)),
+        #[allow(unreachable_patterns)]
+        ValueRef::Boxed(_) => None,
+    }
+}
+
+/// Length of a string value without materialising it.
+fn string_len(e: &Entry) -> Option<usize> {
+    match e.value() {
+        ValueRef::Str(s) => Some(s.len()),
+        ValueRef::Int(n) => {
+            let mut b = itoa_buf();
+            Some(fmt_i64(&mut b, n).len())
+        }
+        ValueRef::Boxed(Value::Str(s)) => Some(s.len()),
+        #[allow(unreachable_patterns)]
+        ValueRef::Boxed(_) => None,
+    }
+}
+
+/// Reply with an entry's string value; WRONGTYPE for other types.
+fn reply_string(out: &mut crate::protocol::Reply, e: &Entry) -> bool {
+    match e.value() {
+        ValueRef::Str(s) => out.bulk(s),
+        ValueRef::Int(n) => out.bulk_i64(n),
+        ValueRef::Boxed(Value::Str(s)) => out.bulk(s),
+        #[allow(unreachable_patterns)]
+        ValueRef::Boxed(_) => {
+            out.error(ERR_WRONGTYPE);
+            return false;
+        }
+    }
+    true
+}
+
+/// Build the entry for a string value, integer-encoded when it is the
+/// canonical form of an i64 (Redis's tryObjectEncoding).
+pub fn string_entry(key: &[u8], val: &[u8]) -> Entry {
+    if val.len() <= MAX_INT_STRING {
+        if let Some(n) = parse_i64(val) {
+            return Entry::new(key, NewValue::Int(n), false);
+        }
+    }
+    Entry::new(key, NewValue::Str(val), false)
+}
+
+/// Store a string value, replacing any value; the TTL is removed unless
+/// `keep_ttl`.
+pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
+    db.set(string_entry(key, val), keep_ttl);
+}
+
+fn i64_bytes(n: i64) -> Vec<u8> {
+    let mut b = itoa_buf();
+    fmt_i64(&mut b, n).to_vec()
+}
+
+// ---- SET family ----
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpireUnit {
+    Seconds,
+    Millis,
+}
+
+#[derive(Default)]
+struct SetFlags {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    ex: bool,
+    px: bool,
+    exat: bool,
+    pxat: bool,
+}
+
+impl SetFlags {
+    fn any_expire(&self) -> bool {
+        self.ex || self.px || self.exat || self.pxat
+    }
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum CommandType {
+    Set,
+    Get,
+}
+
+/// Parse SET / GETEX options exactly as Redis's
+/// `parseExtendedStringArgumentsOrReply` does, conflicts included.
+fn parse_extended<'a>(argv: &[&'a [u8]], start: usize, ty: CommandType) -> Result<(SetFlags, Option<&'a [u8]>), &'static str> {
+    let mut f = SetFlags::default();
+    let mut expire = None;
+    let mut j = start;
+    while j < argv.len() {
+        let opt = argv[j];
+        let has_next = j + 1 < argv.len();
+        if eq_ic(opt, "nx") && !f.xx && ty == CommandType::Set {
+            f.nx = true;
+        } else if eq_ic(opt, "xx") && !f.nx && ty == CommandType::Set {
+            f.xx = true;
+        } else if eq_ic(opt, "get") && ty == CommandType::Set {
+            f.get = true;
+        } else if eq_ic(opt, "keepttl") && !f.persist && !f.any_expire() && ty == CommandType::Set {
+            f.keepttl = true;
+        } else if eq_ic(opt, "persist") && ty == CommandType::Get && !f.any_expire() && !f.keepttl {
+            f.persist = true;
+        } else if eq_ic(opt, "ex") && !f.keepttl && !f.persist && !f.exat && !f.px && !f.pxat && has_next {
+            f.ex = true;
+            expire = Some(argv[j + 1]);
+            j += 1;
+        } else if eq_ic(opt, "px") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.pxat && has_next {
+            f.px = true;
+            expire = Some(argv[j + 1]);
+            j += 1;
+        } else if eq_ic(opt, "exat") && !f.keepttl && !f.persist && !f.ex && !f.px && !f.pxat && has_next {
+            f.exat = true;
+            expire = Some(argv[j + 1]);
+            j += 1;
+        } else if eq_ic(opt, "pxat") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.px && has_next {
+            f.pxat = true;
+            expire = Some(argv[j + 1]);
+            j += 1;
+        } else {
+            return Err(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    Ok((f, expire))
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: an absolute expiry in ms.
+fn expire_ms(c: &Ctx, arg: &[u8], relative: bool, unit: ExpireUnit) -> Result<i64, String> {
+    let mut ms = arg_i64(arg).map_err(String::from)?;
+    let invalid = || format!("ERR invalid expire time in '{}' command", c.cmd.name);
+    if ms <= 0 || (unit == ExpireUnit::Seconds && ms > i64::MAX / 1000) {
+        return Err(invalid());
+    }
+    if unit == ExpireUnit::Seconds {
+        ms *= 1000;
+    }
+    if relative {
+        ms = ms.wrapping_add(c.srv.now_ms);
+    }
+    if ms <= 0 {
+        return Err(invalid());
+    }
+    Ok(ms)
+}
+
+/// The engine behind SET, SETNX, SETEX and PSETEX (Redis's
+/// `setGenericCommand`). `expire` is the raw expiry argument with its unit;
+/// `ok_reply`/`abort_reply` let SETNX answer 1/0 instead of OK/nil.
+fn set_generic(c: &mut Ctx, argv: &[&[u8]], flags: SetFlags, key: &[u8], val: &[u8], expire: Option<(&[u8], ExpireUnit)>, ok_reply: Option<i64>, abort_reply: Option<i64>) {
+    let mut when = None;
+    if let Some((arg, unit)) = expire {
+        match expire_ms(c, arg, flags.ex || flags.px, unit) {
+            Ok(ms) => when = Some(ms),
+            Err(e) => return c.cl.reply.error(&e),
+        }
+    }
+    let db = c.cl.db;
+    if flags.get {
+        match lookup_read(c.srv, db, key) {
+            None => c.cl.reply.null(),
+            Some(e) => {
+                if !reply_string(&mut c.cl.reply, e) {
+                    return;
+                }
+            }
+        }
+    }
+    // Plain SET needs no lookup: an expired old value is simply replaced.
+    let found = (flags.nx || flags.xx) && lookup_write(c.srv, db, key).is_some();
+    if (flags.nx && found) || (flags.xx && !found) {
+        if !flags.get {
+            match abort_reply {
+                Some(n) => c.cl.reply.int(n),
+                None => c.cl.reply.null(),
+            }
+        }
+        return;
+    }
+    set_string(&mut c.srv.dbs[db], key, val, flags.keepttl);
+    c.dirty(1);
+    if let Some(ms) = when {
+        c.srv.dbs[db].set_expire(key, ms);
+        c.propagate_as(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), i64_bytes(ms)]);
+    } else if flags.get {
+        // Replicas need no GET: propagate the command without it.
+        let argv: Vec<Vec<u8>> = argv.iter().filter(|a| !eq_ic(a, "get")).map(|a| a.to_vec()).collect();
+        c.propagate_as(argv);
+    }
+    if !flags.get {
+        match ok_reply {
+            Some(n) => c.cl.reply.int(n),
+            None => c.cl.reply.ok(),
+        }
+    }
+}
+
+/// ```text
+/// SET key value [NX | XX] [GET] [EX seconds | PX milliseconds |
+///     EXAT unix-time-seconds | PXAT unix-time-milliseconds | KEEPTTL]
+/// ```
+/// Reply: OK, or nil when NX/XX stopped it; with GET, the old value.
+pub fn set(c: &mut Ctx, argv: &[&[u8]]) {
+    let (flags, expire) = match parse_extended(argv, 3, CommandType::Set) {
+        Ok(x) => x,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let unit = if flags.px || flags.pxat { ExpireUnit::Millis } else { ExpireUnit::Seconds };
+    set_generic(c, argv, flags, argv[1], argv[2], expire.map(|e| (e, unit)), None, None);
+}
+
+/// `SETNX key value` — 1 if set, 0 if the key existed.
+pub fn setnx(c: &mut Ctx, argv: &[&[u8]]) {
+    let flags = SetFlags { nx: true, ..Default::default() };
+    set_generic(c, argv, flags, argv[1], argv[2], None, Some(1), Some(0));
+}
+
+/// `SETEX key seconds value`
+pub fn setex(c: &mut Ctx, argv: &[&[u8]]) {
+    let flags = SetFlags { ex: true, ..Default::default() };
+    set_generic(c, argv, flags, argv[1], argv[3], Some((argv[2], ExpireUnit::Seconds)), None, None);
+}
+
+/// `PSETEX key milliseconds value`
+pub fn psetex(c: &mut Ctx, argv: &[&[u8]]) {
+    let flags = SetFlags { px: true, ..Default::default() };
+    set_generic(c, argv, flags, argv[1], argv[3], Some((argv[2], ExpireUnit::Millis)), None, None);
+}
+
+/// `GET key` — the value, or nil.
+pub fn get(c: &mut Ctx, argv: &[&[u8]]) {
+    match lookup_read(c.srv, c.cl.db, argv[1]) {
+        None => c.cl.reply.null(),
+        Some(e) => {
+            reply_string(&mut c.cl.reply, e);
+        }
+    }
+}
+
+/// `GETSET key value` — sets the value, returns the old one (propagated as SET).
+pub fn getset(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    match lookup_read(c.srv, db, argv[1]) {
+        None => c.cl.reply.null(),
+        Some(e) => {
+            if !reply_string(&mut c.cl.reply, e) {
+                return;
+            }
+        }
+    }
+    set_string(&mut c.srv.dbs[db], argv[1], argv[2], false);
+    c.dirty(1);
+    c.propagate_as(vec![b"SET".to_vec(), argv[1].to_vec(), argv[2].to_vec()]);
+}
+
+/// `GETDEL key` — the value, then the key is deleted (propagated as DEL).
+pub fn getdel(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    match lookup_read(c.srv, db, argv[1]) {
+        None => return c.cl.reply.null(),
+        Some(e) => {
+            if !reply_string(&mut c.cl.reply, e) {
+                return;
+            }
+        }
+    }
+    c.srv.dbs[db].delete(argv[1]);
+    c.dirty(1);
+    c.propagate_as(vec![b"DEL".to_vec(), argv[1].to_vec()]);
+}
+
+/// ```text
+/// GETEX key [EX seconds | PX milliseconds | EXAT unix-time-seconds |
+///     PXAT unix-time-milliseconds | PERSIST]
+/// ```
+/// Returns the value and changes its TTL; propagated as PEXPIREAT, DEL or PERSIST.
+pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
+    let (flags, expire) = match parse_extended(argv, 2, CommandType::Get) {
+        Ok(x) => x,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    let key = argv[1];
+    let Some(e) = lookup_read(c.srv, db, key) else {
+        return c.cl.reply.null();
+    };
+    let Some(val) = string_bytes(e).map(|v| v.into_owned()) else {
+        return c.cl.reply.error(ERR_WRONGTYPE);
+    };
+    let mut when = None;
+    if let Some(arg) = expire {
+        let unit = if flags.px || flags.pxat { ExpireUnit::Millis } else { ExpireUnit::Seconds };
+        match expire_ms(c, arg, flags.ex || flags.px, unit) {
+            Ok(ms) => when = Some(ms),
+            Err(e) => return c.cl.reply.error(&e),
+        }
+    }
+    c.cl.reply.bulk(&val);
+    if let Some(ms) = when {
+        if (flags.exat || flags.pxat) && ms <= c.srv.now_ms {
+            c.srv.dbs[db].delete(key);
+            let del: &[u8] = if c.srv.config.lazyfree_lazy_expire { b"UNLINK" } else { b"DEL" };
+            c.propagate_as(vec![del.to_vec(), key.to_vec()]);
+        } else {
+            c.srv.dbs[db].set_expire(key, ms);
+            c.propagate_as(vec![b"PEXPIREAT".to_vec(), key.to_vec(), i64_bytes(ms)]);
+        }
+        c.dirty(1);
+    } else if flags.persist && c.srv.dbs[db].persist(key) {
+        c.propagate_as(vec![b"PERSIST".to_vec(), key.to_vec()]);
+        c.dirty(1);
+    }
+}
+
+/// `MGET key [key ...]` — values in order, nil for missing or non-string keys.
+pub fn mget(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    c.cl.reply.array(argv.len() - 1);
+    for key in &argv[1..] {
+        match lookup_read(c.srv, db, key) {
+            Some(e) if matches!(e.value(), ValueRef::Str(_) | ValueRef::Int(_) | ValueRef::Boxed(Value::Str(_))) => {
+                reply_string(&mut c.cl.reply, e);
+            }
+            _ => c.cl.reply.null(),
+        }
+    }
+}
+
+/// The engine behind MSET and MSETNX.
+fn mset_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
+    if argv.len() % 2 == 0 {
+        return c.cl.reply.error(&arity_error(c.cmd.name));
+    }
+    let db = c.cl.db;
+    if nx {
+        for pair in argv[1..].chunks(2) {
+            if lookup_write(c.srv, db, pair[0]).is_some() {
+                return c.cl.reply.int(0);
+            }
+        }
+    }
+    for pair in argv[1..].chunks(2) {
+        set_string(&mut c.srv.dbs[db], pair[0], pair[1], false);
+    }
+    c.dirty((argv.len() as u64 - 1) / 2);
+    if nx {
+        c.cl.reply.int(1);
+    } else {
+        c.cl.reply.ok();
+    }
+}
+
+/// `MSET key value [key value ...]`
+pub fn mset(c: &mut Ctx, argv: &[&[u8]]) {
+    mset_generic(c, argv, false);
+}
+
+/// `MSETNX key value [key value ...]` — 1 if all were set, 0 if any existed.
+pub fn msetnx(c: &mut Ctx, argv: &[&[u8]]) {
+    mset_generic(c, argv, true);
+}
+
+fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'static str> {
+    if size as u128 + append as u128 > c.srv.config.proto_max_bulk_len as u128 {
+        Err(ERR_STRING_TOO_LONG)
+    } else {
+        Ok(())
+    }
+}
+
+/// Get mutable access to a string value as a growable buffer, converting the
+/// entry to a boxed "raw" string (Redis's dbUnshareStringValue).
+fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
+    let needs_box = !matches!(db.main.get(key).map(|e| e.value()), Some(ValueRef::Boxed(Value::Str(_))));
+    if needs_box {
+        let cur = db.main.get(key).and_then(string_bytes).map(|v| v.into_owned()).unwrap_or_default();
+        db.replace_value(key, NewValue::Boxed(Box::new(Value::Str(cur))), true);
+    }
+    match db.main.get_mut(key).and_then(|e| e.boxed_mut()) {
+        Some(Value::Str(v)) => v,
+        #[allow(unreachable_patterns)]
+        _ => unreachable!("value was just boxed as a string"),
+    }
+}
+
+/// Re-inline a boxed string when it is small enough to live in its entry.
+fn compact_string(db: &mut Db, key: &[u8]) {
+    let small = match db.main.get(key).map(|e| e.value()) {
+        Some(ValueRef::Boxed(Value::Str(v))) if v.len() <= crate::db::entry::INLINE_MAX => Some(v.clone()),
+        _ => None,
+    };
+    if let Some(v) = small {
+        db.replace_value(key, NewValue::Str(&v), true);
+    }
+}
+
+/// `APPEND key value` — the new length.
+pub fn append(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let (key, val) = (argv[1], argv[2]);
+    let cur_len = match lookup_write(c.srv, db, key) {
+        None => {
+            c.srv.dbs[db].set(string_entry(key, val), false);
+            c.dirty(1);
+            return c.cl.reply.int(val.len() as i64);
+        }
+        Some(e) => match string_len(e) {
+            Some(n) => n,
+            None => return c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    };
+    if let Err(e) = check_string_length(c, cur_len, val.len()) {
+        return c.cl.reply.error(e);
+    }
+    let d = &mut c.srv.dbs[db];
+    let buf = unshare_string(d, key);
+    buf.extend_from_slice(val);
+    let total = buf.len();
+    compact_string(d, key);
+    c.dirty(1);
+    c.cl.reply.int(total as i64);
+}
+
+/// `STRLEN key`
+pub fn strlen(c: &mut Ctx, argv: &[&[u8]]) {
+    match lookup_read(c.srv, c.cl.db, argv[1]) {
+        None => c.cl.reply.int(0),
+        Some(e) => match string_len(e) {
+            Some(n) => c.cl.reply.int(n as i64),
+            None => c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    }
+}
+
+/// `GETRANGE key start end` (and the old SUBSTR).
+pub fn getrange(c: &mut Ctx, argv: &[&[u8]]) {
+    let (mut start, mut end) = match (arg_i64(argv[2]), arg_i64(argv[3])) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+    };
+    let Some(e) = lookup_read(c.srv, c.cl.db, argv[1]) else {
+        return c.cl.reply.bulk(b"");
+    };
+    let Some(s) = string_bytes(e) else {
+        return c.cl.reply.error(ERR_WRONGTYPE);
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return c.cl.reply.bulk(b"");
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        c.cl.reply.bulk(b"");
+    } else {
+        c.cl.reply.bulk(&s[start as usize..=end as usize]);
+    }
+}
+
+/// `SETRANGE key offset value` — the new length.
+pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
+    let offset = match arg_i64(argv[2]) {
+        Ok(o) => o,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    if offset < 0 {
+        return c.cl.reply.error("ERR offset is out of range");
+    }
+    let offset = offset as usize;
+    let (db, key, val) = (c.cl.db, argv[1], argv[3]);
+    match lookup_write(c.srv, db, key) {
+        None => {
+            if val.is_empty() {
+                return c.cl.reply.int(0);
+            }
+            if let Err(e) = check_string_length(c, offset, val.len()) {
+                return c.cl.reply.error(e);
+            }
+            let mut v = vec![0u8; offset + val.len()];
+            v[offset..].copy_from_slice(val);
+            c.srv.dbs[db].set(Entry::new(key, NewValue::Str(&v), true), false);
+            c.dirty(1);
+            return c.cl.reply.int(v.len() as i64);
+        }
+        Some(e) => {
+            let Some(olen) = string_len(e) else {
+                return c.cl.reply.error(ERR_WRONGTYPE);
+            };
+            if val.is_empty() {
+                return c.cl.reply.int(olen as i64);
+            }
+        }
+    }
+    if let Err(e) = check_string_length(c, offset, val.len()) {
+        return c.cl.reply.error(e);
+    }
+    let d = &mut c.srv.dbs[db];
+    let buf = unshare_string(d, key);
+    if buf.len() < offset + val.len() {
+        buf.resize(offset + val.len(), 0);
+    }
+    buf[offset..offset + val.len()].copy_from_slice(val);
+    let total = buf.len();
+    compact_string(d, key);
+    c.dirty(1);
+    c.cl.reply.int(total as i64);
+}
+
+/// The engine behind INCR, DECR, INCRBY and DECRBY.
+fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
+    let db = c.cl.db;
+    let old = match lookup_write(c.srv, db, key) {
+        None => 0,
+        Some(e) => match e.value() {
+            ValueRef::Int(n) => n,
+            ValueRef::Str(s) => match parse_i64(s) {
+                Some(n) => n,
+                None => return c.cl.reply.error(ERR_NOT_INT),
+            },
+            ValueRef::Boxed(Value::Str(s)) => match parse_i64(s) {
+                Some(n) => n,
+                None => return c.cl.reply.error(ERR_NOT_INT),
+            },
+            #[allow(unreachable_patterns)]
+            ValueRef::Boxed(_) => return c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    };
+    let Some(new) = old.checked_add(incr) else {
+        return c.cl.reply.error("ERR increment or decrement would overflow");
+    };
+    let d = &mut c.srv.dbs[db];
+    match d.main.get_mut(key) {
+        // Hot path: an integer changes in place.
+        Some(e) => {
+            if !e.set_int_in_place(new) {
+                d.replace_value(key, NewValue::Int(new), false);
+            }
+        }
+        None => d.main.insert_new(Entry::new(key, NewValue::Int(new), false)),
+    }
+    c.dirty(1);
+    c.cl.reply.int(new);
+}
+
+/// `INCR key`
+pub fn incr(c: &mut Ctx, argv: &[&[u8]]) {
+    incr_decr(c, argv[1], 1);
+}
+
+/// `DECR key`
+pub fn decr(c: &mut Ctx, argv: &[&[u8]]) {
+    incr_decr(c, argv[1], -1);
+}
+
+/// `INCRBY key increment`
+pub fn incrby(c: &mut Ctx, argv: &[&[u8]]) {
+    match arg_i64(argv[2]) {
+        Ok(n) => incr_decr(c, argv[1], n),
+        Err(e) => c.cl.reply.error(e),
+    }
+}
+
+/// `DECRBY key decrement`
+pub fn decrby(c: &mut Ctx, argv: &[&[u8]]) {
+    match arg_i64(argv[2]) {
+        Ok(i64::MIN) => c.cl.reply.error("ERR decrement would overflow"),
+        Ok(n) => incr_decr(c, argv[1], -n),
+        Err(e) => c.cl.reply.error(e),
+    }
+}
+
+/// Add two decimal strings in C long double, as Redis does. `Err` carries
+/// the Redis error text.
+pub fn long_double_add(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, &'static str> {
+    let mut out = vec![0u8; 5 * 1024 + 64];
+    let (cp, cl) = match cur {
+        Some(s) => (s.as_ptr() as *const libc::c_char, s.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: all pointers are valid for the lengths given; the C side
+    // never writes more than out.len() bytes.
+    let n = unsafe { kvstore_ld_add(cp, cl, incr.as_ptr() as *const libc::c_char, incr.len(), out.as_mut_ptr() as *mut libc::c_char, out.len()) };
+    match n {
+        -1 | -2 => Err(ERR_NOT_FLOAT),
+        n if n <= 0 => Err("ERR increment would produce NaN or Infinity"),
+        n => {
+            out.truncate(n as usize);
+            Ok(out)
+        }
+    }
+}
+
+/// `INCRBYFLOAT key increment` — propagated as `SET key value KEEPTTL`.
+pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let key = argv[1];
+    let cur = match lookup_write(c.srv, db, key) {
+        None => None,
+        Some(e) => match string_bytes(e) {
+            Some(v) => Some(v.into_owned()),
+            None => return c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    };
+    let new = match long_double_add(cur.as_deref(), argv[2]) {
+        Ok(v) => v,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let d = &mut c.srv.dbs[db];
+    if cur.is_some() {
+        d.replace_value(key, NewValue::Str(&new), false);
+    } else {
+        d.main.insert_new(Entry::new(key, NewValue::Str(&new), false));
+    }
+    c.dirty(1);
+    c.cl.reply.bulk(&new);
+    c.propagate_as(vec![b"SET".to_vec(), key.to_vec(), new, b"KEEPTTL".to_vec()]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_double_matches_redis() {
+        assert_eq!(long_double_add(Some(b"10.50"), b"0.1").unwrap(), b"10.6");
+        assert_eq!(long_double_add(Some(b"5.0e3"), b"2.0e2").unwrap(), b"5200");
+        assert_eq!(long_double_add(None, b"3").unwrap(), b"3");
+        assert_eq!(long_double_add(Some(b"abc"), b"1"), Err(ERR_NOT_FLOAT));
+        assert_eq!(long_double_add(Some(b"1"), b" 1"), Err(ERR_NOT_FLOAT));
+        assert!(long_double_add(Some(b"1"), b"inf").is_err());
+    }
+}

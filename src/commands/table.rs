@@ -1,0 +1,167 @@
+//! The command table: one line per command, as Redis's commands.def.
+
+use super::*;
+use super::{expire as ex, keys as k, server_cmds as s, string as st};
+
+pub type Handler = fn(&mut Ctx, &[&[u8]]);
+
+/// Everything the dispatcher and COMMAND need to know about a command.
+pub struct CommandSpec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Argument count including the name; negative means "at least".
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub handler: Handler,
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub complexity: &'static str,
+}
+
+impl CommandSpec {
+    /// ACL categories, as COMMAND INFO lists them.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut cats = Vec::new();
+        if self.flags & WRITE != 0 {
+            cats.push("@write");
+        }
+        if self.flags & READONLY != 0 {
+            cats.push("@read");
+        }
+        match self.group {
+            "string" => cats.push("@string"),
+            "generic" => cats.push("@keyspace"),
+            "connection" => cats.push("@connection"),
+            "server" => {}
+            _ => {}
+        }
+        if self.flags & ADMIN != 0 {
+            cats.push("@admin");
+            cats.push("@dangerous");
+        }
+        if self.flags & FAST != 0 {
+            cats.push("@fast");
+        } else {
+            cats.push("@slow");
+        }
+        cats
+    }
+
+    /// Positions of the key arguments in `argv` (COMMAND GETKEYS).
+    pub fn key_positions(&self, argc: usize) -> Vec<usize> {
+        if self.first_key <= 0 {
+            return Vec::new();
+        }
+        let last = if self.last_key < 0 {
+            argc as i32 + self.last_key
+        } else {
+            self.last_key
+        };
+        let mut out = Vec::new();
+        let mut i = self.first_key;
+        while i <= last && (i as usize) < argc {
+            out.push(i as usize);
+            i += self.step.max(1);
+        }
+        out
+    }
+}
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $h:expr, $group:literal, $since:literal, $summary:literal, $cx:literal) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            handler: $h,
+            group: $group,
+            since: $since,
+            summary: $summary,
+            complexity: $cx,
+        }
+    };
+}
+
+const W: u32 = WRITE;
+const R: u32 = READONLY;
+const WD: u32 = WRITE | DENYOOM;
+const WDF: u32 = WRITE | DENYOOM | FAST;
+const WF: u32 = WRITE | FAST;
+const RF: u32 = READONLY | FAST;
+const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    // strings
+    cmd!("get", 2, RF, 1, 1, 1, st::get, "string", "1.0.0", "Returns the string value of a key.", "O(1)"),
+    cmd!("set", -3, WD, 1, 1, 1, st::set, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "O(1)"),
+    cmd!("setnx", 3, WDF, 1, 1, 1, st::setnx, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist.", "O(1)"),
+    cmd!("setex", 4, WD, 1, 1, 1, st::setex, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", "O(1)"),
+    cmd!("psetex", 4, WD, 1, 1, 1, st::psetex, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", "O(1)"),
+    cmd!("getset", 3, WDF, 1, 1, 1, st::getset, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value.", "O(1)"),
+    cmd!("getdel", 2, WF, 1, 1, 1, st::getdel, "string", "6.2.0", "Returns the string value of a key after deleting the key.", "O(1)"),
+    cmd!("getex", -2, WF, 1, 1, 1, st::getex, "string", "6.2.0", "Returns the string value of a key after setting its expiration time.", "O(1)"),
+    cmd!("mget", -2, RF, 1, -1, 1, st::mget, "string", "1.0.0", "Atomically returns the string values of one or more keys.", "O(N) where N is the number of keys to retrieve."),
+    cmd!("mset", -3, WD, 1, -1, 2, st::mset, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys.", "O(N) where N is the number of keys to set."),
+    cmd!("msetnx", -3, WD, 1, -1, 2, st::msetnx, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", "O(N) where N is the number of keys to set."),
+    cmd!("append", 3, WDF, 1, 1, 1, st::append, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", "O(1)"),
+    cmd!("strlen", 2, RF, 1, 1, 1, st::strlen, "string", "2.2.0", "Returns the length of a string value.", "O(1)"),
+    cmd!("getrange", 4, R, 1, 1, 1, st::getrange, "string", "2.4.0", "Returns a substring of the string stored at a key.", "O(N) where N is the length of the returned string."),
+    cmd!("substr", 4, R, 1, 1, 1, st::getrange, "string", "1.0.0", "Returns a substring from a string value.", "O(N) where N is the length of the returned string."),
+    cmd!("setrange", 4, WD, 1, 1, 1, st::setrange, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", "O(1), not counting the time taken to copy the new string in place."),
+    cmd!("incr", 2, WDF, 1, 1, 1, st::incr, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    cmd!("decr", 2, WDF, 1, 1, 1, st::decr, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    cmd!("incrby", 3, WDF, 1, 1, 1, st::incrby, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    cmd!("decrby", 3, WDF, 1, 1, 1, st::decrby, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    cmd!("incrbyfloat", 3, WDF, 1, 1, 1, st::incrbyfloat, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    // keys
+    cmd!("del", -2, W, 1, -1, 1, k::del, "generic", "1.0.0", "Deletes one or more keys.", "O(N) where N is the number of keys that will be removed."),
+    cmd!("unlink", -2, WF, 1, -1, 1, k::unlink, "generic", "4.0.0", "Asynchronously deletes one or more keys.", "O(1) for each key removed regardless of its size."),
+    cmd!("exists", -2, RF, 1, -1, 1, k::exists, "generic", "1.0.0", "Determines whether one or more keys exist.", "O(N) where N is the number of keys to check."),
+    cmd!("type", 2, RF, 1, 1, 1, k::type_cmd, "generic", "1.0.0", "Determines the type of value stored at a key.", "O(1)"),
+    cmd!("rename", 3, W, 1, 2, 1, k::rename, "generic", "1.0.0", "Renames a key and overwrites the destination.", "O(1)"),
+    cmd!("renamenx", 3, WF, 1, 2, 1, k::renamenx, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)"),
+    cmd!("copy", -3, WD, 1, 2, 1, k::copy, "generic", "6.2.0", "Copies the value of a key to a new key.", "O(N) worst case for collections, where N is the number of nested items. O(1) for string values."),
+    cmd!("move", 3, WF, 1, 1, 1, k::move_cmd, "generic", "1.0.0", "Moves a key to another database.", "O(1)"),
+    cmd!("keys", 2, R, 0, 0, 0, k::keys, "generic", "1.0.0", "Returns all key names that match a pattern.", "O(N) with N being the number of keys in the database"),
+    cmd!("scan", -2, R, 0, 0, 0, k::scan, "generic", "2.8.0", "Iterates over the key names in the database.", "O(1) for every call. O(N) for a complete iteration."),
+    cmd!("randomkey", 1, R | RANDOM, 0, 0, 0, k::randomkey, "generic", "1.0.0", "Returns a random key name from the database.", "O(1)"),
+    cmd!("touch", -2, RF, 1, -1, 1, k::touch, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", "O(N) where N is the number of keys that will be touched."),
+    cmd!("object", -2, R, 2, 2, 1, k::object, "generic", "2.2.3", "A container for object introspection commands.", "Depends on subcommand."),
+    cmd!("expire", -3, WF, 1, 1, 1, ex::expire, "generic", "1.0.0", "Sets the expiration time of a key in seconds.", "O(1)"),
+    cmd!("pexpire", -3, WF, 1, 1, 1, ex::pexpire, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds.", "O(1)"),
+    cmd!("expireat", -3, WF, 1, 1, 1, ex::expireat, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp.", "O(1)"),
+    cmd!("pexpireat", -3, WF, 1, 1, 1, ex::pexpireat, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.", "O(1)"),
+    cmd!("ttl", 2, RF, 1, 1, 1, ex::ttl, "generic", "1.0.0", "Returns the expiration time in seconds of a key.", "O(1)"),
+    cmd!("pttl", 2, RF, 1, 1, 1, ex::pttl, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key.", "O(1)"),
+    cmd!("expiretime", 2, RF, 1, 1, 1, ex::expiretime, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp.", "O(1)"),
+    cmd!("pexpiretime", 2, RF, 1, 1, 1, ex::pexpiretime, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)"),
+    cmd!("persist", 2, WF, 1, 1, 1, ex::persist, "generic", "2.2.0", "Removes the expiration time of a key.", "O(1)"),
+    // connection
+    cmd!("ping", -1, FAST, 0, 0, 0, s::ping, "connection", "1.0.0", "Returns the server's liveliness response.", "O(1)"),
+    cmd!("echo", 2, FAST, 0, 0, 0, s::echo, "connection", "1.0.0", "Returns the given string.", "O(1)"),
+    cmd!("quit", -1, CONN | NOAUTH | ALLOW_BUSY, 0, 0, 0, s::quit, "connection", "1.0.0", "Closes the connection.", "O(1)"),
+    cmd!("reset", 1, CONN | NOAUTH | ALLOW_BUSY, 0, 0, 0, s::reset, "connection", "6.2.0", "Resets the connection.", "O(1)"),
+    cmd!("hello", -1, CONN | NOAUTH | ALLOW_BUSY, 0, 0, 0, s::hello, "connection", "6.0.0", "Handshakes with the Redis server.", "O(1)"),
+    cmd!("auth", -2, CONN | NOAUTH | ALLOW_BUSY, 0, 0, 0, s::auth, "connection", "1.0.0", "Authenticates the connection.", "O(N) where N is the number of passwords defined for the user"),
+    cmd!("select", 2, LOADING | STALE | FAST, 0, 0, 0, s::select, "connection", "1.0.0", "Changes the selected database.", "O(1)"),
+    cmd!("client", -2, NOSCRIPT | LOADING | STALE, 0, 0, 0, s::client, "connection", "2.4.0", "A container for client connection commands.", "Depends on subcommand."),
+    // server
+    cmd!("swapdb", 3, WF, 0, 0, 0, s::swapdb, "server", "4.0.0", "Swaps two Redis databases.", "O(N) where N is the count of clients watching or blocking on keys from both databases."),
+    cmd!("dbsize", 1, RF, 0, 0, 0, s::dbsize, "server", "1.0.0", "Returns the number of keys in the database.", "O(1)"),
+    cmd!("flushdb", -1, W, 0, 0, 0, s::flushdb, "server", "1.0.0", "Remove all keys from the current database.", "O(N) where N is the number of keys in the selected database"),
+    cmd!("flushall", -1, W, 0, 0, 0, s::flushall, "server", "1.0.0", "Removes all keys from all databases.", "O(N) where N is the total number of keys in all databases"),
+    cmd!("info", -1, LOADING | STALE, 0, 0, 0, s::info, "server", "1.0.0", "Returns information and statistics about the server.", "O(1)"),
+    cmd!("time", 1, LOADING | STALE | FAST | RANDOM, 0, 0, 0, s::time, "server", "2.6.0", "Returns the server time.", "O(1)"),
+    cmd!("command", -1, LOADING | STALE, 0, 0, 0, s::command, "server", "2.8.13", "Returns detailed information about all commands.", "O(N) where N is the total number of Redis commands"),
+    cmd!("config", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, s::config, "server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand."),
+    cmd!("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, s::debug, "server", "1.0.0", "A container for debugging commands.", "Depends on subcommand."),
+    cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, 0, 0, 0, s::shutdown, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
+    cmd!("lastsave", 1, LOADING | STALE | FAST | RANDOM, 0, 0, 0, s::lastsave, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", "O(1)"),
+];

@@ -1,0 +1,601 @@
+//! Configuration: one table of every option (name, default, whether it can be
+//! changed at run time, how it parses and prints), serving the config file,
+//! the command line, CONFIG GET, CONFIG SET and CONFIG REWRITE alike.
+//!
+//! The file syntax is redis.conf's: `name arg arg…` per line, `#` comments,
+//! quoted arguments with the same rules as inline commands. The command line
+//! is `kvstore [file] [--name value …]`, as redis-server takes it.
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::split_args;
+
+/// Every setting, typed. Options that later subsystems use are already
+/// parsed and validated here so that config files written for Redis load.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub bind: Vec<String>,
+    pub port: u16,
+    pub unixsocket: String,
+    pub unixsocketperm: u32,
+    pub tcp_backlog: i64,
+    pub tcp_keepalive: i64,
+    pub timeout: i64,
+    pub hz: i64,
+    pub databases: usize,
+    pub requirepass: String,
+    pub maxclients: i64,
+    pub maxmemory: u64,
+    pub maxmemory_policy: String,
+    pub maxmemory_samples: i64,
+    pub proto_max_bulk_len: i64,
+    pub client_query_buffer_limit: u64,
+    pub loglevel: String,
+    pub logfile: String,
+    pub dir: PathBuf,
+    pub dbfilename: String,
+    pub save: String,
+    pub appendonly: bool,
+    pub appendfilename: String,
+    pub appendfsync: String,
+    pub activerehashing: bool,
+    pub active_expire_effort: i64,
+    pub lazyfree_lazy_expire: bool,
+    pub lazyfree_lazy_user_del: bool,
+    pub lazyfree_lazy_user_flush: bool,
+    pub stop_writes_on_bgsave_error: bool,
+    pub rdbcompression: bool,
+    pub rdbchecksum: bool,
+    pub hash_max_listpack_entries: i64,
+    pub hash_max_listpack_value: i64,
+    pub list_max_listpack_size: i64,
+    pub set_max_intset_entries: i64,
+    pub set_max_listpack_entries: i64,
+    pub zset_max_listpack_entries: i64,
+    pub zset_max_listpack_value: i64,
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: i64,
+    pub notify_keyspace_events: String,
+    pub pidfile: String,
+    pub protected_mode: bool,
+    /// Path of the config file the server was started with, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut c = Config {
+            bind: vec![],
+            port: 0,
+            unixsocket: String::new(),
+            unixsocketperm: 0,
+            tcp_backlog: 0,
+            tcp_keepalive: 0,
+            timeout: 0,
+            hz: 0,
+            databases: 0,
+            requirepass: String::new(),
+            maxclients: 0,
+            maxmemory: 0,
+            maxmemory_policy: String::new(),
+            maxmemory_samples: 0,
+            proto_max_bulk_len: 0,
+            client_query_buffer_limit: 0,
+            loglevel: String::new(),
+            logfile: String::new(),
+            dir: PathBuf::new(),
+            dbfilename: String::new(),
+            save: String::new(),
+            appendonly: false,
+            appendfilename: String::new(),
+            appendfsync: String::new(),
+            activerehashing: false,
+            active_expire_effort: 0,
+            lazyfree_lazy_expire: false,
+            lazyfree_lazy_user_del: false,
+            lazyfree_lazy_user_flush: false,
+            stop_writes_on_bgsave_error: false,
+            rdbcompression: false,
+            rdbchecksum: false,
+            hash_max_listpack_entries: 0,
+            hash_max_listpack_value: 0,
+            list_max_listpack_size: 0,
+            set_max_intset_entries: 0,
+            set_max_listpack_entries: 0,
+            zset_max_listpack_entries: 0,
+            zset_max_listpack_value: 0,
+            slowlog_log_slower_than: 0,
+            slowlog_max_len: 0,
+            notify_keyspace_events: String::new(),
+            pidfile: String::new(),
+            protected_mode: false,
+            config_file: None,
+        };
+        for opt in OPTIONS {
+            (opt.set)(&mut c, opt.default).expect("option defaults are valid");
+        }
+        c
+    }
+}
+
+/// How an option's value is written and read.
+pub struct OptionSpec {
+    pub name: &'static str,
+    pub default: &'static str,
+    /// Can CONFIG SET change it while running?
+    pub mutable: bool,
+    pub get: fn(&Config) -> String,
+    pub set: fn(&mut Config, &str) -> Result<(), String>,
+    /// One-line description, used in the shipped kvstore.conf.
+    pub doc: &'static str,
+}
+
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
+    let n: i64 = v
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if n < min || n > max {
+        return Err(format!("argument must be between {min} and {max} inclusive"));
+    }
+    Ok(n)
+}
+
+/// Parse a memory amount the way Redis's `memtoull` does: `1gb` = 2^30,
+/// `1g` = 10^9, `1kb` = 1024, `1k` = 1000; plain numbers are bytes.
+pub fn parse_memory(v: &str) -> Result<u64, String> {
+    let lower = v.to_ascii_lowercase();
+    let units: [(&str, u64); 8] = [
+        ("gb", 1 << 30),
+        ("mb", 1 << 20),
+        ("kb", 1 << 10),
+        ("g", 1_000_000_000),
+        ("m", 1_000_000),
+        ("k", 1_000),
+        ("b", 1),
+        ("", 1),
+    ];
+    for (suffix, mul) in units {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let n: u64 = num.parse().map_err(|_| "argument must be a memory value".to_string())?;
+            return n.checked_mul(mul).ok_or_else(|| "argument must be a memory value".to_string());
+        }
+    }
+    Err("argument must be a memory value".into())
+}
+
+fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
+    let lower = v.to_ascii_lowercase();
+    if allowed.contains(&lower.as_str()) {
+        Ok(lower)
+    } else {
+        Err(format!("argument(s) must be one of the following: {}", allowed.join(", ")))
+    }
+}
+
+/// Validate a `save` value: pairs of seconds and changes, or "".
+fn parse_save(v: &str) -> Result<String, String> {
+    let parts: Vec<&str> = v.split_whitespace().collect();
+    if parts.len() % 2 != 0 {
+        return Err("Invalid save parameters".into());
+    }
+    for p in &parts {
+        if p.parse::<u64>().is_err() {
+            return Err("Invalid save parameters".into());
+        }
+    }
+    Ok(parts.join(" "))
+}
+
+macro_rules! opt {
+    ($name:literal, $default:literal, $mutable:expr, $doc:literal, |$c:ident| $get:expr, |$c2:ident, $v:ident| $set:expr) => {
+        OptionSpec {
+            name: $name,
+            default: $default,
+            mutable: $mutable,
+            doc: $doc,
+            get: |$c: &Config| $get,
+            set: |$c2: &mut Config, $v: &str| {
+                $set;
+                Ok(())
+            },
+        }
+    };
+}
+
+/// Every option the server knows, in the order kvstore.conf documents them.
+pub static OPTIONS: &[OptionSpec] = &[
+    opt!("bind", "127.0.0.1", false, "Addresses to listen on (space separated).",
+        |c| c.bind.join(" "),
+        |c, v| c.bind = v.split_whitespace().map(String::from).collect()),
+    opt!("port", "6379", false, "TCP port (0 disables TCP).",
+        |c| c.port.to_string(),
+        |c, v| c.port = parse_int(v, 0, 65535)? as u16),
+    opt!("unixsocket", "", false, "Path of a unix socket to listen on as well (empty: none).",
+        |c| c.unixsocket.clone(),
+        |c, v| c.unixsocket = v.to_string()),
+    opt!("unixsocketperm", "0", false, "Octal permissions of the unix socket (0: umask default).",
+        |c| format!("{:o}", c.unixsocketperm),
+        |c, v| c.unixsocketperm = u32::from_str_radix(v, 8).map_err(|_| "argument couldn't be parsed into an integer".to_string())?),
+    opt!("tcp-backlog", "511", false, "listen() backlog.",
+        |c| c.tcp_backlog.to_string(),
+        |c, v| c.tcp_backlog = parse_int(v, 0, i32::MAX as i64)?),
+    opt!("tcp-keepalive", "300", true, "TCP keepalive interval in seconds (0: off).",
+        |c| c.tcp_keepalive.to_string(),
+        |c, v| c.tcp_keepalive = parse_int(v, 0, i32::MAX as i64)?),
+    opt!("timeout", "0", true, "Close a client after this many idle seconds (0: never).",
+        |c| c.timeout.to_string(),
+        |c, v| c.timeout = parse_int(v, 0, i32::MAX as i64)?),
+    opt!("hz", "10", true, "Background task frequency (expiry, timeouts, stats), 1-500.",
+        |c| c.hz.to_string(),
+        |c, v| c.hz = parse_int(v, 0, i32::MAX as i64)?.clamp(1, 500)),
+    opt!("databases", "16", false, "Number of databases (SELECT 0..n-1).",
+        |c| c.databases.to_string(),
+        |c, v| c.databases = parse_int(v, 1, i32::MAX as i64)? as usize),
+    opt!("requirepass", "", true, "Password clients must AUTH with (empty: none).",
+        |c| c.requirepass.clone(),
+        |c, v| c.requirepass = v.to_string()),
+    opt!("maxclients", "10000", true, "Maximum simultaneous clients.",
+        |c| c.maxclients.to_string(),
+        |c, v| c.maxclients = parse_int(v, 1, i32::MAX as i64)?),
+    opt!("maxmemory", "0", true, "Memory limit in bytes (0: none); see maxmemory-policy.",
+        |c| c.maxmemory.to_string(),
+        |c, v| c.maxmemory = parse_memory(v)?),
+    opt!("maxmemory-policy", "noeviction", true, "What to do at maxmemory: noeviction refuses writes with an OOM error.",
+        |c| c.maxmemory_policy.clone(),
+        |c, v| c.maxmemory_policy = parse_enum(v, &["noeviction"])?),
+    opt!("maxmemory-samples", "5", true, "Keys sampled per eviction.",
+        |c| c.maxmemory_samples.to_string(),
+        |c, v| c.maxmemory_samples = parse_int(v, 1, 64)?),
+    opt!("proto-max-bulk-len", "512mb", true, "Largest bulk string a client may send.",
+        |c| c.proto_max_bulk_len.to_string(),
+        |c, v| c.proto_max_bulk_len = parse_memory(v)?.clamp(1024 * 1024, i64::MAX as u64) as i64),
+    opt!("client-query-buffer-limit", "1gb", true, "Largest query buffer of one client; beyond it the client is closed.",
+        |c| c.client_query_buffer_limit.to_string(),
+        |c, v| c.client_query_buffer_limit = parse_memory(v)?.max(1024 * 1024)),
+    opt!("loglevel", "notice", true, "debug, verbose, notice or warning.",
+        |c| c.loglevel.clone(),
+        |c, v| c.loglevel = parse_enum(v, &["debug", "verbose", "notice", "warning", "nothing"])?),
+    opt!("logfile", "", false, "Log file path (empty: standard output).",
+        |c| c.logfile.clone(),
+        |c, v| c.logfile = v.to_string()),
+    opt!("dir", "./", true, "Working directory for data files.",
+        |c| c.dir.display().to_string(),
+        |c, v| c.dir = absolute_dir(v)?),
+    opt!("dbfilename", "dump.rdb", true, "Snapshot file name, in dir.",
+        |c| c.dbfilename.clone(),
+        |c, v| c.dbfilename = v.to_string()),
+    opt!("save", "3600 1 300 100 60 10000", true, "Snapshot save points: pairs of <seconds> <changes> (\"\" disables).",
+        |c| c.save.clone(),
+        |c, v| c.save = parse_save(v)?),
+    opt!("appendonly", "no", true, "Append-only file persistence (not available yet: only 'no' is accepted).",
+        |c| yes_no(c.appendonly),
+        |c, v| {
+            if parse_bool(v)? {
+                return Err("appendonly is not supported by this build yet".into());
+            }
+            c.appendonly = false
+        }),
+    opt!("appendfilename", "appendonly.aof", false, "Base name of the append-only files.",
+        |c| c.appendfilename.clone(),
+        |c, v| c.appendfilename = v.to_string()),
+    opt!("appendfsync", "everysec", true, "always, everysec or no.",
+        |c| c.appendfsync.clone(),
+        |c, v| c.appendfsync = parse_enum(v, &["always", "everysec", "no"])?),
+    opt!("activerehashing", "yes", true, "Spend cron time finishing table resizes.",
+        |c| yes_no(c.activerehashing),
+        |c, v| c.activerehashing = parse_bool(v)?),
+    opt!("active-expire-effort", "1", true, "Effort of the active expiry cycle, 1-10.",
+        |c| c.active_expire_effort.to_string(),
+        |c, v| c.active_expire_effort = parse_int(v, 1, 10)?),
+    opt!("lazyfree-lazy-expire", "no", true, "Propagate expirations as UNLINK instead of DEL.",
+        |c| yes_no(c.lazyfree_lazy_expire),
+        |c, v| c.lazyfree_lazy_expire = parse_bool(v)?),
+    opt!("lazyfree-lazy-user-del", "no", true, "Make DEL behave like UNLINK.",
+        |c| yes_no(c.lazyfree_lazy_user_del),
+        |c, v| c.lazyfree_lazy_user_del = parse_bool(v)?),
+    opt!("lazyfree-lazy-user-flush", "no", true, "Make FLUSHALL/FLUSHDB default to ASYNC.",
+        |c| yes_no(c.lazyfree_lazy_user_flush),
+        |c, v| c.lazyfree_lazy_user_flush = parse_bool(v)?),
+    opt!("stop-writes-on-bgsave-error", "yes", true, "Refuse writes while the last background save failed.",
+        |c| yes_no(c.stop_writes_on_bgsave_error),
+        |c, v| c.stop_writes_on_bgsave_error = parse_bool(v)?),
+    opt!("rdbcompression", "yes", true, "LZF-compress strings in snapshots.",
+        |c| yes_no(c.rdbcompression),
+        |c, v| c.rdbcompression = parse_bool(v)?),
+    opt!("rdbchecksum", "yes", true, "Write and verify the CRC64 trailer of snapshots.",
+        |c| yes_no(c.rdbchecksum),
+        |c, v| c.rdbchecksum = parse_bool(v)?),
+    opt!("hash-max-listpack-entries", "128", true, "Hashes with at most this many fields stay compact.",
+        |c| c.hash_max_listpack_entries.to_string(),
+        |c, v| c.hash_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
+    opt!("hash-max-listpack-value", "64", true, "Hashes whose fields and values are at most this long stay compact.",
+        |c| c.hash_max_listpack_value.to_string(),
+        |c, v| c.hash_max_listpack_value = parse_int(v, 0, i64::MAX)?),
+    opt!("list-max-listpack-size", "-2", true, "List node size: negative = -1..-5 for 4..64 KB, positive = entries.",
+        |c| c.list_max_listpack_size.to_string(),
+        |c, v| c.list_max_listpack_size = parse_int(v, i32::MIN as i64, i32::MAX as i64)?),
+    opt!("set-max-intset-entries", "512", true, "Integer sets with at most this many members stay compact.",
+        |c| c.set_max_intset_entries.to_string(),
+        |c, v| c.set_max_intset_entries = parse_int(v, 0, i64::MAX)?),
+    opt!("set-max-listpack-entries", "128", true, "Small non-integer sets stay compact up to this many members.",
+        |c| c.set_max_listpack_entries.to_string(),
+        |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
+    opt!("zset-max-listpack-entries", "128", true, "Sorted sets with at most this many members stay compact.",
+        |c| c.zset_max_listpack_entries.to_string(),
+        |c, v| c.zset_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
+    opt!("zset-max-listpack-value", "64", true, "Sorted sets whose members are at most this long stay compact.",
+        |c| c.zset_max_listpack_value.to_string(),
+        |c, v| c.zset_max_listpack_value = parse_int(v, 0, i64::MAX)?),
+    opt!("slowlog-log-slower-than", "10000", true, "Slow log threshold in microseconds.",
+        |c| c.slowlog_log_slower_than.to_string(),
+        |c, v| c.slowlog_log_slower_than = parse_int(v, -1, i64::MAX)?),
+    opt!("slowlog-max-len", "128", true, "Slow log length.",
+        |c| c.slowlog_max_len.to_string(),
+        |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?),
+    opt!("notify-keyspace-events", "", true, "Keyspace notification classes (pub/sub not available yet).",
+        |c| c.notify_keyspace_events.clone(),
+        |c, v| {
+            if !v.is_empty() {
+                return Err("keyspace notifications are not supported by this build yet".into());
+            }
+            c.notify_keyspace_events = String::new()
+        }),
+    opt!("pidfile", "", false, "Write the process id to this file (empty: none).",
+        |c| c.pidfile.clone(),
+        |c, v| c.pidfile = v.to_string()),
+    opt!("protected-mode", "yes", true, "Accepted for compatibility; kvstore binds to 127.0.0.1 by default.",
+        |c| yes_no(c.protected_mode),
+        |c, v| c.protected_mode = parse_bool(v)?),
+    opt!("daemonize", "no", false, "Only 'no': run kvstore under a supervisor instead.",
+        |_c| "no".to_string(),
+        |_c, v| {
+            if parse_bool(v)? {
+                return Err("daemonize is not supported; use a process supervisor".into());
+            }
+        }),
+];
+
+fn absolute_dir(v: &str) -> Result<PathBuf, String> {
+    let p = Path::new(v);
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| e.to_string())?.join(p)
+    };
+    // Normalise "./" and the like without requiring the directory to exist yet.
+    let mut out = PathBuf::new();
+    for comp in abs.components() {
+        match comp {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
+    let lower = name.to_ascii_lowercase();
+    // Old names Redis still accepts.
+    let lower = match lower.as_str() {
+        "hash-max-ziplist-entries" => "hash-max-listpack-entries".to_string(),
+        "hash-max-ziplist-value" => "hash-max-listpack-value".to_string(),
+        "list-max-ziplist-size" => "list-max-listpack-size".to_string(),
+        "zset-max-ziplist-entries" => "zset-max-listpack-entries".to_string(),
+        "zset-max-ziplist-value" => "zset-max-listpack-value".to_string(),
+        _ => lower,
+    };
+    OPTIONS.iter().find(|o| o.name == lower)
+}
+
+impl Config {
+    /// Build the configuration from `kvstore [file] [--name value …]`.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut config = Config::default();
+        let mut rest = args;
+        if let Some(first) = rest.first() {
+            if !first.starts_with("--") {
+                let text = std::fs::read_to_string(first)
+                    .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
+                config.config_file = Some(absolute_dir(first)?);
+                config.apply_text(&text)?;
+                rest = &rest[1..];
+            }
+        }
+        // Command-line options are appended as config lines, as redis-server does.
+        let mut text = String::new();
+        let mut i = 0;
+        while i < rest.len() {
+            let name = rest[i]
+                .strip_prefix("--")
+                .ok_or_else(|| format!("Invalid argument '{}': options start with --", rest[i]))?;
+            let mut line = name.to_string();
+            i += 1;
+            let mut nvals = 0;
+            while i < rest.len() && !rest[i].starts_with("--") {
+                line.push(' ');
+                line.push_str(&quote(&rest[i]));
+                i += 1;
+                nvals += 1;
+            }
+            if nvals == 0 {
+                // `--save ""` arrives as an empty argument; a bare flag means "".
+                line.push_str(" \"\"");
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        config.apply_text(&text)?;
+        Ok(config)
+    }
+
+    /// Apply redis.conf-style text on top of the current values.
+    pub fn apply_text(&mut self, text: &str) -> Result<(), String> {
+        for (lineno, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let args = split_args(line.as_bytes()).ok_or_else(|| {
+                format!("Bad directive or wrong number of arguments at line {}: {line}", lineno + 1)
+            })?;
+            if args.is_empty() {
+                continue;
+            }
+            let name = String::from_utf8_lossy(&args[0]).to_string();
+            let values: Vec<String> = args[1..].iter().map(|a| String::from_utf8_lossy(a).to_string()).collect();
+            let opt = find_option(&name)
+                .ok_or_else(|| format!("Bad directive or wrong number of arguments at line {}: '{name}'", lineno + 1))?;
+            // `save` may appear several times in a file and accumulates.
+            let value = if opt.name == "save" && !values.is_empty() && values[0].is_empty() {
+                String::new()
+            } else {
+                values.join(" ")
+            };
+            (opt.set)(self, &value).map_err(|e| format!("Error in config at line {} ('{name}'): {e}", lineno + 1))?;
+        }
+        Ok(())
+    }
+
+    /// CONFIG GET value of an option.
+    pub fn get(&self, name: &str) -> Option<String> {
+        find_option(name).map(|o| (o.get)(self))
+    }
+
+    /// Render the whole configuration as redis.conf text (CONFIG REWRITE).
+    pub fn rewrite(&self) -> Result<(), String> {
+        let Some(path) = &self.config_file else {
+            return Err("The server is running without a config file".into());
+        };
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        let mut written = std::collections::HashSet::new();
+        let mut out = String::new();
+        for line in old.lines() {
+            let trimmed = line.trim();
+            let name = trimmed.split_whitespace().next().unwrap_or("");
+            if trimmed.starts_with('#') || name.is_empty() {
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
+            match find_option(name) {
+                Some(opt) => {
+                    if written.insert(opt.name) {
+                        out.push_str(&format!("{} {}\n", opt.name, quote(&(opt.get)(self))));
+                    }
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        let defaults = Config::default();
+        let mut header = false;
+        for opt in OPTIONS {
+            if written.contains(opt.name) || (opt.get)(self) == (opt.get)(&defaults) {
+                continue;
+            }
+            if !header {
+                out.push_str("# Generated by CONFIG REWRITE\n");
+                header = true;
+            }
+            out.push_str(&format!("{} {}\n", opt.name, quote(&(opt.get)(self))));
+        }
+        let tmp = path.with_extension("conf.tmp");
+        std::fs::write(&tmp, out).map_err(|e| format!("Rewriting config file: {e}"))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("Rewriting config file: {e}"))?;
+        Ok(())
+    }
+}
+
+/// Quote a value for a config line when it needs it.
+fn quote(v: &str) -> String {
+    if !v.is_empty() && !v.bytes().any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\'' || b == b'\\') {
+        return v.to_string();
+    }
+    let mut s = String::from("\"");
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Render the shipped kvstore.conf: every option with its default and a comment.
+pub fn default_config_text() -> String {
+    let mut out = String::from(
+        "# kvstore configuration file (redis.conf syntax).\n#\n# Start with: kvstore /path/to/kvstore.conf [--option value ...]\n# Memory units: 1k = 1000, 1kb = 1024, 1m = 1000000, 1mb = 1048576, 1g, 1gb.\n# Every option kvstore knows is listed below with its default value.\n\n",
+    );
+    for opt in OPTIONS {
+        out.push_str(&format!("# {}\n{} {}\n\n", opt.doc, opt.name, quote(opt.default)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_redis() {
+        let c = Config::default();
+        assert_eq!(c.port, 6379);
+        assert_eq!(c.proto_max_bulk_len, 512 * 1024 * 1024);
+        assert_eq!(c.client_query_buffer_limit, 1 << 30);
+        assert_eq!(c.save, "3600 1 300 100 60 10000");
+        assert_eq!(c.databases, 16);
+    }
+
+    #[test]
+    fn command_line_overrides_file_syntax() {
+        let args: Vec<String> = ["--port", "7000", "--save", "", "--maxmemory", "1mb"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let c = Config::from_args(&args).unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.save, "");
+        assert_eq!(c.maxmemory, 1 << 20);
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1k"), Ok(1000));
+        assert_eq!(parse_memory("1KB"), Ok(1024));
+        assert_eq!(parse_memory("2gb"), Ok(2 << 30));
+        assert!(parse_memory("-1").is_err());
+        assert!(parse_memory("abc").is_err());
+    }
+
+    #[test]
+    fn shipped_config_file_is_current() {
+        let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kvstore.conf")).unwrap();
+        assert_eq!(shipped, default_config_text(), "regenerate kvstore.conf: kvstore --print-default-config > kvstore.conf");
+        let mut c = Config::default();
+        c.apply_text(&shipped).unwrap();
+    }
+}

@@ -1,0 +1,347 @@
+//! Compact keyspace entries.
+//!
+//! Every key lives in exactly one heap allocation that holds the hash chain
+//! link, a tag byte, a 24-bit access clock, the key, and — for small strings
+//! and integers — the value itself:
+//!
+//! ```text
+//! 0        8     9         12              12|16
+//! | next   | tag | lru (3) | klen (1 or 4) | key bytes | value payload |
+//! ```
+//!
+//! The value payload is `[len u8][bytes]` for a string of up to 255 bytes,
+//! `[i64]` for an integer, or a pointer to a boxed [`Value`] for anything
+//! else. A 16-byte key with a 16-byte value takes 46 bytes, which jemalloc
+//! serves from its 48-byte class; Redis spends a dictEntry, an robj and an sds
+//! for the same key (≈ 120 bytes with the table).
+//!
+//! Expiry times are kept in the database's `expires` table, as Redis does; the
+//! tag's `HAS_EXPIRE` bit lets lookups of keys without a TTL skip that table.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::ptr::{self, NonNull};
+
+use super::value::Value;
+
+const OFF_NEXT: usize = 0;
+const OFF_TAG: usize = 8;
+const OFF_LRU: usize = 9;
+const OFF_KLEN: usize = 12;
+
+const KIND_MASK: u8 = 0b11;
+const KIND_INLINE: u8 = 0;
+const KIND_INT: u8 = 1;
+const KIND_BOXED: u8 = 2;
+/// The key has a TTL in the expires table.
+const HAS_EXPIRE: u8 = 1 << 2;
+/// The string was modified in place by APPEND/SETRANGE: OBJECT ENCODING says
+/// "raw" as Redis does for such strings.
+const RAW: u8 = 1 << 3;
+/// The key length is a 4-byte field rather than one byte.
+const WIDE_KLEN: u8 = 1 << 4;
+
+/// Longest string stored inside the entry.
+pub const INLINE_MAX: usize = 255;
+/// Longest key whose length fits the one-byte field.
+const NARROW_KLEN_MAX: usize = 254;
+
+/// What an entry's value is, borrowed.
+pub enum ValueRef<'a> {
+    /// A string held inline (`raw` tells which OBJECT ENCODING it reports).
+    Str(&'a [u8]),
+    Int(i64),
+    Boxed(&'a Value),
+}
+
+/// The value to store when creating an entry.
+pub enum NewValue<'a> {
+    Str(&'a [u8]),
+    Int(i64),
+    Boxed(Box<Value>),
+}
+
+/// An owning pointer to one entry allocation.
+#[derive(Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct Entry(NonNull<u8>);
+
+impl Entry {
+    /// Allocate an entry for `key` holding `value`. Strings longer than
+    /// [`INLINE_MAX`] are boxed automatically.
+    pub fn new(key: &[u8], value: NewValue, raw: bool) -> Entry {
+        let value = match value {
+            NewValue::Str(s) if s.len() > INLINE_MAX => NewValue::Boxed(Box::new(Value::Str(s.to_vec()))),
+            v => v,
+        };
+        let wide = key.len() > NARROW_KLEN_MAX;
+        let klen_size = if wide { 4 } else { 1 };
+        let key_off = OFF_KLEN + klen_size;
+        let val_off = key_off + key.len();
+        let (kind, val_size) = match &value {
+            NewValue::Str(s) => (KIND_INLINE, 1 + s.len()),
+            NewValue::Int(_) => (KIND_INT, 8),
+            NewValue::Boxed(_) => (KIND_BOXED, 8),
+        };
+        let size = val_off + val_size;
+        let layout = Layout::from_size_align(size, 8).expect("entry layout");
+        // SAFETY: layout has non-zero size; every byte of it is written below
+        // before it is read.
+        unsafe {
+            let p = alloc(layout);
+            let Some(p) = NonNull::new(p) else {
+                std::alloc::handle_alloc_error(layout)
+            };
+            let b = p.as_ptr();
+            ptr::write_unaligned(b.add(OFF_NEXT) as *mut *mut u8, ptr::null_mut());
+            let mut tag = kind;
+            if raw {
+                tag |= RAW;
+            }
+            if wide {
+                tag |= WIDE_KLEN;
+                ptr::write_unaligned(b.add(OFF_KLEN) as *mut u32, key.len() as u32);
+            } else {
+                *b.add(OFF_KLEN) = key.len() as u8;
+            }
+            *b.add(OFF_TAG) = tag;
+            ptr::write_bytes(b.add(OFF_LRU), 0, 3);
+            ptr::copy_nonoverlapping(key.as_ptr(), b.add(key_off), key.len());
+            let v = b.add(val_off);
+            match value {
+                NewValue::Str(s) => {
+                    *v = s.len() as u8;
+                    ptr::copy_nonoverlapping(s.as_ptr(), v.add(1), s.len());
+                }
+                NewValue::Int(n) => ptr::write_unaligned(v as *mut i64, n),
+                NewValue::Boxed(bx) => ptr::write_unaligned(v as *mut *mut Value, Box::into_raw(bx)),
+            }
+            Entry(p)
+        }
+    }
+
+    #[inline]
+    fn base(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    #[inline]
+    fn tag(&self) -> u8 {
+        unsafe { *self.base().add(OFF_TAG) }
+    }
+
+    #[inline]
+    fn set_tag(&mut self, t: u8) {
+        unsafe { *self.base().add(OFF_TAG) = t }
+    }
+
+    #[inline]
+    fn key_off_len(&self) -> (usize, usize) {
+        unsafe {
+            if self.tag() & WIDE_KLEN != 0 {
+                let len = ptr::read_unaligned(self.base().add(OFF_KLEN) as *const u32) as usize;
+                (OFF_KLEN + 4, len)
+            } else {
+                (OFF_KLEN + 1, *self.base().add(OFF_KLEN) as usize)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        let (off, len) = self.key_off_len();
+        unsafe { std::slice::from_raw_parts(self.base().add(off), len) }
+    }
+
+    #[inline]
+    fn val_ptr(&self) -> *mut u8 {
+        let (off, len) = self.key_off_len();
+        unsafe { self.base().add(off + len) }
+    }
+
+    fn alloc_size(&self) -> usize {
+        let (off, len) = self.key_off_len();
+        off + len
+            + match self.tag() & KIND_MASK {
+                KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
+                _ => 8,
+            }
+    }
+
+    /// Bytes this entry occupies on the heap, its boxed value included
+    /// (approximate for collections). Used by MEMORY USAGE and DEBUG OBJECT.
+    pub fn heap_size(&self) -> usize {
+        let own = self.alloc_size();
+        match self.value() {
+            ValueRef::Boxed(v) => own + v.heap_size(),
+            _ => own,
+        }
+    }
+
+    #[inline]
+    pub fn value(&self) -> ValueRef<'_> {
+        let v = self.val_ptr();
+        unsafe {
+            match self.tag() & KIND_MASK {
+                KIND_INLINE => ValueRef::Str(std::slice::from_raw_parts(v.add(1), *v as usize)),
+                KIND_INT => ValueRef::Int(ptr::read_unaligned(v as *const i64)),
+                _ => ValueRef::Boxed(&*ptr::read_unaligned(v as *const *const Value)),
+            }
+        }
+    }
+
+    /// Mutable access to a boxed value.
+    pub fn boxed_mut(&mut self) -> Option<&mut Value> {
+        if self.tag() & KIND_MASK != KIND_BOXED {
+            return None;
+        }
+        unsafe { Some(&mut *ptr::read_unaligned(self.val_ptr() as *const *mut Value)) }
+    }
+
+    /// Overwrite an integer value in place (INCR and friends).
+    pub fn set_int_in_place(&mut self, n: i64) -> bool {
+        if self.tag() & KIND_MASK != KIND_INT {
+            return false;
+        }
+        unsafe { ptr::write_unaligned(self.val_ptr() as *mut i64, n) };
+        true
+    }
+
+    pub fn is_raw(&self) -> bool {
+        self.tag() & RAW != 0
+    }
+
+    pub fn has_expire(&self) -> bool {
+        self.tag() & HAS_EXPIRE != 0
+    }
+
+    pub fn set_has_expire(&mut self, on: bool) {
+        let t = self.tag();
+        self.set_tag(if on { t | HAS_EXPIRE } else { t & !HAS_EXPIRE });
+    }
+
+    /// The 24-bit access clock (LRU seconds, or LFU time+counter).
+    pub fn lru(&self) -> u32 {
+        unsafe {
+            let p = self.base().add(OFF_LRU);
+            (*p as u32) | ((*p.add(1) as u32) << 8) | ((*p.add(2) as u32) << 16)
+        }
+    }
+
+    pub fn set_lru(&mut self, v: u32) {
+        unsafe {
+            let p = self.base().add(OFF_LRU);
+            *p = v as u8;
+            *p.add(1) = (v >> 8) as u8;
+            *p.add(2) = (v >> 16) as u8;
+        }
+    }
+
+    /// Move this entry's value into a new entry named `key` (RENAME, MOVE):
+    /// a boxed value changes hands without being copied.
+    pub fn rekey(mut self, key: &[u8]) -> Entry {
+        let raw = self.is_raw();
+        let lru = self.lru();
+        let mut e = match self.tag() & KIND_MASK {
+            KIND_BOXED => unsafe {
+                let bx = Box::from_raw(ptr::read_unaligned(self.val_ptr() as *const *mut Value));
+                // The payload is 8 bytes either way: relabel it as an integer
+                // so dropping `self` does not free the moved box.
+                let t = self.tag();
+                self.set_tag((t & !KIND_MASK) | KIND_INT);
+                Entry::new(key, NewValue::Boxed(bx), raw)
+            },
+            _ => match self.value() {
+                ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), raw),
+                ValueRef::Int(n) => Entry::new(key, NewValue::Int(n), raw),
+                ValueRef::Boxed(_) => unreachable!("handled above"),
+            },
+        };
+        e.set_lru(lru);
+        e
+    }
+
+    /// Copy tag bits that belong to the key, not the value (TTL flag, clock)
+    /// from `other` when an entry is rebuilt for a new value.
+    pub fn inherit_key_state(&mut self, other: &Entry) {
+        self.set_has_expire(other.has_expire());
+        self.set_lru(other.lru());
+    }
+
+    // --- chain link, used only by the table ---
+
+    #[inline]
+    pub(super) fn next(&self) -> *mut u8 {
+        unsafe { ptr::read_unaligned(self.base().add(OFF_NEXT) as *const *mut u8) }
+    }
+
+    #[inline]
+    pub(super) fn set_next(&mut self, p: *mut u8) {
+        unsafe { ptr::write_unaligned(self.base().add(OFF_NEXT) as *mut *mut u8, p) }
+    }
+
+    #[inline]
+    pub(super) fn into_raw(self) -> *mut u8 {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    /// # Safety
+    /// `p` must come from [`Entry::into_raw`] and not be owned elsewhere.
+    #[inline]
+    pub(super) unsafe fn from_raw(p: *mut u8) -> Entry {
+        Entry(NonNull::new_unchecked(p))
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        let size = self.alloc_size();
+        unsafe {
+            if self.tag() & KIND_MASK == KIND_BOXED {
+                drop(Box::from_raw(ptr::read_unaligned(self.val_ptr() as *const *mut Value)));
+            }
+            dealloc(self.base(), Layout::from_size_align_unchecked(size, 8));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_small_strings_inline() {
+        let e = Entry::new(b"key:000000000001", NewValue::Str(b"0123456789abcdef"), false);
+        assert_eq!(e.key(), b"key:000000000001");
+        assert_eq!(e.alloc_size(), 46);
+        match e.value() {
+            ValueRef::Str(s) => assert_eq!(s, b"0123456789abcdef"),
+            _ => panic!("expected inline string"),
+        }
+    }
+
+    #[test]
+    fn boxes_long_strings_and_wide_keys() {
+        let key = vec![7u8; 1000];
+        let val = vec![9u8; 300];
+        let mut e = Entry::new(&key, NewValue::Str(&val), false);
+        assert_eq!(e.key(), &key[..]);
+        assert!(e.boxed_mut().is_some());
+        match e.value() {
+            ValueRef::Boxed(Value::Str(s)) => assert_eq!(s, &val),
+            _ => panic!("expected boxed string"),
+        }
+    }
+
+    #[test]
+    fn keeps_flags_and_clock() {
+        let mut e = Entry::new(b"k", NewValue::Int(-5), false);
+        e.set_lru(0xABCDEF);
+        e.set_has_expire(true);
+        assert!(e.set_int_in_place(42));
+        assert_eq!(e.lru(), 0xABCDEF);
+        assert!(e.has_expire());
+        assert!(matches!(e.value(), ValueRef::Int(42)));
+    }
+}

@@ -1,0 +1,172 @@
+//! The keyspace: one [`Db`] per logical database, each a main table of keys
+//! and an `expires` table of TTLs (as in Redis, so that active expiry only has
+//! to walk keys that can expire).
+//!
+//! This layer knows nothing about clients or propagation: expiring a key on
+//! access, counting hits and feeding replicas happen in `commands`.
+
+pub mod entry;
+pub mod table;
+pub mod value;
+
+pub use entry::{Entry, NewValue, ValueRef};
+pub use table::Table;
+pub use value::Value;
+
+/// One logical database (SELECT index).
+pub struct Db {
+    pub id: usize,
+    pub main: Table,
+    /// key → absolute expiry time in ms (stored as an integer entry).
+    pub expires: Table,
+    /// Where the active expiry cycle continues its walk of `expires`.
+    pub expires_cursor: u64,
+    /// Running estimate of the average TTL (INFO keyspace `avg_ttl`).
+    pub avg_ttl: i64,
+}
+
+impl Db {
+    pub fn new(id: usize, seed: u64) -> Db {
+        Db {
+            id,
+            main: Table::new(seed),
+            expires: Table::new(seed ^ 0x9e37_79b9_7f4a_7c15),
+            expires_cursor: 0,
+            avg_ttl: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.main.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.main.is_empty()
+    }
+
+    /// The key's absolute expiry in ms, if it has one.
+    pub fn get_expire(&self, key: &[u8]) -> Option<i64> {
+        let e = self.main.get(key)?;
+        if !e.has_expire() {
+            return None;
+        }
+        match self.expires.get(key)?.value() {
+            ValueRef::Int(ms) => Some(ms),
+            _ => None,
+        }
+    }
+
+    /// Set the key's absolute expiry. The key must exist.
+    pub fn set_expire(&mut self, key: &[u8], when_ms: i64) {
+        if let Some(e) = self.main.get_mut(key) {
+            e.set_has_expire(true);
+            match self.expires.get_mut(key) {
+                Some(x) => {
+                    x.set_int_in_place(when_ms);
+                }
+                None => self.expires.insert_new(Entry::new(key, NewValue::Int(when_ms), false)),
+            }
+        }
+    }
+
+    /// Remove the key's TTL. Returns whether it had one.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        match self.main.get_mut(key) {
+            Some(e) if e.has_expire() => {
+                e.set_has_expire(false);
+                self.expires.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Is the key logically expired at `now_ms`?
+    pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
+        matches!(self.get_expire(key), Some(t) if t <= now_ms)
+    }
+
+    /// Store `entry` (overwriting any previous value). When `keep_ttl` the
+    /// existing TTL stays, otherwise it is removed as SET does.
+    pub fn set(&mut self, entry: Entry, keep_ttl: bool) {
+        let Some(old) = self.main.insert(entry) else {
+            return;
+        };
+        if old.has_expire() {
+            if keep_ttl {
+                if let Some(e) = self.main.get_mut(old.key()) {
+                    e.set_has_expire(true);
+                }
+            } else {
+                self.expires.remove(old.key());
+            }
+        }
+    }
+
+    /// Replace the value of an existing key, keeping its TTL and clock.
+    pub fn replace_value(&mut self, key: &[u8], value: NewValue, raw: bool) {
+        let mut new = Entry::new(key, value, raw);
+        if let Some(old) = self.main.get(key) {
+            new.inherit_key_state(old);
+        }
+        self.main.insert(new);
+    }
+
+    /// Delete a key. Returns whether it existed.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        match self.main.remove(key) {
+            Some(e) => {
+                if e.has_expire() {
+                    self.expires.remove(key);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove and return the entry together with its TTL (RENAME, MOVE).
+    pub fn take(&mut self, key: &[u8]) -> Option<(Entry, Option<i64>)> {
+        let ttl = self.get_expire(key);
+        let mut e = self.main.remove(key)?;
+        if e.has_expire() {
+            self.expires.remove(key);
+            e.set_has_expire(false);
+        }
+        Some((e, ttl))
+    }
+
+    /// Insert an entry (replacing any old key of that name) with an optional TTL.
+    pub fn put(&mut self, entry: Entry, ttl: Option<i64>) {
+        let key = entry.key().to_vec();
+        self.delete(&key);
+        self.main.insert_new(entry);
+        if let Some(t) = ttl {
+            self.set_expire(&key, t);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.main.clear();
+        self.expires.clear();
+        self.expires_cursor = 0;
+        self.avg_ttl = 0;
+    }
+
+    /// Advance incremental rehashing for up to `budget`.
+    pub fn rehash_for(&mut self, budget: std::time::Duration) {
+        self.main.rehash_for(budget);
+        self.expires.rehash_for(budget);
+    }
+}
+
+/// Rebuild `entry` for a different key name (RENAME, COPY).
+pub fn entry_with_key(entry: &Entry, key: &[u8]) -> Entry {
+    let mut e = match entry.value() {
+        ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), entry.is_raw()),
+        ValueRef::Int(n) => Entry::new(key, NewValue::Int(n), false),
+        ValueRef::Boxed(v) => Entry::new(key, NewValue::Boxed(Box::new(v.clone())), entry.is_raw()),
+    };
+    e.set_lru(entry.lru());
+    e
+}

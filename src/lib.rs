@@ -1,0 +1,22 @@
+//! kvstore: a Redis-compatible key-value server.
+//!
+//! One event-loop thread owns all state (see `server`), requests are parsed
+//! incrementally (`protocol`), dispatched through one command table
+//! (`commands`) onto compact keyspace tables (`db`).
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+pub mod commands;
+pub mod config;
+pub mod db;
+pub mod logging;
+pub mod memory;
+pub mod protocol;
+pub mod server;
+
+/// The Redis version whose behaviour we implement (reported by INFO/HELLO, and
+/// what clients use for feature detection).
+pub const REDIS_VERSION: &str = "7.0.15";
+/// kvstore's own version.
+pub const KVSTORE_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,69 @@
+//! `kvstore [path/to/kvstore.conf] [--option value ...]`
+
+use std::process::ExitCode;
+
+use kvstore::config::{default_config_text, Config};
+use kvstore::server::EventLoop;
+use tracing::{error, info};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("-v") | Some("--version") => {
+            println!("kvstore v={} (Redis {} compatible)", kvstore::KVSTORE_VERSION, kvstore::REDIS_VERSION);
+            return ExitCode::SUCCESS;
+        }
+        Some("-h") | Some("--help") => {
+            println!("Usage: kvstore [/path/to/kvstore.conf] [--option value ...]");
+            println!("       kvstore --print-default-config");
+            println!("Example: kvstore --port 7777 --save \"\" --maxmemory 1gb");
+            return ExitCode::SUCCESS;
+        }
+        Some("--print-default-config") => {
+            print!("{}", default_config_text());
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
+    let config = match Config::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("*** FATAL CONFIG FILE ERROR ***\n{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = kvstore::logging::init(&config.loglevel, &config.logfile) {
+        eprintln!("Can't open the log file '{}': {e}", config.logfile);
+        return ExitCode::FAILURE;
+    }
+    // Data files are relative to `dir`, as in Redis.
+    if let Err(e) = std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir)) {
+        error!("Can't chdir to '{}': {e}", config.dir.display());
+        return ExitCode::FAILURE;
+    }
+    if !config.pidfile.is_empty() {
+        if let Err(e) = std::fs::write(&config.pidfile, format!("{}\n", std::process::id())) {
+            error!("Failed to write PID file '{}': {e}", config.pidfile);
+        }
+    }
+    info!(
+        "kvstore {} starting (Redis {} compatible), pid={}",
+        kvstore::KVSTORE_VERSION,
+        kvstore::REDIS_VERSION,
+        std::process::id()
+    );
+    let mut event_loop = match EventLoop::bind(config) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("Could not create server listening socket: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match event_loop.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("Event loop failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Allocator truth for INFO memory and `maxmemory`.
+//!
+//! jemalloc is the global allocator. `used_memory` reads the calling thread's
+//! allocation counters, which jemalloc keeps anyway, so it costs two loads and
+//! can be checked before every write command. INFO refreshes the full
+//! statistics (allocated, active, resident) with an epoch advance.
+
+use std::cell::OnceCell;
+
+use tikv_jemalloc_ctl::{epoch, stats, thread};
+
+thread_local! {
+    static COUNTERS: OnceCell<Option<(thread::ThreadLocal<u64>, thread::ThreadLocal<u64>)>> = const { OnceCell::new() };
+}
+
+/// Net bytes allocated by the event-loop thread (all state lives there).
+pub fn used_memory() -> usize {
+    COUNTERS.with(|c| {
+        let counters = c.get_or_init(|| Some((thread::allocatedp::read().ok()?, thread::deallocatedp::read().ok()?)));
+        match counters {
+            Some((a, d)) => a.get().saturating_sub(d.get()) as usize,
+            None => 0,
+        }
+    })
+}
+
+/// A snapshot of jemalloc's global statistics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AllocatorStats {
+    pub allocated: usize,
+    pub active: usize,
+    pub resident: usize,
+    pub mapped: usize,
+}
+
+pub fn allocator_stats() -> AllocatorStats {
+    let _ = epoch::advance();
+    AllocatorStats {
+        allocated: stats::allocated::read().unwrap_or(0),
+        active: stats::active::read().unwrap_or(0),
+        resident: stats::resident::read().unwrap_or(0),
+        mapped: stats::mapped::read().unwrap_or(0),
+    }
+}
+
+/// Resident set size of the process, from /proc/self/statm.
+pub fn rss_bytes() -> usize {
+    let Ok(s) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: usize = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    pages * page_size()
+}
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+pub fn total_system_memory() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    if pages > 0 {
+        pages as usize * page_size()
+    } else {
+        0
+    }
+}
+
+/// Redis's `bytesToHuman`: 1.23K, 4.56M, …
+pub fn bytes_to_human(n: usize) -> String {
+    let n = n as f64;
+    const K: f64 = 1024.0;
+    if n < K {
+        format!("{}B", n as u64)
+    } else if n < K * K {
+        format!("{:.2}K", n / K)
+    } else if n < K * K * K {
+        format!("{:.2}M", n / (K * K))
+    } else if n < K * K * K * K {
+        format!("{:.2}G", n / (K * K * K))
+    } else {
+        format!("{:.2}T", n / (K * K * K * K))
+    }
+}

@@ -1,0 +1,7 @@
+//! The wire protocol: request parsing and reply encoding.
+
+pub mod parser;
+pub mod reply;
+
+pub use parser::{parse_i64, split_args, ParseLimits, ProtocolError, QueryBuffer};
+pub use reply::{Proto, Reply};

@@ -1,0 +1,582 @@
+//! Incremental request parser: RESP multibulk and inline (telnet-style) commands.
+//!
+//! The parser keeps its progress between reads (how many arguments of the
+//! current multibulk are still missing, the length of the bulk being read), so
+//! bytes are scanned once however the input is split. Arguments are recorded
+//! as spans into the query buffer: handlers see slices of it, never copies.
+//!
+//! A bulk argument of [`PROTO_MBULK_BIG_ARG`] bytes or more that is not yet
+//! complete is given a buffer of its exact size, and later reads go straight
+//! into it, so a 512 MB value is neither copied nor reallocated on the way in.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Longest inline command, or header line, accepted without a newline.
+pub const PROTO_INLINE_MAX_SIZE: usize = 64 * 1024;
+/// Bulk arguments at least this long are read into a buffer of their own.
+pub const PROTO_MBULK_BIG_ARG: usize = 32 * 1024;
+/// Size of one read from a socket.
+pub const PROTO_IOBUF_LEN: usize = 16 * 1024;
+/// Largest multibulk count accepted (Redis's INT_MAX).
+pub const PROTO_MAX_MULTIBULK_LEN: i64 = i32::MAX as i64;
+/// Before AUTH, Redis bounds requests much harder.
+const UNAUTH_MAX_MULTIBULK_LEN: i64 = 10;
+const UNAUTH_MAX_BULK_LEN: i64 = 16384;
+/// Never preallocate more argument slots than this from an untrusted count.
+const ARGV_PREALLOC_MAX: usize = 1024;
+
+/// A malformed request. The client gets `-ERR Protocol error: …` and is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtocolError {
+    TooBigInline,
+    UnbalancedQuotes,
+    TooBigMbulkCount,
+    InvalidMultibulkLen,
+    UnauthenticatedMultibulkLen,
+    TooBigBulkCount,
+    ExpectedDollar(u8),
+    InvalidBulkLen,
+    UnauthenticatedBulkLen,
+}
+
+impl ProtocolError {
+    /// The error text Redis 7.0 sends for this condition.
+    pub fn message(&self) -> String {
+        let what = match self {
+            ProtocolError::TooBigInline => "too big inline request".to_string(),
+            ProtocolError::UnbalancedQuotes => "unbalanced quotes in request".to_string(),
+            ProtocolError::TooBigMbulkCount => "too big mbulk count string".to_string(),
+            ProtocolError::InvalidMultibulkLen => "invalid multibulk length".to_string(),
+            ProtocolError::UnauthenticatedMultibulkLen => {
+                "unauthenticated multibulk length".to_string()
+            }
+            ProtocolError::TooBigBulkCount => "too big bulk count string".to_string(),
+            ProtocolError::ExpectedDollar(c) => format!("expected '$', got '{}'", *c as char),
+            ProtocolError::InvalidBulkLen => "invalid bulk length".to_string(),
+            ProtocolError::UnauthenticatedBulkLen => "unauthenticated bulk length".to_string(),
+        };
+        format!("ERR Protocol error: {}", what)
+    }
+}
+
+/// Limits that apply while parsing, taken from the configuration and the
+/// client's authentication state.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    pub max_bulk_len: i64,
+    pub authenticated: bool,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits {
+            max_bulk_len: 512 * 1024 * 1024,
+            authenticated: true,
+        }
+    }
+}
+
+/// Where one argument lives: in the query buffer, or in `owned`.
+#[derive(Clone, Copy, Debug)]
+enum Span {
+    Buf { start: usize, len: usize },
+    Owned(usize),
+}
+
+/// A client's query buffer together with the parser state.
+#[derive(Debug, Default)]
+pub struct QueryBuffer {
+    buf: Vec<u8>,
+    /// First byte not yet consumed by the parser.
+    pos: usize,
+    /// Start of the command being parsed (kept on compaction).
+    cmd_start: usize,
+    /// Arguments still missing from the current multibulk (0: none started).
+    mbulk_left: i64,
+    /// Length of the bulk being read, or -1 when its `$` header is next.
+    bulk_len: i64,
+    spans: Vec<Span>,
+    owned: Vec<Vec<u8>>,
+    /// Exact-size buffer of a big bulk argument still being read.
+    big: Option<Vec<u8>>,
+    ready: bool,
+}
+
+impl QueryBuffer {
+    pub fn new() -> QueryBuffer {
+        QueryBuffer {
+            bulk_len: -1,
+            ..Default::default()
+        }
+    }
+
+    /// Bytes held: pending input plus any big argument being read. This is
+    /// what `client-query-buffer-limit` bounds.
+    pub fn len(&self) -> usize {
+        self.buf.len() + self.big.as_ref().map_or(0, |b| b.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes allocated for the buffer (CLIENT LIST `qbuf` and memory stats).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity() + self.big.as_ref().map_or(0, |b| b.capacity())
+    }
+
+    /// Bytes received but not yet parsed.
+    pub fn unparsed(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Read once from `fd` into the buffer. Returns the number of bytes read
+    /// (0 at end of stream) and the number of bytes that were asked for, so
+    /// the caller can tell a short read (socket drained) from a full one.
+    pub fn read_from_fd(&mut self, fd: RawFd) -> io::Result<(usize, usize)> {
+        let target = self.read_target();
+        let spare = target.spare_capacity_mut();
+        let want = spare.len();
+        // SAFETY: reading into the spare capacity of a Vec; only the bytes
+        // the kernel reports as written are then marked initialised.
+        let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, want) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        unsafe { target.set_len(target.len() + n) };
+        Ok((n, want))
+    }
+
+    /// Append bytes as if they had been read (used by tests and replay).
+    pub fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let target = self.read_target();
+            let room = target.capacity() - target.len();
+            let n = room.min(data.len());
+            target.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+    }
+
+    /// The vector the next read goes into, with spare capacity: the big
+    /// argument buffer (never beyond its exact size) or the query buffer.
+    fn read_target(&mut self) -> &mut Vec<u8> {
+        if let Some(big) = self.big.as_mut() {
+            if big.len() < big.capacity() {
+                return self.big.as_mut().unwrap();
+            }
+        }
+        if self.buf.capacity() - self.buf.len() < PROTO_IOBUF_LEN {
+            self.compact();
+            self.buf.reserve(PROTO_IOBUF_LEN);
+        }
+        &mut self.buf
+    }
+
+    /// Drop consumed bytes from the front of the buffer, keeping the command
+    /// being parsed (its spans are shifted along).
+    pub fn compact(&mut self) {
+        let keep_from = if self.mbulk_left > 0 || self.ready {
+            self.cmd_start
+        } else {
+            self.pos
+        };
+        if keep_from == 0 {
+            return;
+        }
+        if keep_from == self.buf.len() {
+            self.buf.clear();
+        } else {
+            self.buf.copy_within(keep_from.., 0);
+            self.buf.truncate(self.buf.len() - keep_from);
+        }
+        self.pos -= keep_from;
+        self.cmd_start -= keep_from;
+        for span in &mut self.spans {
+            if let Span::Buf { start, .. } = span {
+                *start -= keep_from;
+            }
+        }
+        // An idle client should not keep a large buffer around.
+        if self.buf.is_empty() && self.buf.capacity() > 4 * PROTO_IOBUF_LEN {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Parse until one command is complete. Returns `Ok(true)` when a command
+    /// is ready (see [`argv`](Self::argv)), `Ok(false)` when more input is
+    /// needed.
+    pub fn parse(&mut self, limits: ParseLimits) -> Result<bool, ProtocolError> {
+        if self.ready {
+            return Ok(true);
+        }
+        loop {
+            if self.mbulk_left == 0 {
+                if self.pos >= self.buf.len() {
+                    return Ok(false);
+                }
+                self.cmd_start = self.pos;
+                if self.buf[self.pos] == b'*' {
+                    match self.parse_multibulk_header(limits)? {
+                        None => return Ok(false),
+                        Some(n) if n <= 0 => continue,
+                        Some(n) => {
+                            self.mbulk_left = n;
+                            self.bulk_len = -1;
+                            self.spans.reserve((n as usize).min(ARGV_PREALLOC_MAX));
+                        }
+                    }
+                } else {
+                    match self.parse_inline()? {
+                        None => return Ok(false),
+                        Some(false) => continue,
+                        Some(true) => {
+                            self.ready = true;
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
+            if !self.parse_bulks(limits)? {
+                return Ok(false);
+            }
+            self.ready = true;
+            return Ok(true);
+        }
+    }
+
+    /// Find the `\r\n` ending a header line that starts at `pos`.
+    fn header_end(&self) -> Option<usize> {
+        let rest = &self.buf[self.pos..];
+        let cr = rest.iter().position(|&b| b == b'\r')?;
+        if cr + 1 < rest.len() {
+            Some(self.pos + cr)
+        } else {
+            None
+        }
+    }
+
+    fn parse_multibulk_header(&mut self, limits: ParseLimits) -> Result<Option<i64>, ProtocolError> {
+        let Some(cr) = self.header_end() else {
+            if self.buf.len() - self.pos > PROTO_INLINE_MAX_SIZE {
+                return Err(ProtocolError::TooBigMbulkCount);
+            }
+            return Ok(None);
+        };
+        let n = parse_i64(&self.buf[self.pos + 1..cr]).ok_or(ProtocolError::InvalidMultibulkLen)?;
+        if n > PROTO_MAX_MULTIBULK_LEN {
+            return Err(ProtocolError::InvalidMultibulkLen);
+        }
+        if !limits.authenticated && n > UNAUTH_MAX_MULTIBULK_LEN {
+            return Err(ProtocolError::UnauthenticatedMultibulkLen);
+        }
+        self.pos = cr + 2;
+        Ok(Some(n))
+    }
+
+    /// Parse one inline line. `Some(true)`: a command is ready; `Some(false)`:
+    /// the line was empty; `None`: no full line yet.
+    fn parse_inline(&mut self) -> Result<Option<bool>, ProtocolError> {
+        let rest = &self.buf[self.pos..];
+        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+            if rest.len() > PROTO_INLINE_MAX_SIZE {
+                return Err(ProtocolError::TooBigInline);
+            }
+            return Ok(None);
+        };
+        let mut line = &rest[..nl];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+        }
+        let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
+        self.pos += nl + 1;
+        if args.is_empty() {
+            return Ok(Some(false));
+        }
+        for arg in args {
+            self.spans.push(Span::Owned(self.owned.len()));
+            self.owned.push(arg);
+        }
+        Ok(Some(true))
+    }
+
+    /// Read the bulks of the current multibulk. Returns true when all are in.
+    fn parse_bulks(&mut self, limits: ParseLimits) -> Result<bool, ProtocolError> {
+        while self.mbulk_left > 0 {
+            if self.bulk_len < 0 {
+                if self.pos >= self.buf.len() {
+                    return Ok(false);
+                }
+                if self.buf[self.pos] != b'$' {
+                    return Err(ProtocolError::ExpectedDollar(self.buf[self.pos]));
+                }
+                let Some(cr) = self.header_end() else {
+                    if self.buf.len() - self.pos > PROTO_INLINE_MAX_SIZE {
+                        return Err(ProtocolError::TooBigBulkCount);
+                    }
+                    return Ok(false);
+                };
+                let n = parse_i64(&self.buf[self.pos + 1..cr]).ok_or(ProtocolError::InvalidBulkLen)?;
+                if n < 0 || n > limits.max_bulk_len {
+                    return Err(ProtocolError::InvalidBulkLen);
+                }
+                if !limits.authenticated && n > UNAUTH_MAX_BULK_LEN {
+                    return Err(ProtocolError::UnauthenticatedBulkLen);
+                }
+                self.pos = cr + 2;
+                self.bulk_len = n;
+                let need = n as usize + 2;
+                if n as usize >= PROTO_MBULK_BIG_ARG && self.buf.len() - self.pos < need {
+                    // Give this argument a buffer of its exact size and move
+                    // what has already arrived of it there.
+                    let mut big = Vec::with_capacity(need);
+                    big.extend_from_slice(&self.buf[self.pos..]);
+                    self.buf.truncate(self.pos);
+                    self.big = Some(big);
+                }
+            }
+            let need = self.bulk_len as usize + 2;
+            if let Some(big) = self.big.as_mut() {
+                if big.len() < need {
+                    return Ok(false);
+                }
+                let mut big = self.big.take().unwrap();
+                big.truncate(need - 2);
+                self.spans.push(Span::Owned(self.owned.len()));
+                self.owned.push(big);
+            } else {
+                if self.buf.len() - self.pos < need {
+                    return Ok(false);
+                }
+                self.spans.push(Span::Buf {
+                    start: self.pos,
+                    len: need - 2,
+                });
+                self.pos += need;
+            }
+            self.bulk_len = -1;
+            self.mbulk_left -= 1;
+        }
+        Ok(true)
+    }
+
+    /// Number of arguments of the ready command.
+    pub fn argc(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Fill `out` with the arguments of the ready command.
+    pub fn argv<'a>(&'a self, out: &mut Vec<&'a [u8]>) {
+        out.clear();
+        for span in &self.spans {
+            out.push(match *span {
+                Span::Buf { start, len } => &self.buf[start..start + len],
+                Span::Owned(i) => &self.owned[i],
+            });
+        }
+    }
+
+    /// Take ownership of argument `i` of the ready command when it was read
+    /// into a buffer of its own (big bulks), avoiding a copy of large values.
+    pub fn take_owned_arg(&mut self, i: usize) -> Option<Vec<u8>> {
+        match self.spans.get(i)? {
+            Span::Owned(j) => Some(std::mem::take(&mut self.owned[*j])),
+            Span::Buf { .. } => None,
+        }
+    }
+
+    /// Forget the ready command; the next `parse` starts after it.
+    pub fn consume(&mut self) {
+        self.spans.clear();
+        self.owned.clear();
+        self.ready = false;
+        self.cmd_start = self.pos;
+    }
+}
+
+/// Parse a signed decimal the way Redis's `string2ll` does: no spaces, no
+/// `+`, no leading zeros, no overflow.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    if digits.is_empty() || digits[0] == b'0' {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Split an inline command line into arguments with Redis's `sdssplitargs`
+/// rules: double quotes with C escapes (`\n`, `\xHH`, …), single quotes with
+/// `\'`, and a closing quote that must be followed by a space or the end.
+/// Returns `None` for unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut p = 0;
+    let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };
+    loop {
+        while p < line.len() && is_space(line[p]) {
+            p += 1;
+        }
+        if at(p) == 0 {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let (mut inq, mut insq, mut done) = (false, false, false);
+        while !done {
+            let c = at(p);
+            if inq {
+                if c == b'\\' && at(p + 1) == b'x' && hex_val(at(p + 2)).is_some() && hex_val(at(p + 3)).is_some() {
+                    cur.push(hex_val(at(p + 2))? * 16 + hex_val(at(p + 3))?);
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    cur.push(match at(p) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    done = true;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    done = true;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => done = true,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    _ => cur.push(c),
+                }
+            }
+            if at(p) != 0 {
+                p += 1;
+            }
+        }
+        args.push(cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(q: &mut QueryBuffer) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut cmds = Vec::new();
+        while q.parse(ParseLimits::default())? {
+            let mut v = Vec::new();
+            q.argv(&mut v);
+            cmds.push(v.iter().map(|a| a.to_vec()).collect());
+            q.consume();
+        }
+        q.compact();
+        Ok(cmds)
+    }
+
+    #[test]
+    fn parses_multibulk_and_inline() {
+        let mut q = QueryBuffer::new();
+        q.feed(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\nset \"a b\" 'c\\'d'\r\n");
+        let cmds = parse_all(&mut q).unwrap();
+        assert_eq!(cmds.len(), 3);
+        assert_eq!(cmds[0], vec![b"GET".to_vec(), b"k".to_vec()]);
+        assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+        assert_eq!(cmds[2], vec![b"set".to_vec(), b"a b".to_vec(), b"c'd".to_vec()]);
+    }
+
+    #[test]
+    fn rejects_bad_lengths() {
+        let mut q = QueryBuffer::new();
+        q.feed(b"*abc\r\n");
+        assert_eq!(parse_all(&mut q), Err(ProtocolError::InvalidMultibulkLen));
+        let mut q = QueryBuffer::new();
+        q.feed(b"*1\r\n$-5\r\n");
+        assert_eq!(parse_all(&mut q), Err(ProtocolError::InvalidBulkLen));
+        let mut q = QueryBuffer::new();
+        q.feed(b"*1\r\nfoo\r\n");
+        assert_eq!(parse_all(&mut q), Err(ProtocolError::ExpectedDollar(b'f')));
+        let mut q = QueryBuffer::new();
+        q.feed(b"set \"abc\n");
+        assert_eq!(parse_all(&mut q), Err(ProtocolError::UnbalancedQuotes));
+    }
+
+    #[test]
+    fn big_argument_gets_its_own_buffer() {
+        let mut q = QueryBuffer::new();
+        let val = vec![b'x'; 100_000];
+        let mut msg = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", val.len()).into_bytes();
+        msg.extend_from_slice(&val[..10]);
+        q.feed(&msg);
+        assert!(!q.parse(ParseLimits::default()).unwrap());
+        let mut rest = val[10..].to_vec();
+        rest.extend_from_slice(b"\r\n*1\r\n$4\r\nPING\r\n");
+        q.feed(&rest);
+        let cmds = parse_all(&mut q).unwrap();
+        assert_eq!(cmds.len(), 2);
+        assert_eq!(cmds[0][2], val);
+        assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn string2ll_is_strict() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"+1"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+}

@@ -1,0 +1,294 @@
+//! Reply encoding for RESP2 and RESP3.
+//!
+//! Handlers never build protocol bytes by hand: they call the typed methods on
+//! [`Reply`], which choose the RESP2 or RESP3 form according to the protocol the
+//! client negotiated with HELLO. A RESP3 map becomes a flat array in RESP2, a
+//! double becomes a bulk string, and a null becomes `$-1` or `*-1` as Redis does.
+
+use std::io::Write;
+
+/// Protocol version negotiated by HELLO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Resp2,
+    Resp3,
+}
+
+/// An output buffer that encodes replies for one client.
+#[derive(Debug)]
+pub struct Reply {
+    pub buf: Vec<u8>,
+    pub proto: Proto,
+    /// Error replies written so far (INFO `total_error_replies`).
+    pub errors: u64,
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Reply::new(Proto::Resp2)
+    }
+}
+
+impl Reply {
+    pub fn new(proto: Proto) -> Reply {
+        Reply {
+            buf: Vec::new(),
+            proto,
+            errors: 0,
+        }
+    }
+
+    pub fn is_resp3(&self) -> bool {
+        self.proto == Proto::Resp3
+    }
+
+    fn header(&mut self, prefix: u8, n: i64) {
+        self.buf.push(prefix);
+        let mut tmp = itoa_buf();
+        let s = fmt_i64(&mut tmp, n);
+        self.buf.extend_from_slice(s);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// `+OK`
+    pub fn ok(&mut self) {
+        self.buf.extend_from_slice(b"+OK\r\n");
+    }
+
+    /// A status reply; `s` must not contain CR or LF.
+    pub fn simple(&mut self, s: &str) {
+        self.buf.push(b'+');
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// An error reply. `msg` is the full text, e.g. `ERR syntax error` or
+    /// `WRONGTYPE ...`. Newlines are replaced by spaces, as Redis does, so a
+    /// message can never break the protocol.
+    pub fn error(&mut self, msg: &str) {
+        self.errors += 1;
+        self.buf.push(b'-');
+        for &b in msg.as_bytes() {
+            self.buf.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        }
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn int(&mut self, n: i64) {
+        self.header(b':', n);
+    }
+
+    pub fn bulk(&mut self, data: &[u8]) {
+        self.header(b'$', data.len() as i64);
+        self.buf.extend_from_slice(data);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// A bulk string holding the decimal form of `n` (GET of an integer value).
+    pub fn bulk_i64(&mut self, n: i64) {
+        let mut tmp = itoa_buf();
+        let s = fmt_i64(&mut tmp, n);
+        let len = s.len();
+        self.header(b'$', len as i64);
+        let mut tmp2 = itoa_buf();
+        self.buf.extend_from_slice(fmt_i64(&mut tmp2, n));
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// Null bulk string: `$-1` in RESP2, `_` in RESP3.
+    pub fn null(&mut self) {
+        if self.is_resp3() {
+            self.buf.extend_from_slice(b"_\r\n");
+        } else {
+            self.buf.extend_from_slice(b"$-1\r\n");
+        }
+    }
+
+    /// Null array: `*-1` in RESP2, `_` in RESP3.
+    pub fn null_array(&mut self) {
+        if self.is_resp3() {
+            self.buf.extend_from_slice(b"_\r\n");
+        } else {
+            self.buf.extend_from_slice(b"*-1\r\n");
+        }
+    }
+
+    pub fn array(&mut self, n: usize) {
+        self.header(b'*', n as i64);
+    }
+
+    /// A map of `n` pairs: `%n` in RESP3, an array of 2n items in RESP2.
+    pub fn map(&mut self, n: usize) {
+        if self.is_resp3() {
+            self.header(b'%', n as i64);
+        } else {
+            self.header(b'*', 2 * n as i64);
+        }
+    }
+
+    /// A set of `n` items: `~n` in RESP3, an array in RESP2.
+    pub fn set(&mut self, n: usize) {
+        if self.is_resp3() {
+            self.header(b'~', n as i64);
+        } else {
+            self.header(b'*', n as i64);
+        }
+    }
+
+    /// A push message header (`>n` in RESP3, array in RESP2).
+    pub fn push(&mut self, n: usize) {
+        if self.is_resp3() {
+            self.header(b'>', n as i64);
+        } else {
+            self.header(b'*', n as i64);
+        }
+    }
+
+    /// A double: `,x` in RESP3, a bulk string in RESP2. Formatted like
+    /// Redis's `%.17g` so that values round-trip exactly.
+    pub fn double(&mut self, d: f64) {
+        let s = format_double(d);
+        if self.is_resp3() {
+            self.buf.push(b',');
+            self.buf.extend_from_slice(s.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(s.as_bytes());
+        }
+    }
+
+    pub fn boolean(&mut self, b: bool) {
+        if self.is_resp3() {
+            self.buf
+                .extend_from_slice(if b { b"#t\r\n" } else { b"#f\r\n" });
+        } else {
+            self.int(b as i64);
+        }
+    }
+
+    /// A verbatim string (`=len\r\ntxt:...`) in RESP3, a bulk string in RESP2.
+    pub fn verbatim(&mut self, text: &[u8]) {
+        if self.is_resp3() {
+            self.header(b'=', text.len() as i64 + 4);
+            self.buf.extend_from_slice(b"txt:");
+            self.buf.extend_from_slice(text);
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text);
+        }
+    }
+
+    pub fn bulk_str(&mut self, s: &str) {
+        self.bulk(s.as_bytes());
+    }
+
+    pub fn write_fmt_bulk(&mut self, args: std::fmt::Arguments) {
+        let mut s = Vec::new();
+        let _ = s.write_fmt(args);
+        self.bulk(&s);
+    }
+}
+
+/// Buffer large enough for any i64 in decimal.
+pub type ItoaBuf = [u8; 20];
+
+pub fn itoa_buf() -> ItoaBuf {
+    [0u8; 20]
+}
+
+/// Format `n` in decimal into `buf`, returning the used tail of it.
+pub fn fmt_i64(buf: &mut ItoaBuf, n: i64) -> &[u8] {
+    let mut pos = buf.len();
+    let neg = n < 0;
+    let mut v = n.unsigned_abs();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if neg {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    &buf[pos..]
+}
+
+/// Format a double the way Redis's `addReplyDouble` does (`%.17g`), with
+/// `inf`, `-inf` and `nan` spelled as Redis spells them.
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d.is_nan() {
+        return "nan".into();
+    }
+    format_g(d, 17)
+}
+
+/// `printf("%.<prec>g")`, shared by INCRBYFLOAT (`%.17Lg` then trimmed) and
+/// double replies.
+pub fn format_g(d: f64, prec: usize) -> String {
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    let exp = d.abs().log10().floor() as i32;
+    // Use scientific formatting to find the exponent after rounding.
+    let sci = format!("{:.*e}", prec.saturating_sub(1), d);
+    let (mant, e) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let e: i32 = e.parse().unwrap_or(exp);
+    if e < -4 || e >= prec as i32 {
+        let mant = trim_zeros(mant);
+        let sign = if e < 0 { '-' } else { '+' };
+        format!("{}e{}{:02}", mant, sign, e.abs())
+    } else {
+        let decimals = (prec as i32 - 1 - e).max(0) as usize;
+        let s = format!("{:.*}", decimals, d);
+        trim_zeros(&s).to_string()
+    }
+}
+
+fn trim_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        let t = s.trim_end_matches('0');
+        t.trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_doubles_like_printf_g17() {
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(10.5), "10.5");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
+        assert_eq!(format_double(1e20), "1e+20");
+        assert_eq!(format_double(1.5e-7), "1.4999999999999999e-07");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_g(5.0e3, 17), "5000");
+    }
+
+    #[test]
+    fn maps_flatten_in_resp2() {
+        let mut r = Reply::new(Proto::Resp2);
+        r.map(2);
+        assert_eq!(r.buf, b"*4\r\n");
+        let mut r = Reply::new(Proto::Resp3);
+        r.map(2);
+        r.null();
+        assert_eq!(r.buf, b"%2\r\n_\r\n");
+    }
+
+    #[test]
+    fn formats_integers() {
+        let mut b = itoa_buf();
+        assert_eq!(fmt_i64(&mut b, i64::MIN), b"-9223372036854775808");
+        assert_eq!(fmt_i64(&mut b, 0), b"0");
+    }
+}

@@ -1,0 +1,698 @@
+//! The event loop and the server-wide state.
+//!
+//! One thread owns everything: the listeners, every client, every database.
+//! mio (epoll, edge-triggered) tells us which sockets are ready; for each
+//! readable client we read, run every complete command in the buffer, and
+//! write the replies straight away, so a request/response costs one read and
+//! one write. A client socket is registered once for both directions and never
+//! re-registered: an edge-triggered writable event simply finds nothing to do
+//! when the output was already flushed. The cron (at `hz`) runs active expiry,
+//! idle timeouts, incremental rehashing and statistics.
+
+pub mod client;
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use tracing::{debug, info, warn};
+
+use crate::commands;
+use crate::config::Config;
+use crate::db::Db;
+use crate::protocol::ParseLimits;
+pub use client::{Client, ClientState, Conn};
+
+/// Tokens at the top of the range are listeners and signals; clients use
+/// their slab index.
+const SIGNAL_TOKEN: Token = Token(usize::MAX - 1);
+const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
+/// Reads of one client per loop turn before others get their turn.
+const MAX_READS_PER_TURN: usize = 16;
+/// Keep at most this much reply buffer capacity around on an idle client.
+const REPLY_BUF_KEEP: usize = 64 * 1024;
+/// Time the cron spends on incremental rehashing per database.
+const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
+
+/// Counters reported by INFO stats.
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub total_connections_received: u64,
+    pub total_commands_processed: u64,
+    pub total_net_input_bytes: u64,
+    pub total_net_output_bytes: u64,
+    pub rejected_connections: u64,
+    pub expired_keys: u64,
+    pub expired_stale_perc: f64,
+    pub expired_time_cap_reached_count: u64,
+    pub expire_cycle_cpu_ms: u64,
+    pub evicted_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub total_error_replies: u64,
+    pub total_reads_processed: u64,
+    pub total_writes_processed: u64,
+    /// Ring of (ops, input bytes, output bytes) per second samples.
+    pub inst_ops: InstantMetric,
+    pub inst_input: InstantMetric,
+    pub inst_output: InstantMetric,
+}
+
+/// Redis's instantaneous metric: a rate averaged over the last samples.
+#[derive(Default, Debug)]
+pub struct InstantMetric {
+    samples: [f64; 16],
+    idx: usize,
+    last_value: u64,
+    last_time: Option<Instant>,
+}
+
+impl InstantMetric {
+    pub fn sample(&mut self, value: u64, now: Instant) {
+        if let Some(t) = self.last_time {
+            let dt = now.duration_since(t).as_secs_f64();
+            if dt > 0.0 {
+                self.samples[self.idx] = (value - self.last_value) as f64 / dt;
+                self.idx = (self.idx + 1) % self.samples.len();
+            }
+        }
+        self.last_value = value;
+        self.last_time = Some(now);
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.samples.iter().sum::<f64>() / self.samples.len() as f64
+    }
+}
+
+/// A small, fast PRNG (xorshift64*) for RANDOMKEY and expiry sampling.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Random bytes from the kernel (seeds, run ids).
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: getrandom writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        return t.as_nanos() as u64 ^ (std::process::id() as u64) << 32;
+    }
+    u64::from_ne_bytes(buf)
+}
+
+fn random_hex(n: usize) -> String {
+    let mut s = String::with_capacity(n);
+    while s.len() < n {
+        s.push_str(&format!("{:016x}", random_u64()));
+    }
+    s.truncate(n);
+    s
+}
+
+pub fn unix_time_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// How the server was asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Default,
+    Save,
+    NoSave,
+}
+
+/// A command written to the keyspace, as it is fed to persistence and
+/// replicas: the database it applies to and its effective arguments.
+pub type Propagated = (usize, Vec<Vec<u8>>);
+
+/// State shared by all command handlers.
+pub struct Server {
+    pub config: Config,
+    pub dbs: Vec<Db>,
+    /// Client slab; the index is the client's mio token.
+    pub clients: Vec<Option<Box<Client>>>,
+    free_slots: Vec<usize>,
+    pub connected_clients: usize,
+    pub next_client_id: u64,
+    pub stats: Stats,
+    /// Changes since the last save.
+    pub dirty: u64,
+    pub start: Instant,
+    pub start_unix_ms: i64,
+    /// Time of the command being run (ms since the epoch), refreshed per batch.
+    pub now_ms: i64,
+    pub run_id: String,
+    pub replid: String,
+    pub rng: Rng,
+    pub shutdown: Option<ShutdownMode>,
+    pub active_expire_enabled: bool,
+    /// Where propagated writes go. `None` while nothing consumes them (no AOF,
+    /// no replicas yet); tests turn it on to observe propagation.
+    pub propagated: Option<Vec<Propagated>>,
+    pub peak_memory: usize,
+    pub lastsave_unix: i64,
+    /// Clients to close at the next opportunity (CLIENT KILL).
+    pub to_close: Vec<usize>,
+    pub cron_loops: u64,
+    pub executable: String,
+    /// Clients with input left unread after their turn.
+    pending_reads: Vec<usize>,
+    /// Largest query/reply buffers seen recently (INFO clients).
+    pub recent_max_input: usize,
+    pub recent_max_output: usize,
+}
+
+impl Server {
+    pub fn new(config: Config) -> Server {
+        let seed = random_u64();
+        let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
+        let now = unix_time_ms();
+        Server {
+            config,
+            dbs,
+            clients: Vec::new(),
+            free_slots: Vec::new(),
+            connected_clients: 0,
+            next_client_id: 1,
+            stats: Stats::default(),
+            dirty: 0,
+            start: Instant::now(),
+            start_unix_ms: now,
+            now_ms: now,
+            run_id: random_hex(40),
+            replid: random_hex(40),
+            rng: Rng::new(seed.rotate_left(17)),
+            shutdown: None,
+            active_expire_enabled: true,
+            propagated: None,
+            peak_memory: 0,
+            lastsave_unix: now / 1000,
+            to_close: Vec::new(),
+            cron_loops: 0,
+            executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            pending_reads: Vec::new(),
+            recent_max_input: 0,
+            recent_max_output: 0,
+        }
+    }
+
+    /// Record a write for persistence and replicas.
+    pub fn propagate(&mut self, db: usize, argv: Vec<Vec<u8>>) {
+        if let Some(log) = self.propagated.as_mut() {
+            log.push((db, argv));
+        }
+    }
+
+    /// Bytes allocated by this thread right now: cheap enough to check before
+    /// every write command against `maxmemory`.
+    pub fn used_memory(&self) -> usize {
+        crate::memory::used_memory()
+    }
+
+    /// Run a command on behalf of an in-process caller (tests, replay). The
+    /// reply bytes are returned in the client's protocol.
+    pub fn execute_detached(&mut self, client: &mut ClientState, argv: &[&[u8]]) -> Vec<u8> {
+        self.now_ms = unix_time_ms();
+        commands::execute(self, client, argv);
+        std::mem::take(&mut client.reply.buf)
+    }
+
+    /// The slab index the next inserted client will get.
+    fn vacant_slot(&self) -> usize {
+        self.free_slots.last().copied().unwrap_or(self.clients.len())
+    }
+
+    fn insert_client(&mut self, client: Client) -> usize {
+        self.connected_clients += 1;
+        let boxed = Some(Box::new(client));
+        if let Some(i) = self.free_slots.pop() {
+            self.clients[i] = boxed;
+            i
+        } else {
+            self.clients.push(boxed);
+            self.clients.len() - 1
+        }
+    }
+
+    fn remove_client(&mut self, idx: usize) -> Option<Box<Client>> {
+        let c = self.clients.get_mut(idx)?.take()?;
+        self.free_slots.push(idx);
+        self.connected_clients -= 1;
+        Some(c)
+    }
+
+    /// Find a client's slab index by id.
+    pub fn client_index(&self, id: u64) -> Option<usize> {
+        self.clients.iter().position(|c| c.as_ref().is_some_and(|c| c.st.id == id))
+    }
+
+    /// Cron: active expiry, rehashing, timeouts, metrics.
+    fn cron(&mut self) {
+        self.cron_loops += 1;
+        self.now_ms = unix_time_ms();
+        let now = Instant::now();
+        self.stats.inst_ops.sample(self.stats.total_commands_processed, now);
+        self.stats.inst_input.sample(self.stats.total_net_input_bytes, now);
+        self.stats.inst_output.sample(self.stats.total_net_output_bytes, now);
+        let used = self.used_memory();
+        if used > self.peak_memory {
+            self.peak_memory = used;
+        }
+        if self.active_expire_enabled {
+            commands::expire::active_expire_cycle(self);
+        }
+        if self.config.activerehashing {
+            for db in &mut self.dbs {
+                if db.main.is_rehashing() || db.expires.is_rehashing() {
+                    db.rehash_for(CRON_REHASH_BUDGET);
+                }
+            }
+        }
+        if self.config.timeout > 0 {
+            let limit = Duration::from_secs(self.config.timeout as u64);
+            for (i, c) in self.clients.iter().enumerate() {
+                if let Some(c) = c {
+                    if now.duration_since(c.st.last_interaction) > limit {
+                        debug!(client = %c.st.addr, "closing idle client");
+                        self.to_close.push(i);
+                    }
+                }
+            }
+        }
+        // Decay the recent maxima every few seconds, as Redis's sampling does.
+        if self.cron_loops % (self.config.hz as u64 * 5).max(1) == 0 {
+            self.recent_max_input = 0;
+            self.recent_max_output = 0;
+        }
+    }
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// The event loop: owns the poller, the listeners and the [`Server`].
+pub struct EventLoop {
+    poll: Poll,
+    listeners: Vec<Listener>,
+    _signals: Signals,
+    pub srv: Server,
+    argv_scratch: Vec<&'static [u8]>,
+}
+
+impl EventLoop {
+    /// Bind the listeners named by the configuration.
+    pub fn bind(config: Config) -> io::Result<EventLoop> {
+        let poll = Poll::new()?;
+        let mut listeners = Vec::new();
+        if config.port != 0 {
+            for addr in &config.bind {
+                let addr = addr.trim_start_matches('-');
+                let sa: SocketAddr = if addr.contains(':') && !addr.starts_with('[') {
+                    format!("[{addr}]:{}", config.port).parse()
+                } else {
+                    format!("{addr}:{}", config.port).parse()
+                }
+                .or_else(|_| {
+                    (addr, config.port)
+                        .to_socket_addrs()?
+                        .next()
+                        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
+                })?;
+                let l = bind_tcp(sa, config.tcp_backlog as i32)?;
+                info!("Listening on {}", l.local_addr()?);
+                listeners.push(Listener::Tcp(l));
+            }
+        }
+        if !config.unixsocket.is_empty() {
+            let _ = std::fs::remove_file(&config.unixsocket);
+            let l = UnixListener::bind(&config.unixsocket)?;
+            if config.unixsocketperm != 0 {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&config.unixsocket, std::fs::Permissions::from_mode(config.unixsocketperm))?;
+            }
+            info!("Listening on unix socket {}", config.unixsocket);
+            listeners.push(Listener::Unix(l));
+        }
+        if listeners.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listener: set port or unixsocket"));
+        }
+        for (i, l) in listeners.iter_mut().enumerate() {
+            let token = Token(LISTENER_TOKEN_BASE + i);
+            match l {
+                Listener::Tcp(l) => poll.registry().register(l, token, Interest::READABLE)?,
+                Listener::Unix(l) => poll.registry().register(l, token, Interest::READABLE)?,
+            }
+        }
+        let mut signals = Signals::new([SIGTERM, SIGINT])?;
+        poll.registry().register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
+        Ok(EventLoop {
+            poll,
+            listeners,
+            _signals: signals,
+            srv: Server::new(config),
+            argv_scratch: Vec::new(),
+        })
+    }
+
+    /// The TCP port actually bound (useful with `--port 0` in tests).
+    pub fn local_port(&self) -> Option<u16> {
+        self.listeners.iter().find_map(|l| match l {
+            Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
+            Listener::Unix(_) => None,
+        })
+    }
+
+    /// Serve until SHUTDOWN or a signal.
+    pub fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_cron = Instant::now();
+        info!("Ready to accept connections");
+        loop {
+            let now = Instant::now();
+            if now >= next_cron {
+                self.srv.cron();
+                let period = Duration::from_millis(1000 / self.srv.config.hz.max(1) as u64);
+                next_cron = now + period;
+            }
+            self.close_marked();
+            if let Some(mode) = self.srv.shutdown {
+                self.shutdown(mode);
+                return Ok(());
+            }
+            let timeout = if self.srv.pending_reads.is_empty() {
+                next_cron.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            self.srv.now_ms = unix_time_ms();
+            for idx in std::mem::take(&mut self.srv.pending_reads) {
+                self.handle_client(idx, true, false, false);
+            }
+            for event in events.iter() {
+                match event.token() {
+                    SIGNAL_TOKEN => {
+                        warn!("Received SIGTERM/SIGINT scheduling shutdown...");
+                        self.srv.shutdown = Some(ShutdownMode::Default);
+                    }
+                    Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
+                    Token(idx) => self.handle_client(
+                        idx,
+                        event.is_readable() || event.is_read_closed() || event.is_error(),
+                        event.is_writable(),
+                        event.is_read_closed(),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, li: usize) {
+        loop {
+            let accepted = match &self.listeners[li] {
+                Listener::Tcp(l) => l.accept().map(|(s, a)| {
+                    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    let _ = s.set_nodelay(true);
+                    set_keepalive(s.as_raw_fd(), self.srv.config.tcp_keepalive);
+                    (Conn::Tcp(s), a.to_string(), laddr, false)
+                }),
+                Listener::Unix(l) => l.accept().map(|(s, _)| {
+                    let path = self.srv.config.unixsocket.clone();
+                    (Conn::Unix(s), format!("{path}:0"), path, true)
+                }),
+            };
+            let (mut conn, addr, laddr, is_unix) = match accepted {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!("Accepting client connection: {e}");
+                    return;
+                }
+            };
+            self.srv.stats.total_connections_received += 1;
+            if self.srv.connected_clients as i64 >= self.srv.config.maxclients {
+                let msg = b"-ERR max number of clients reached\r\n";
+                unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
+                self.srv.stats.rejected_connections += 1;
+                continue;
+            }
+            let id = self.srv.next_client_id;
+            self.srv.next_client_id += 1;
+            let authenticated = self.srv.config.requirepass.is_empty();
+            let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, authenticated);
+            // Register under the slot the client is about to take.
+            let idx = self.srv.vacant_slot();
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            let reg = match &mut conn {
+                Conn::Tcp(s) => self.poll.registry().register(s, Token(idx), interest),
+                Conn::Unix(s) => self.poll.registry().register(s, Token(idx), interest),
+            };
+            if let Err(e) = reg {
+                warn!("Registering client: {e}");
+                continue;
+            }
+            let slot = self.srv.insert_client(Client {
+                conn,
+                query: crate::protocol::QueryBuffer::new(),
+                st,
+            });
+            debug_assert_eq!(slot, idx);
+            debug!(client = id, "Accepted connection");
+        }
+    }
+
+    /// Read, execute and reply for one client.
+    fn handle_client(&mut self, idx: usize, readable: bool, writable: bool, read_closed: bool) {
+        let Some(mut client) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+            return;
+        };
+        let mut close = false;
+        if writable && client.st.pending_output() > 0 {
+            close |= !self.write_client(&mut client);
+        }
+        if readable && !close && !client.st.close_after_reply {
+            close |= !self.read_client(idx, &mut client, read_closed);
+        }
+        if !close && client.st.pending_output() > 0 {
+            close |= !self.write_client(&mut client);
+        }
+        if client.st.close_after_reply && client.st.pending_output() == 0 {
+            close = true;
+        }
+        close |= client.st.close_asap;
+        self.srv.clients[idx] = Some(client);
+        if close {
+            self.close_client(idx);
+        }
+    }
+
+    /// Read what the socket has and execute the complete commands. Returns
+    /// false when the client must be closed.
+    fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
+        for _ in 0..MAX_READS_PER_TURN {
+            let (n, want) = match client.query.read_from_fd(client.conn.fd()) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    debug!(client = %client.st.addr, "Reading from client: {e}");
+                    return false;
+                }
+            };
+            if n == 0 {
+                return false;
+            }
+            self.srv.stats.total_reads_processed += 1;
+            self.srv.stats.total_net_input_bytes += n as u64;
+            client.st.last_interaction = Instant::now();
+            if !self.process_input(client) {
+                return true;
+            }
+            if client.query.len() as u64 > self.srv.config.client_query_buffer_limit {
+                warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
+                return false;
+            }
+            // A short read means the socket is drained; with edge-triggered
+            // polling a new edge will come with new data, so we spare the
+            // read() that would only return EAGAIN. A pending FIN is the
+            // exception: it will not raise another edge.
+            if n < want && !read_closed {
+                return true;
+            }
+        }
+        // Fairness: others get their turn, this client continues next turn.
+        self.srv.pending_reads.push(idx);
+        true
+    }
+
+    /// Parse and run every complete command in the query buffer. Returns
+    /// false when the client stops accepting input (QUIT, protocol error).
+    fn process_input(&mut self, client: &mut Client) -> bool {
+        let limits = |c: &Client, srv: &Server| ParseLimits {
+            max_bulk_len: srv.config.proto_max_bulk_len,
+            authenticated: c.st.authenticated,
+        };
+        loop {
+            if client.st.close_after_reply || client.st.close_asap || self.srv.shutdown.is_some() {
+                break;
+            }
+            match client.query.parse(limits(client, &self.srv)) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    let msg = e.message();
+                    warn!(client = %client.st.addr, "{msg}");
+                    client.st.reply.error(&msg);
+                    self.srv.stats.total_error_replies += 1;
+                    client.st.close_after_reply = true;
+                    break;
+                }
+            }
+            client.st.qbuf_len = client.query.unparsed();
+            client.st.qbuf_free = client.query.capacity().saturating_sub(client.query.len());
+            let mut argv = std::mem::take(&mut self.argv_scratch);
+            {
+                // SAFETY: the scratch vector only ever holds slices of this
+                // client's query buffer while the command runs; it is emptied
+                // before the buffer is touched again.
+                let scratch: &mut Vec<&[u8]> = unsafe { std::mem::transmute(&mut argv) };
+                client.query.argv(scratch);
+                commands::execute(&mut self.srv, &mut client.st, scratch);
+                scratch.clear();
+            }
+            self.argv_scratch = argv;
+            client.query.consume();
+        }
+        client.query.compact();
+        let qlen = client.query.capacity();
+        if qlen > self.srv.recent_max_input {
+            self.srv.recent_max_input = qlen;
+        }
+        !client.st.close_after_reply
+    }
+
+    /// Write pending output. Returns false when the client must be closed.
+    fn write_client(&mut self, client: &mut Client) -> bool {
+        let st = &mut client.st;
+        let out = st.pending_output();
+        if out > self.srv.recent_max_output {
+            self.srv.recent_max_output = out;
+        }
+        while st.sent < st.reply.buf.len() {
+            let rest = &st.reply.buf[st.sent..];
+            // SAFETY: writing from a valid slice to a socket we own.
+            let n = unsafe { libc::write(client.conn.fd(), rest.as_ptr() as *const libc::c_void, rest.len()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => return true,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        debug!(client = %st.addr, "Writing to client: {e}");
+                        return false;
+                    }
+                }
+            }
+            self.srv.stats.total_writes_processed += 1;
+            self.srv.stats.total_net_output_bytes += n as u64;
+            st.sent += n as usize;
+        }
+        st.reply.buf.clear();
+        st.sent = 0;
+        if st.reply.buf.capacity() > REPLY_BUF_KEEP {
+            st.reply.buf = Vec::new();
+        }
+        true
+    }
+
+    fn close_client(&mut self, idx: usize) {
+        if let Some(mut c) = self.srv.remove_client(idx) {
+            let _ = match &mut c.conn {
+                Conn::Tcp(s) => self.poll.registry().deregister(s),
+                Conn::Unix(s) => self.poll.registry().deregister(s),
+            };
+            debug!(client = c.st.id, "Client closed connection");
+        }
+    }
+
+    fn close_marked(&mut self) {
+        for idx in std::mem::take(&mut self.srv.to_close) {
+            self.close_client(idx);
+        }
+    }
+
+    fn shutdown(&mut self, mode: ShutdownMode) {
+        warn!("User requested shutdown...");
+        match mode {
+            ShutdownMode::NoSave => info!("Skipping save: NOSAVE requested"),
+            // Persistence plugs in here: a final snapshot when save points
+            // are configured, or SAVE was given.
+            ShutdownMode::Save | ShutdownMode::Default => {
+                info!("No persistence configured in this build: nothing to save")
+            }
+        }
+        for idx in 0..self.srv.clients.len() {
+            self.close_client(idx);
+        }
+        if !self.srv.config.unixsocket.is_empty() {
+            let _ = std::fs::remove_file(&self.srv.config.unixsocket);
+        }
+        if !self.srv.config.pidfile.is_empty() {
+            let _ = std::fs::remove_file(&self.srv.config.pidfile);
+        }
+        warn!("kvstore is now ready to exit, bye bye...");
+    }
+}
+
+fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let std_listener = std::net::TcpListener::bind(addr)?;
+    std_listener.set_nonblocking(true)?;
+    // SAFETY: re-issuing listen() on a bound socket to apply our backlog.
+    unsafe { libc::listen(std_listener.as_raw_fd(), backlog.max(1)) };
+    Ok(TcpListener::from_std(std_listener))
+}
+
+fn set_keepalive(fd: i32, interval: i64) {
+    if interval <= 0 {
+        return;
+    }
+    let on: libc::c_int = 1;
+    let idle: libc::c_int = interval as libc::c_int;
+    let intvl: libc::c_int = (interval / 3).max(1) as libc::c_int;
+    let cnt: libc::c_int = 3;
+    let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt with valid pointers to ints on our own socket.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &on as *const _ as *const libc::c_void, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, &idle as *const _ as *const libc::c_void, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, &intvl as *const _ as *const libc::c_void, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, &cnt as *const _ as *const libc::c_void, sz);
+    }
+}
