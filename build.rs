@@ -2,5 +2,8 @@
 // arithmetic (see csrc/ldouble.c).
 fn main() {
     println!("cargo:rerun-if-changed=csrc/ldouble.c");
-    cc::Build::new().file("csrc/ldouble.c").opt_level(2).compile("kvstore_ldouble");
+    cc::Build::new()
+        .file("csrc/ldouble.c")
+        .opt_level(2)
+        .compile("kvstore_ldouble");
 }

@@ -31,6 +31,8 @@
 #                          (default: "1000000 1500000 3000000")
 #   BENCH_SKIP_THROUGHPUT  1 = skip the throughput phase
 #   BENCH_SKIP_MEM         1 = skip the memory phase
+#   BENCH_SKIP_GROWTH      1 = skip the growth phase (keyspace grown to
+#                              BENCH_GROWTH_KEYS, default 10000000, under load)
 #   BENCH_RUN_TIMEOUT      seconds before one redis-benchmark / --pipe run is
 #                          killed (default: 900)
 #   BENCH_SETTLE           seconds to let memory stats settle (default: 1)
@@ -439,6 +441,38 @@ if [[ $BENCH_SKIP_MEM == 0 ]]; then
     echo "## Memory"
     echo
     python3 "$HELPER" memory-table "$MEM_RECORDS" || die "could not render memory table"
+    echo
+fi
+
+# ---------------------------------------------------------------------------
+# growth: the keyspace grows to ~BENCH_GROWTH_KEYS keys under load; a table
+# resize that stalls shows up as the worst-case latency of this run.
+# ---------------------------------------------------------------------------
+BENCH_SKIP_GROWTH=${BENCH_SKIP_GROWTH:-0}
+BENCH_GROWTH_KEYS=${BENCH_GROWTH_KEYS:-10000000}
+if [[ $BENCH_SKIP_GROWTH == 0 ]]; then
+    log "growth phase: $BENCH_GROWTH_KEYS SETs of random keys"
+    echo "## Growth to ~$BENCH_GROWTH_KEYS keys"
+    echo
+    echo "redis-benchmark -t set -r 1000000000 -n $BENCH_GROWTH_KEYS -P 16 -c 50 on a fresh server: the"
+    echo "worst request latency includes any stall while the keyspace table resizes."
+    echo
+    echo "| server | keys at end | rps | p50 ms | p99 ms | max ms |"
+    echo "| --- | --- | --- | --- | --- | --- |"
+    for side in kvstore redis; do
+        if [[ $side == kvstore ]]; then bin=$KVSTORE_BIN; else bin=$REDIS_BIN; fi
+        start_server "$side" "$bin"
+        csv="$WORK_DIR/growth-$side.csv"
+        run_watched "$side" "$SRV_PID" "$SRV_DIR" /dev/null "$csv" "$csv.err" \
+            redis-benchmark -h 127.0.0.1 -p "$SRV_PORT" -c 50 -P 16 -t set \
+            -r 1000000000 -n "$BENCH_GROWTH_KEYS" --csv
+        keys=$(rcli "$SRV_PORT" dbsize | tr -d '\r')
+        # "test","rps","avg","min","p50","p95","p99","max"
+        row=$(tail -n 1 "$csv" | tr -d '"')
+        IFS=, read -r _ rps _ _ p50 _ p99 max <<<"$row"
+        echo "| $side | $keys | ${rps%.*} | $p50 | $p99 | $max |"
+        stop_server "$side" "$SRV_PID"
+    done
     echo
 fi
 

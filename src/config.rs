@@ -28,6 +28,8 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: String,
     pub maxmemory_samples: i64,
+    pub maxmemory_eviction_tenacity: i64,
+    pub maxmemory_clients: u64,
     pub proto_max_bulk_len: i64,
     pub client_query_buffer_limit: u64,
     pub loglevel: String,
@@ -79,6 +81,8 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: String::new(),
             maxmemory_samples: 0,
+            maxmemory_eviction_tenacity: 0,
+            maxmemory_clients: 0,
             proto_max_bulk_len: 0,
             client_query_buffer_limit: 0,
             loglevel: String::new(),
@@ -128,6 +132,8 @@ pub struct OptionSpec {
     pub set: fn(&mut Config, &str) -> Result<(), String>,
     /// One-line description, used in the shipped kvstore.conf.
     pub doc: &'static str,
+    /// The option's older name, still accepted (e.g. `hash-max-ziplist-entries`).
+    pub alias: Option<&'static str>,
 }
 
 fn parse_bool(v: &str) -> Result<bool, String> {
@@ -147,7 +153,9 @@ fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
         .parse()
         .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
     if n < min || n > max {
-        return Err(format!("argument must be between {min} and {max} inclusive"));
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
     }
     Ok(n)
 }
@@ -155,6 +163,10 @@ fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
 /// Parse a memory amount the way Redis's `memtoull` does: `1gb` = 2^30,
 /// `1g` = 10^9, `1kb` = 1024, `1k` = 1000; plain numbers are bytes.
 pub fn parse_memory(v: &str) -> Result<u64, String> {
+    // Redis's memtoull reads an empty string as 0.
+    if v.is_empty() {
+        return Ok(0);
+    }
     let lower = v.to_ascii_lowercase();
     let units: [(&str, u64); 8] = [
         ("gb", 1 << 30),
@@ -171,11 +183,25 @@ pub fn parse_memory(v: &str) -> Result<u64, String> {
             if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
-            let n: u64 = num.parse().map_err(|_| "argument must be a memory value".to_string())?;
-            return n.checked_mul(mul).ok_or_else(|| "argument must be a memory value".to_string());
+            let n: u64 = num
+                .parse()
+                .map_err(|_| "argument must be a memory value".to_string())?;
+            return n
+                .checked_mul(mul)
+                .ok_or_else(|| "argument must be a memory value".to_string());
         }
     }
     Err("argument must be a memory value".into())
+}
+
+fn memory_in_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n = parse_memory(v)?;
+    if n < min || n > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(n)
 }
 
 fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
@@ -183,7 +209,10 @@ fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
     if allowed.contains(&lower.as_str()) {
         Ok(lower)
     } else {
-        Err(format!("argument(s) must be one of the following: {}", allowed.join(", ")))
+        Err(format!(
+            "argument(s) must be one of the following: {}",
+            allowed.join(", ")
+        ))
     }
 }
 
@@ -201,6 +230,12 @@ fn parse_save(v: &str) -> Result<String, String> {
     Ok(parts.join(" "))
 }
 
+/// Give an option its older alias.
+const fn aliased(mut o: OptionSpec, alias: &'static str) -> OptionSpec {
+    o.alias = Some(alias);
+    o
+}
+
 macro_rules! opt {
     ($name:literal, $default:literal, $mutable:expr, $doc:literal, |$c:ident| $get:expr, |$c2:ident, $v:ident| $set:expr) => {
         OptionSpec {
@@ -208,6 +243,7 @@ macro_rules! opt {
             default: $default,
             mutable: $mutable,
             doc: $doc,
+            alias: None,
             get: |$c: &Config| $get,
             set: |$c2: &mut Config, $v: &str| {
                 $set;
@@ -219,155 +255,418 @@ macro_rules! opt {
 
 /// Every option the server knows, in the order kvstore.conf documents them.
 pub static OPTIONS: &[OptionSpec] = &[
-    opt!("bind", "127.0.0.1", false, "Addresses to listen on (space separated).",
+    opt!(
+        "bind",
+        "127.0.0.1",
+        false,
+        "Addresses to listen on (space separated).",
         |c| c.bind.join(" "),
-        |c, v| c.bind = v.split_whitespace().map(String::from).collect()),
-    opt!("port", "6379", false, "TCP port (0 disables TCP).",
+        |c, v| c.bind = v.split_whitespace().map(String::from).collect()
+    ),
+    opt!(
+        "port",
+        "6379",
+        false,
+        "TCP port (0 disables TCP).",
         |c| c.port.to_string(),
-        |c, v| c.port = parse_int(v, 0, 65535)? as u16),
-    opt!("unixsocket", "", false, "Path of a unix socket to listen on as well (empty: none).",
+        |c, v| c.port = parse_int(v, 0, 65535)? as u16
+    ),
+    opt!(
+        "unixsocket",
+        "",
+        false,
+        "Path of a unix socket to listen on as well (empty: none).",
         |c| c.unixsocket.clone(),
-        |c, v| c.unixsocket = v.to_string()),
-    opt!("unixsocketperm", "0", false, "Octal permissions of the unix socket (0: umask default).",
+        |c, v| c.unixsocket = v.to_string()
+    ),
+    opt!(
+        "unixsocketperm",
+        "0",
+        false,
+        "Octal permissions of the unix socket (0: umask default).",
         |c| format!("{:o}", c.unixsocketperm),
-        |c, v| c.unixsocketperm = u32::from_str_radix(v, 8).map_err(|_| "argument couldn't be parsed into an integer".to_string())?),
-    opt!("tcp-backlog", "511", false, "listen() backlog.",
+        |c, v| c.unixsocketperm = u32::from_str_radix(v, 8)
+            .map_err(|_| "argument couldn't be parsed into an integer".to_string())?
+    ),
+    opt!(
+        "tcp-backlog",
+        "511",
+        false,
+        "listen() backlog.",
         |c| c.tcp_backlog.to_string(),
-        |c, v| c.tcp_backlog = parse_int(v, 0, i32::MAX as i64)?),
-    opt!("tcp-keepalive", "300", true, "TCP keepalive interval in seconds (0: off).",
+        |c, v| c.tcp_backlog = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "tcp-keepalive",
+        "300",
+        true,
+        "TCP keepalive interval in seconds (0: off).",
         |c| c.tcp_keepalive.to_string(),
-        |c, v| c.tcp_keepalive = parse_int(v, 0, i32::MAX as i64)?),
-    opt!("timeout", "0", true, "Close a client after this many idle seconds (0: never).",
+        |c, v| c.tcp_keepalive = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "timeout",
+        "0",
+        true,
+        "Close a client after this many idle seconds (0: never).",
         |c| c.timeout.to_string(),
-        |c, v| c.timeout = parse_int(v, 0, i32::MAX as i64)?),
-    opt!("hz", "10", true, "Background task frequency (expiry, timeouts, stats), 1-500.",
+        |c, v| c.timeout = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "hz",
+        "10",
+        true,
+        "Background task frequency (expiry, timeouts, stats), 1-500.",
         |c| c.hz.to_string(),
-        |c, v| c.hz = parse_int(v, 0, i32::MAX as i64)?.clamp(1, 500)),
-    opt!("databases", "16", false, "Number of databases (SELECT 0..n-1).",
+        |c, v| c.hz = parse_int(v, 0, i32::MAX as i64)?.clamp(1, 500)
+    ),
+    opt!(
+        "databases",
+        "16",
+        false,
+        "Number of databases (SELECT 0..n-1).",
         |c| c.databases.to_string(),
-        |c, v| c.databases = parse_int(v, 1, i32::MAX as i64)? as usize),
-    opt!("requirepass", "", true, "Password clients must AUTH with (empty: none).",
+        |c, v| c.databases = parse_int(v, 1, i32::MAX as i64)? as usize
+    ),
+    opt!(
+        "requirepass",
+        "",
+        true,
+        "Password clients must AUTH with (empty: none).",
         |c| c.requirepass.clone(),
-        |c, v| c.requirepass = v.to_string()),
-    opt!("maxclients", "10000", true, "Maximum simultaneous clients.",
+        |c, v| c.requirepass = v.to_string()
+    ),
+    opt!(
+        "maxclients",
+        "10000",
+        true,
+        "Maximum simultaneous clients.",
         |c| c.maxclients.to_string(),
-        |c, v| c.maxclients = parse_int(v, 1, i32::MAX as i64)?),
-    opt!("maxmemory", "0", true, "Memory limit in bytes (0: none); see maxmemory-policy.",
+        |c, v| c.maxclients = parse_int(v, 1, i32::MAX as i64)?
+    ),
+    opt!(
+        "maxmemory",
+        "0",
+        true,
+        "Memory limit in bytes (0: none); see maxmemory-policy.",
         |c| c.maxmemory.to_string(),
-        |c, v| c.maxmemory = parse_memory(v)?),
-    opt!("maxmemory-policy", "noeviction", true, "What to do at maxmemory: noeviction refuses writes with an OOM error.",
+        |c, v| c.maxmemory = parse_memory(v)?
+    ),
+    opt!(
+        "maxmemory-policy",
+        "noeviction",
+        true,
+        "What to do at maxmemory: noeviction refuses writes with an OOM error.",
         |c| c.maxmemory_policy.clone(),
-        |c, v| c.maxmemory_policy = parse_enum(v, &["noeviction"])?),
-    opt!("maxmemory-samples", "5", true, "Keys sampled per eviction.",
+        |c, v| c.maxmemory_policy = parse_enum(v, &["noeviction"])?
+    ),
+    opt!(
+        "maxmemory-samples",
+        "5",
+        true,
+        "Keys sampled per eviction.",
         |c| c.maxmemory_samples.to_string(),
-        |c, v| c.maxmemory_samples = parse_int(v, 1, 64)?),
-    opt!("proto-max-bulk-len", "512mb", true, "Largest bulk string a client may send.",
+        |c, v| c.maxmemory_samples = parse_int(v, 1, i32::MAX as i64)?
+    ),
+    opt!(
+        "maxmemory-eviction-tenacity",
+        "10",
+        true,
+        "Effort spent evicting per write, 0-100.",
+        |c| c.maxmemory_eviction_tenacity.to_string(),
+        |c, v| c.maxmemory_eviction_tenacity = parse_int(v, 0, 100)?
+    ),
+    opt!(
+        "maxmemory-clients",
+        "0",
+        true,
+        "Memory limit of all clients together (client eviction is not available yet: only 0).",
+        |c| c.maxmemory_clients.to_string(),
+        |c, v| {
+            let n = parse_memory(v)?;
+            if n != 0 {
+                return Err("client eviction is not supported by this build yet".into());
+            }
+            c.maxmemory_clients = 0
+        }
+    ),
+    opt!(
+        "proto-max-bulk-len",
+        "512mb",
+        true,
+        "Largest bulk string a client may send.",
         |c| c.proto_max_bulk_len.to_string(),
-        |c, v| c.proto_max_bulk_len = parse_memory(v)?.clamp(1024 * 1024, i64::MAX as u64) as i64),
-    opt!("client-query-buffer-limit", "1gb", true, "Largest query buffer of one client; beyond it the client is closed.",
+        |c, v| c.proto_max_bulk_len = memory_in_range(v, 1024 * 1024, i64::MAX as u64)? as i64
+    ),
+    opt!(
+        "client-query-buffer-limit",
+        "1gb",
+        true,
+        "Largest query buffer of one client; beyond it the client is closed.",
         |c| c.client_query_buffer_limit.to_string(),
-        |c, v| c.client_query_buffer_limit = parse_memory(v)?.max(1024 * 1024)),
-    opt!("loglevel", "notice", true, "debug, verbose, notice or warning.",
+        |c, v| c.client_query_buffer_limit = memory_in_range(v, 1024 * 1024, i64::MAX as u64)?
+    ),
+    opt!(
+        "loglevel",
+        "notice",
+        true,
+        "debug, verbose, notice or warning.",
         |c| c.loglevel.clone(),
-        |c, v| c.loglevel = parse_enum(v, &["debug", "verbose", "notice", "warning", "nothing"])?),
-    opt!("logfile", "", false, "Log file path (empty: standard output).",
+        |c, v| c.loglevel = parse_enum(v, &["debug", "verbose", "notice", "warning"])?
+    ),
+    opt!(
+        "logfile",
+        "",
+        false,
+        "Log file path (empty: standard output).",
         |c| c.logfile.clone(),
-        |c, v| c.logfile = v.to_string()),
-    opt!("dir", "./", true, "Working directory for data files.",
+        |c, v| c.logfile = v.to_string()
+    ),
+    opt!(
+        "dir",
+        "./",
+        true,
+        "Working directory for data files.",
         |c| c.dir.display().to_string(),
-        |c, v| c.dir = absolute_dir(v)?),
-    opt!("dbfilename", "dump.rdb", true, "Snapshot file name, in dir.",
+        |c, v| c.dir = absolute_dir(v)?
+    ),
+    opt!(
+        "dbfilename",
+        "dump.rdb",
+        true,
+        "Snapshot file name, in dir.",
         |c| c.dbfilename.clone(),
-        |c, v| c.dbfilename = v.to_string()),
-    opt!("save", "3600 1 300 100 60 10000", true, "Snapshot save points: pairs of <seconds> <changes> (\"\" disables).",
+        |c, v| c.dbfilename = v.to_string()
+    ),
+    opt!(
+        "save",
+        "3600 1 300 100 60 10000",
+        true,
+        "Snapshot save points: pairs of <seconds> <changes> (\"\" disables).",
         |c| c.save.clone(),
-        |c, v| c.save = parse_save(v)?),
-    opt!("appendonly", "no", true, "Append-only file persistence (not available yet: only 'no' is accepted).",
+        |c, v| c.save = parse_save(v)?
+    ),
+    opt!(
+        "appendonly",
+        "no",
+        true,
+        "Append-only file persistence (not available yet: only 'no' is accepted).",
         |c| yes_no(c.appendonly),
         |c, v| {
             if parse_bool(v)? {
                 return Err("appendonly is not supported by this build yet".into());
             }
             c.appendonly = false
-        }),
-    opt!("appendfilename", "appendonly.aof", false, "Base name of the append-only files.",
+        }
+    ),
+    opt!(
+        "appendfilename",
+        "appendonly.aof",
+        false,
+        "Base name of the append-only files.",
         |c| c.appendfilename.clone(),
-        |c, v| c.appendfilename = v.to_string()),
-    opt!("appendfsync", "everysec", true, "always, everysec or no.",
+        |c, v| c.appendfilename = v.to_string()
+    ),
+    opt!(
+        "appendfsync",
+        "everysec",
+        true,
+        "always, everysec or no.",
         |c| c.appendfsync.clone(),
-        |c, v| c.appendfsync = parse_enum(v, &["always", "everysec", "no"])?),
-    opt!("activerehashing", "yes", true, "Spend cron time finishing table resizes.",
+        |c, v| c.appendfsync = parse_enum(v, &["always", "everysec", "no"])?
+    ),
+    opt!(
+        "activerehashing",
+        "yes",
+        true,
+        "Spend cron time finishing table resizes.",
         |c| yes_no(c.activerehashing),
-        |c, v| c.activerehashing = parse_bool(v)?),
-    opt!("active-expire-effort", "1", true, "Effort of the active expiry cycle, 1-10.",
+        |c, v| c.activerehashing = parse_bool(v)?
+    ),
+    opt!(
+        "active-expire-effort",
+        "1",
+        true,
+        "Effort of the active expiry cycle, 1-10.",
         |c| c.active_expire_effort.to_string(),
-        |c, v| c.active_expire_effort = parse_int(v, 1, 10)?),
-    opt!("lazyfree-lazy-expire", "no", true, "Propagate expirations as UNLINK instead of DEL.",
+        |c, v| c.active_expire_effort = parse_int(v, 1, 10)?
+    ),
+    opt!(
+        "lazyfree-lazy-expire",
+        "no",
+        true,
+        "Propagate expirations as UNLINK instead of DEL.",
         |c| yes_no(c.lazyfree_lazy_expire),
-        |c, v| c.lazyfree_lazy_expire = parse_bool(v)?),
-    opt!("lazyfree-lazy-user-del", "no", true, "Make DEL behave like UNLINK.",
+        |c, v| c.lazyfree_lazy_expire = parse_bool(v)?
+    ),
+    opt!(
+        "lazyfree-lazy-user-del",
+        "no",
+        true,
+        "Make DEL behave like UNLINK.",
         |c| yes_no(c.lazyfree_lazy_user_del),
-        |c, v| c.lazyfree_lazy_user_del = parse_bool(v)?),
-    opt!("lazyfree-lazy-user-flush", "no", true, "Make FLUSHALL/FLUSHDB default to ASYNC.",
+        |c, v| c.lazyfree_lazy_user_del = parse_bool(v)?
+    ),
+    opt!(
+        "lazyfree-lazy-user-flush",
+        "no",
+        true,
+        "Make FLUSHALL/FLUSHDB default to ASYNC.",
         |c| yes_no(c.lazyfree_lazy_user_flush),
-        |c, v| c.lazyfree_lazy_user_flush = parse_bool(v)?),
-    opt!("stop-writes-on-bgsave-error", "yes", true, "Refuse writes while the last background save failed.",
+        |c, v| c.lazyfree_lazy_user_flush = parse_bool(v)?
+    ),
+    opt!(
+        "stop-writes-on-bgsave-error",
+        "yes",
+        true,
+        "Refuse writes while the last background save failed.",
         |c| yes_no(c.stop_writes_on_bgsave_error),
-        |c, v| c.stop_writes_on_bgsave_error = parse_bool(v)?),
-    opt!("rdbcompression", "yes", true, "LZF-compress strings in snapshots.",
+        |c, v| c.stop_writes_on_bgsave_error = parse_bool(v)?
+    ),
+    opt!(
+        "rdbcompression",
+        "yes",
+        true,
+        "LZF-compress strings in snapshots.",
         |c| yes_no(c.rdbcompression),
-        |c, v| c.rdbcompression = parse_bool(v)?),
-    opt!("rdbchecksum", "yes", true, "Write and verify the CRC64 trailer of snapshots.",
+        |c, v| c.rdbcompression = parse_bool(v)?
+    ),
+    opt!(
+        "rdbchecksum",
+        "yes",
+        true,
+        "Write and verify the CRC64 trailer of snapshots.",
         |c| yes_no(c.rdbchecksum),
-        |c, v| c.rdbchecksum = parse_bool(v)?),
-    opt!("hash-max-listpack-entries", "128", true, "Hashes with at most this many fields stay compact.",
-        |c| c.hash_max_listpack_entries.to_string(),
-        |c, v| c.hash_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
-    opt!("hash-max-listpack-value", "64", true, "Hashes whose fields and values are at most this long stay compact.",
-        |c| c.hash_max_listpack_value.to_string(),
-        |c, v| c.hash_max_listpack_value = parse_int(v, 0, i64::MAX)?),
-    opt!("list-max-listpack-size", "-2", true, "List node size: negative = -1..-5 for 4..64 KB, positive = entries.",
-        |c| c.list_max_listpack_size.to_string(),
-        |c, v| c.list_max_listpack_size = parse_int(v, i32::MIN as i64, i32::MAX as i64)?),
-    opt!("set-max-intset-entries", "512", true, "Integer sets with at most this many members stay compact.",
+        |c, v| c.rdbchecksum = parse_bool(v)?
+    ),
+    aliased(
+        opt!(
+            "hash-max-listpack-entries",
+            "512",
+            true,
+            "Hashes with at most this many fields stay compact.",
+            |c| c.hash_max_listpack_entries.to_string(),
+            |c, v| c.hash_max_listpack_entries = parse_int(v, 0, i64::MAX)?
+        ),
+        "hash-max-ziplist-entries",
+    ),
+    aliased(
+        opt!(
+            "hash-max-listpack-value",
+            "64",
+            true,
+            "Hashes whose fields and values are at most this long stay compact.",
+            |c| c.hash_max_listpack_value.to_string(),
+            |c, v| c.hash_max_listpack_value = parse_int(v, 0, i64::MAX)?
+        ),
+        "hash-max-ziplist-value",
+    ),
+    aliased(
+        opt!(
+            "list-max-listpack-size",
+            "-2",
+            true,
+            "List node size: negative = -1..-5 for 4..64 KB, positive = entries.",
+            |c| c.list_max_listpack_size.to_string(),
+            |c, v| c.list_max_listpack_size = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
+        ),
+        "list-max-ziplist-size",
+    ),
+    opt!(
+        "set-max-intset-entries",
+        "512",
+        true,
+        "Integer sets with at most this many members stay compact.",
         |c| c.set_max_intset_entries.to_string(),
-        |c, v| c.set_max_intset_entries = parse_int(v, 0, i64::MAX)?),
-    opt!("set-max-listpack-entries", "128", true, "Small non-integer sets stay compact up to this many members.",
+        |c, v| c.set_max_intset_entries = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "set-max-listpack-entries",
+        "128",
+        true,
+        "Small non-integer sets stay compact up to this many members.",
         |c| c.set_max_listpack_entries.to_string(),
-        |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
-    opt!("zset-max-listpack-entries", "128", true, "Sorted sets with at most this many members stay compact.",
-        |c| c.zset_max_listpack_entries.to_string(),
-        |c, v| c.zset_max_listpack_entries = parse_int(v, 0, i64::MAX)?),
-    opt!("zset-max-listpack-value", "64", true, "Sorted sets whose members are at most this long stay compact.",
-        |c| c.zset_max_listpack_value.to_string(),
-        |c, v| c.zset_max_listpack_value = parse_int(v, 0, i64::MAX)?),
-    opt!("slowlog-log-slower-than", "10000", true, "Slow log threshold in microseconds.",
+        |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?
+    ),
+    aliased(
+        opt!(
+            "zset-max-listpack-entries",
+            "128",
+            true,
+            "Sorted sets with at most this many members stay compact.",
+            |c| c.zset_max_listpack_entries.to_string(),
+            |c, v| c.zset_max_listpack_entries = parse_int(v, 0, i64::MAX)?
+        ),
+        "zset-max-ziplist-entries",
+    ),
+    aliased(
+        opt!(
+            "zset-max-listpack-value",
+            "64",
+            true,
+            "Sorted sets whose members are at most this long stay compact.",
+            |c| c.zset_max_listpack_value.to_string(),
+            |c, v| c.zset_max_listpack_value = parse_int(v, 0, i64::MAX)?
+        ),
+        "zset-max-ziplist-value",
+    ),
+    opt!(
+        "slowlog-log-slower-than",
+        "10000",
+        true,
+        "Slow log threshold in microseconds.",
         |c| c.slowlog_log_slower_than.to_string(),
-        |c, v| c.slowlog_log_slower_than = parse_int(v, -1, i64::MAX)?),
-    opt!("slowlog-max-len", "128", true, "Slow log length.",
+        |c, v| c.slowlog_log_slower_than = parse_int(v, -1, i64::MAX)?
+    ),
+    opt!(
+        "slowlog-max-len",
+        "128",
+        true,
+        "Slow log length.",
         |c| c.slowlog_max_len.to_string(),
-        |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?),
-    opt!("notify-keyspace-events", "", true, "Keyspace notification classes (pub/sub not available yet).",
+        |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "notify-keyspace-events",
+        "",
+        true,
+        "Keyspace notification classes (pub/sub not available yet).",
         |c| c.notify_keyspace_events.clone(),
         |c, v| {
             if !v.is_empty() {
                 return Err("keyspace notifications are not supported by this build yet".into());
             }
             c.notify_keyspace_events = String::new()
-        }),
-    opt!("pidfile", "", false, "Write the process id to this file (empty: none).",
+        }
+    ),
+    opt!(
+        "pidfile",
+        "",
+        false,
+        "Write the process id to this file (empty: none).",
         |c| c.pidfile.clone(),
-        |c, v| c.pidfile = v.to_string()),
-    opt!("protected-mode", "yes", true, "Accepted for compatibility; kvstore binds to 127.0.0.1 by default.",
+        |c, v| c.pidfile = v.to_string()
+    ),
+    opt!(
+        "protected-mode",
+        "yes",
+        true,
+        "Accepted for compatibility; kvstore binds to 127.0.0.1 by default.",
         |c| yes_no(c.protected_mode),
-        |c, v| c.protected_mode = parse_bool(v)?),
-    opt!("daemonize", "no", false, "Only 'no': run kvstore under a supervisor instead.",
+        |c, v| c.protected_mode = parse_bool(v)?
+    ),
+    opt!(
+        "daemonize",
+        "no",
+        false,
+        "Only 'no': run kvstore under a supervisor instead.",
         |_c| "no".to_string(),
         |_c, v| {
             if parse_bool(v)? {
                 return Err("daemonize is not supported; use a process supervisor".into());
             }
-        }),
+        }
+    ),
 ];
 
 fn absolute_dir(v: &str) -> Result<PathBuf, String> {
@@ -393,16 +692,9 @@ fn absolute_dir(v: &str) -> Result<PathBuf, String> {
 
 pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
     let lower = name.to_ascii_lowercase();
-    // Old names Redis still accepts.
-    let lower = match lower.as_str() {
-        "hash-max-ziplist-entries" => "hash-max-listpack-entries".to_string(),
-        "hash-max-ziplist-value" => "hash-max-listpack-value".to_string(),
-        "list-max-ziplist-size" => "list-max-listpack-size".to_string(),
-        "zset-max-ziplist-entries" => "zset-max-listpack-entries".to_string(),
-        "zset-max-ziplist-value" => "zset-max-listpack-value".to_string(),
-        _ => lower,
-    };
-    OPTIONS.iter().find(|o| o.name == lower)
+    OPTIONS
+        .iter()
+        .find(|o| o.name == lower || o.alias == Some(lower.as_str()))
 }
 
 impl Config {
@@ -454,22 +746,33 @@ impl Config {
                 continue;
             }
             let args = split_args(line.as_bytes()).ok_or_else(|| {
-                format!("Bad directive or wrong number of arguments at line {}: {line}", lineno + 1)
+                format!(
+                    "Bad directive or wrong number of arguments at line {}: {line}",
+                    lineno + 1
+                )
             })?;
             if args.is_empty() {
                 continue;
             }
             let name = String::from_utf8_lossy(&args[0]).to_string();
-            let values: Vec<String> = args[1..].iter().map(|a| String::from_utf8_lossy(a).to_string()).collect();
-            let opt = find_option(&name)
-                .ok_or_else(|| format!("Bad directive or wrong number of arguments at line {}: '{name}'", lineno + 1))?;
+            let values: Vec<String> = args[1..]
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).to_string())
+                .collect();
+            let opt = find_option(&name).ok_or_else(|| {
+                format!(
+                    "Bad directive or wrong number of arguments at line {}: '{name}'",
+                    lineno + 1
+                )
+            })?;
             // `save` may appear several times in a file and accumulates.
             let value = if opt.name == "save" && !values.is_empty() && values[0].is_empty() {
                 String::new()
             } else {
                 values.join(" ")
             };
-            (opt.set)(self, &value).map_err(|e| format!("Error in config at line {} ('{name}'): {e}", lineno + 1))?;
+            (opt.set)(self, &value)
+                .map_err(|e| format!("Error in config at line {} ('{name}'): {e}", lineno + 1))?;
         }
         Ok(())
     }
@@ -528,7 +831,11 @@ impl Config {
 
 /// Quote a value for a config line when it needs it.
 fn quote(v: &str) -> String {
-    if !v.is_empty() && !v.bytes().any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\'' || b == b'\\') {
+    if !v.is_empty()
+        && !v
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b == b'"' || b == b'\'' || b == b'\\')
+    {
         return v.to_string();
     }
     let mut s = String::from("\"");
@@ -551,7 +858,12 @@ pub fn default_config_text() -> String {
         "# kvstore configuration file (redis.conf syntax).\n#\n# Start with: kvstore /path/to/kvstore.conf [--option value ...]\n# Memory units: 1k = 1000, 1kb = 1024, 1m = 1000000, 1mb = 1048576, 1g, 1gb.\n# Every option kvstore knows is listed below with its default value.\n\n",
     );
     for opt in OPTIONS {
-        out.push_str(&format!("# {}\n{} {}\n\n", opt.doc, opt.name, quote(opt.default)));
+        out.push_str(&format!(
+            "# {}\n{} {}\n\n",
+            opt.doc,
+            opt.name,
+            quote(opt.default)
+        ));
     }
     out
 }
@@ -593,8 +905,13 @@ mod tests {
 
     #[test]
     fn shipped_config_file_is_current() {
-        let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kvstore.conf")).unwrap();
-        assert_eq!(shipped, default_config_text(), "regenerate kvstore.conf: kvstore --print-default-config > kvstore.conf");
+        let shipped =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kvstore.conf")).unwrap();
+        assert_eq!(
+            shipped,
+            default_config_text(),
+            "regenerate kvstore.conf: kvstore --print-default-config > kvstore.conf"
+        );
         let mut c = Config::default();
         c.apply_text(&shipped).unwrap();
     }

@@ -58,14 +58,20 @@ impl Write for Writer {
         }
         match &self.target {
             Target::Stdout => io::stdout().write(buf),
-            Target::File(f) => f.lock().map_err(|_| io::Error::other("log file lock poisoned"))?.write(buf),
+            Target::File(f) => f
+                .lock()
+                .map_err(|_| io::Error::other("log file lock poisoned"))?
+                .write(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match &self.target {
             Target::Stdout => io::stdout().flush(),
-            Target::File(f) => f.lock().map_err(|_| io::Error::other("log file lock poisoned"))?.flush(),
+            Target::File(f) => f
+                .lock()
+                .map_err(|_| io::Error::other("log file lock poisoned"))?
+                .flush(),
         }
     }
 }
@@ -78,12 +84,18 @@ impl<'a> MakeWriter<'a> for Factory {
     type Writer = Writer;
 
     fn make_writer(&'a self) -> Writer {
-        Writer { target: self.target.clone(), enabled: true }
+        Writer {
+            target: self.target.clone(),
+            enabled: true,
+        }
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Writer {
         let enabled = event_rank(meta.level()) <= LEVEL.load(Ordering::Relaxed);
-        Writer { target: self.target.clone(), enabled }
+        Writer {
+            target: self.target.clone(),
+            enabled,
+        }
     }
 }
 

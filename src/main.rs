@@ -10,7 +10,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("-v") | Some("--version") => {
-            println!("kvstore v={} (Redis {} compatible)", kvstore::KVSTORE_VERSION, kvstore::REDIS_VERSION);
+            println!(
+                "kvstore v={} (Redis {} compatible)",
+                kvstore::KVSTORE_VERSION,
+                kvstore::REDIS_VERSION
+            );
             return ExitCode::SUCCESS;
         }
         Some("-h") | Some("--help") => {
@@ -37,7 +41,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     // Data files are relative to `dir`, as in Redis.
-    if let Err(e) = std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir)) {
+    if let Err(e) =
+        std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir))
+    {
         error!("Can't chdir to '{}': {e}", config.dir.display());
         return ExitCode::FAILURE;
     }

@@ -16,7 +16,12 @@ thread_local! {
 /// Net bytes allocated by the event-loop thread (all state lives there).
 pub fn used_memory() -> usize {
     COUNTERS.with(|c| {
-        let counters = c.get_or_init(|| Some((thread::allocatedp::read().ok()?, thread::deallocatedp::read().ok()?)));
+        let counters = c.get_or_init(|| {
+            Some((
+                thread::allocatedp::read().ok()?,
+                thread::deallocatedp::read().ok()?,
+            ))
+        });
         match counters {
             Some((a, d)) => a.get().saturating_sub(d.get()) as usize,
             None => 0,
@@ -48,7 +53,11 @@ pub fn rss_bytes() -> usize {
     let Ok(s) = std::fs::read_to_string("/proc/self/statm") else {
         return 0;
     };
-    let pages: usize = s.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let pages: usize = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     pages * page_size()
 }
 

@@ -36,14 +36,23 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
         } else if eq_ic(opt, "lt") {
             lt = true;
         } else {
-            return c.cl.reply.error(&format!("ERR Unsupported option {}", String::from_utf8_lossy(opt)));
+            return c.cl.reply.error(&format!(
+                "ERR Unsupported option {}",
+                String::from_utf8_lossy(opt)
+            ));
         }
     }
     if nx && (xx || gt || lt) {
-        return c.cl.reply.error("ERR NX and XX, GT or LT options at the same time are not compatible");
+        return c
+            .cl
+            .reply
+            .error("ERR NX and XX, GT or LT options at the same time are not compatible");
     }
     if gt && lt {
-        return c.cl.reply.error("ERR GT and LT options at the same time are not compatible");
+        return c
+            .cl
+            .reply
+            .error("ERR GT and LT options at the same time are not compatible");
     }
     let mut when = match arg_i64(param) {
         Ok(w) => w,
@@ -66,17 +75,29 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
     }
     if nx || xx || gt || lt {
         let current = c.srv.dbs[db].get_expire(key).unwrap_or(-1);
-        if (nx && current != -1) || (xx && current == -1) || (gt && (when <= current || current == -1)) || (lt && current != -1 && when >= current) {
+        if (nx && current != -1)
+            || (xx && current == -1)
+            || (gt && (when <= current || current == -1))
+            || (lt && current != -1 && when >= current)
+        {
             return c.cl.reply.int(0);
         }
     }
     if when <= c.srv.now_ms {
         c.srv.dbs[db].delete(key);
-        let del: &[u8] = if c.srv.config.lazyfree_lazy_expire { b"UNLINK" } else { b"DEL" };
+        let del: &[u8] = if c.srv.config.lazyfree_lazy_expire {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        };
         c.propagate_as(vec![del.to_vec(), key.to_vec()]);
     } else {
         c.srv.dbs[db].set_expire(key, when);
-        let mut out = vec![b"PEXPIREAT".to_vec(), key.to_vec(), when.to_string().into_bytes()];
+        let mut out = vec![
+            b"PEXPIREAT".to_vec(),
+            key.to_vec(),
+            when.to_string().into_bytes(),
+        ];
         out.extend(argv[3..].iter().map(|a| a.to_vec()));
         c.propagate_as(out);
     }
@@ -119,7 +140,11 @@ fn ttl_generic(c: &mut Ctx, key: &[u8], ms: bool, absolute: bool) {
     let Some(when) = c.srv.dbs[db].get_expire(key) else {
         return c.cl.reply.int(-1);
     };
-    let ttl = if absolute { when } else { (when - c.srv.now_ms).max(0) };
+    let ttl = if absolute {
+        when
+    } else {
+        (when - c.srv.now_ms).max(0)
+    };
     c.cl.reply.int(if ms { ttl } else { (ttl + 500) / 1000 });
 }
 
@@ -206,7 +231,11 @@ pub fn active_expire_cycle(srv: &mut Server) {
             if ttl_samples > 0 {
                 let avg = ttl_sum / ttl_samples;
                 // Running average, as Redis keeps it for INFO keyspace.
-                d.avg_ttl = if d.avg_ttl == 0 { avg } else { (d.avg_ttl / 50) * 49 + avg / 50 };
+                d.avg_ttl = if d.avg_ttl == 0 {
+                    avg
+                } else {
+                    (d.avg_ttl / 50) * 49 + avg / 50
+                };
             }
             let n_expired = expired.len();
             for key in expired {
@@ -219,7 +248,10 @@ pub fn active_expire_cycle(srv: &mut Server) {
                 timed_out = true;
                 break 'dbs;
             }
-            if sampled == 0 || n_expired * 100 / sampled <= acceptable_stale || cursor == 0 && n_expired == 0 {
+            if sampled == 0
+                || n_expired * 100 / sampled <= acceptable_stale
+                || cursor == 0 && n_expired == 0
+            {
                 break;
             }
         }
@@ -229,6 +261,10 @@ pub fn active_expire_cycle(srv: &mut Server) {
     if timed_out {
         srv.stats.expired_time_cap_reached_count += 1;
     }
-    let current_perc = if total_sampled > 0 { total_expired as f64 / total_sampled as f64 } else { 0.0 };
+    let current_perc = if total_sampled > 0 {
+        total_expired as f64 / total_sampled as f64
+    } else {
+        0.0
+    };
     srv.stats.expired_stale_perc = current_perc * 0.05 + srv.stats.expired_stale_perc * 0.95;
 }

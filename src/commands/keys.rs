@@ -48,7 +48,11 @@ pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
 pub fn type_cmd(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     expire_if_needed(c.srv, db, argv[1]);
-    let name = c.srv.dbs[db].main.get(argv[1]).map(type_name).unwrap_or("none");
+    let name = c.srv.dbs[db]
+        .main
+        .get(argv[1])
+        .map(type_name)
+        .unwrap_or("none");
     c.cl.reply.simple(name);
 }
 
@@ -60,7 +64,11 @@ fn rename_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
         return c.cl.reply.error(ERR_NO_SUCH_KEY);
     }
     if src == dst {
-        return if nx { c.cl.reply.int(0) } else { c.cl.reply.ok() };
+        return if nx {
+            c.cl.reply.int(0)
+        } else {
+            c.cl.reply.ok()
+        };
     }
     if lookup_write(c.srv, db, dst).is_some() && nx {
         return c.cl.reply.int(0);
@@ -88,11 +96,11 @@ pub fn renamenx(c: &mut Ctx, argv: &[&[u8]]) {
     rename_generic(c, argv, true);
 }
 
-/// A database index argument: an `int`, within range.
-fn db_index_arg(c: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
+/// A database index argument: an `int`, within range (SELECT, MOVE, COPY).
+pub fn db_index_arg(c: &Ctx, arg: &[u8]) -> Result<usize, &'static str> {
     let n = arg_i64(arg)?;
     if n < i32::MIN as i64 || n > i32::MAX as i64 {
-        return Err(ERR_NOT_INT);
+        return Err("ERR value is out of range, value must between -2147483648 and 2147483647");
     }
     if n < 0 || n as usize >= c.srv.dbs.len() {
         return Err(ERR_DB_INDEX);
@@ -215,8 +223,16 @@ pub struct ScanOptions<'a> {
 }
 
 /// Parse `[MATCH pattern] [COUNT count] [TYPE type]` starting at `argv[start]`.
-pub fn parse_scan_options<'a>(argv: &[&'a [u8]], start: usize, allow_type: bool) -> Result<ScanOptions<'a>, &'static str> {
-    let mut opts = ScanOptions { count: 10, pattern: None, type_name: None };
+pub fn parse_scan_options<'a>(
+    argv: &[&'a [u8]],
+    start: usize,
+    allow_type: bool,
+) -> Result<ScanOptions<'a>, &'static str> {
+    let mut opts = ScanOptions {
+        count: 10,
+        pattern: None,
+        type_name: None,
+    };
     let mut j = start;
     while j < argv.len() {
         let more = j + 1 < argv.len();
@@ -273,7 +289,11 @@ pub fn scan(c: &mut Ctx, argv: &[&[u8]]) {
             continue;
         }
         if let Some(t) = opts.type_name {
-            let ty = c.srv.dbs[db].main.get(&key).map(type_name).unwrap_or("none");
+            let ty = c.srv.dbs[db]
+                .main
+                .get(&key)
+                .map(type_name)
+                .unwrap_or("none");
             if !t.eq_ignore_ascii_case(ty.as_bytes()) {
                 continue;
             }
@@ -295,7 +315,11 @@ pub fn randomkey(c: &mut Ctx, _argv: &[&[u8]]) {
     // Bounded tries: a database full of expired keys is cleaned as we go.
     for _ in 0..100 {
         let rng = &mut c.srv.rng;
-        let Some(key) = c.srv.dbs[db].main.random_entry(&mut || rng.next_u64()).map(|e| e.key().to_vec()) else {
+        let Some(key) = c.srv.dbs[db]
+            .main
+            .random_entry(&mut || rng.next_u64())
+            .map(|e| e.key().to_vec())
+        else {
             return c.cl.reply.null();
         };
         if expire_if_needed(c.srv, db, &key) {
@@ -309,7 +333,10 @@ pub fn randomkey(c: &mut Ctx, _argv: &[&[u8]]) {
 /// `TOUCH key [key ...]` — how many exist; updates their access time.
 pub fn touch(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
-    let n = argv[1..].iter().filter(|k| lookup_read(c.srv, db, k).is_some()).count();
+    let n = argv[1..]
+        .iter()
+        .filter(|k| lookup_read(c.srv, db, k).is_some())
+        .count();
     c.cl.reply.int(n as i64);
 }
 
@@ -332,7 +359,11 @@ pub fn encoding_name(e: &crate::db::Entry) -> &'static str {
 fn idle_seconds(e: &crate::db::Entry, now_ms: i64) -> i64 {
     let now = lru_clock(now_ms) as i64;
     let lru = e.lru() as i64;
-    let ticks = if now >= lru { now - lru } else { now + (LRU_CLOCK_MAX as i64 - lru) };
+    let ticks = if now >= lru {
+        now - lru
+    } else {
+        now + (LRU_CLOCK_MAX as i64 - lru)
+    };
     ticks
 }
 
@@ -351,7 +382,7 @@ const OBJECT_HELP: &[&str] = &[
     "    Return the number of references of the value associated with the specified",
     "    <key>.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// Reply with a HELP text as Redis's addReplyHelp does.
@@ -365,13 +396,18 @@ pub fn reply_help(c: &mut Ctx, lines: &[&str]) {
 /// Match a subcommand: replies with Redis's error and returns `None` when it
 /// is unknown or has the wrong number of arguments. `subs` lists
 /// `(name, arity)` with arity counted as Redis does (container included).
-pub fn subcommand(c: &mut Ctx, argv: &[&[u8]], subs: &[(&'static str, i32)]) -> Option<&'static str> {
+pub fn subcommand(
+    c: &mut Ctx,
+    argv: &[&[u8]],
+    subs: &[(&'static str, i32)],
+) -> Option<&'static str> {
     let name = argv[1];
     for &(sub, arity) in subs {
         if eq_ic(name, sub) {
             let argc = argv.len() as i32;
             if (arity > 0 && argc != arity) || argc < -arity {
-                c.cl.reply.error(&arity_error(&format!("{}|{}", c.cmd.name, sub)));
+                c.cl.reply
+                    .error(&arity_error(&format!("{}|{}", c.cmd.name, sub)));
                 return None;
             }
             return Some(sub);
@@ -387,7 +423,17 @@ pub fn subcommand(c: &mut Ctx, argv: &[&[u8]], subs: &[(&'static str, i32)]) -> 
 
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
 pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(c, argv, &[("help", 2), ("encoding", 3), ("freq", 3), ("idletime", 3), ("refcount", 3)]) else {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("help", 2),
+            ("encoding", 3),
+            ("freq", 3),
+            ("idletime", 3),
+            ("refcount", 3),
+        ],
+    ) else {
         return;
     };
     if sub == "help" {

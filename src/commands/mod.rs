@@ -65,7 +65,8 @@ pub const ERR_DB_INDEX: &str = "ERR DB index is out of range";
 pub const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
 pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
-pub const ERR_STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+pub const ERR_STRING_TOO_LONG: &str =
+    "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 
 /// What a handler works with.
 pub struct Ctx<'a> {
@@ -112,8 +113,10 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn command_map() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
-    static MAP: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+type CommandMap = HashMap<&'static [u8], &'static CommandSpec, foldhash::fast::RandomState>;
+
+fn command_map() -> &'static CommandMap {
+    static MAP: OnceLock<CommandMap> = OnceLock::new();
     MAP.get_or_init(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect())
 }
 
@@ -131,16 +134,20 @@ pub fn lookup_command(name: &[u8]) -> Option<&'static CommandSpec> {
 
 /// Redis's unknown-command error, with up to 128 bytes of arguments.
 fn unknown_command_error(argv: &[&[u8]]) -> String {
+    // Redis prints these with C string formats, which stop at a NUL byte.
+    let c_str = |a: &[u8]| -> Vec<u8> { a.iter().take_while(|&&b| b != 0).copied().collect() };
     let mut args = String::new();
     for a in &argv[1..] {
         if args.len() >= 128 {
             break;
         }
         let room = 128 - args.len();
+        let a = c_str(a);
         let s = String::from_utf8_lossy(&a[..a.len().min(room)]);
         args.push_str(&format!("'{s}' "));
     }
-    let name = String::from_utf8_lossy(&argv[0][..argv[0].len().min(128)]);
+    let name = c_str(argv[0]);
+    let name = String::from_utf8_lossy(&name[..name.len().min(128)]);
     format!("ERR unknown command '{name}', with args beginning with: {args}")
 }
 
@@ -167,7 +174,9 @@ pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
         client.reply.error(&arity_error(cmd.name));
     } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
         client.reply.error(ERR_NOAUTH);
-    } else if cmd.flags & DENYOOM != 0 && srv.config.maxmemory > 0 && srv.used_memory() as u64 > srv.config.maxmemory
+    } else if cmd.flags & DENYOOM != 0
+        && srv.config.maxmemory > 0
+        && srv.used_memory() as u64 > srv.config.maxmemory
     {
         client.reply.error(ERR_OOM);
     } else {
@@ -182,7 +191,12 @@ pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
         };
         let db = ctx.cl.db;
         (cmd.handler)(&mut ctx, argv);
-        let (dirty, rewrite, no_propagate, force) = (ctx.dirty, ctx.rewrite, ctx.no_propagate, ctx.force_propagate);
+        let (dirty, rewrite, no_propagate, force) = (
+            ctx.dirty,
+            ctx.rewrite,
+            ctx.no_propagate,
+            ctx.force_propagate,
+        );
         srv.dirty += dirty;
         if dirty > 0 || force {
             if cmd.flags & WRITE != 0 && !no_propagate {
@@ -223,34 +237,48 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
 pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
     srv.dbs[db].delete(key);
     srv.stats.expired_keys += 1;
-    let del: &[u8] = if srv.config.lazyfree_lazy_expire { b"UNLINK" } else { b"DEL" };
+    let del: &[u8] = if srv.config.lazyfree_lazy_expire {
+        b"UNLINK"
+    } else {
+        b"DEL"
+    };
     srv.propagate(db, vec![del.to_vec(), key.to_vec()]);
 }
 
 /// Look up a key for reading: expires it if needed, counts hits and misses,
-/// updates its access clock.
+/// updates its access clock. One hash lookup for a key without a TTL.
 pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
-    expire_if_needed(srv, db, key);
-    let clock = lru_clock(srv.now_ms);
-    match srv.dbs[db].main.get_mut(key) {
-        Some(e) => {
-            srv.stats.keyspace_hits += 1;
-            e.set_lru(clock);
-            Some(e)
-        }
-        None => {
-            srv.stats.keyspace_misses += 1;
-            None
-        }
+    let found = lookup_live(srv, db, key);
+    if found.is_some() {
+        srv.stats.keyspace_hits += 1;
+    } else {
+        srv.stats.keyspace_misses += 1;
     }
+    // SAFETY: the pointer comes from the table of `srv.dbs[db]`, which is
+    // borrowed mutably through `srv` for the returned lifetime.
+    found.map(|p| unsafe { &mut *p })
 }
 
 /// Look up a key for writing: expires it if needed, updates its clock.
 pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
-    expire_if_needed(srv, db, key);
-    let clock = lru_clock(srv.now_ms);
-    let e = srv.dbs[db].main.get_mut(key)?;
-    e.set_lru(clock);
+    // SAFETY: as in lookup_read.
+    lookup_live(srv, db, key).map(|p| unsafe { &mut *p })
+}
+
+/// Find a live key (deleting it if its TTL has passed) and touch its clock.
+fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
+    let now = srv.now_ms;
+    let clock = lru_clock(now);
+    let d = &mut srv.dbs[db];
+    let e: *mut Entry = d.main.get_mut(key)?;
+    // SAFETY: `e` points into `d.main`; only shared lookups (which never move
+    // entries) happen before it is used or the key is deleted.
+    let has_expire = unsafe { (*e).has_expire() };
+    if has_expire && d.is_expired(key, now) {
+        delete_expired(srv, db, key);
+        return None;
+    }
+    unsafe { (*e).set_lru(clock) };
     Some(e)
 }
 
@@ -284,7 +312,10 @@ pub fn eq_ic(arg: &[u8], kw: &str) -> bool {
 /// Parse a double the way Redis's `string2d`/`getDoubleFromObject` does.
 pub fn parse_f64(arg: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(arg).ok()?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) || s.ends_with(|c: char| c.is_ascii_whitespace()) {
+    if s.is_empty()
+        || s.starts_with(|c: char| c.is_ascii_whitespace())
+        || s.ends_with(|c: char| c.is_ascii_whitespace())
+    {
         return None;
     }
     let lower = s.to_ascii_lowercase();
@@ -314,7 +345,13 @@ pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
 }
 
 fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
-    let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
     while !p.is_empty() && !s.is_empty() {
         match p[0] {
             b'*' => {
@@ -366,7 +403,11 @@ fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut b
                             std::mem::swap(&mut start, &mut end);
                         }
                         let (cc, start, end) = if nocase {
-                            (c.to_ascii_lowercase(), start.to_ascii_lowercase(), end.to_ascii_lowercase())
+                            (
+                                c.to_ascii_lowercase(),
+                                start.to_ascii_lowercase(),
+                                end.to_ascii_lowercase(),
+                            )
                         } else {
                             (c, start, end)
                         };
@@ -433,14 +474,23 @@ mod tests {
         assert!(glob_match(b"*a*", b"a", false));
         assert!(!glob_match(b"a*", b"", false));
         assert!(!glob_match(b"*", b"", false));
-        assert!(!glob_match(b"*a*a*a*a*a*a*a*a*a*a*a*b", &[b'a'; 200], false));
+        assert!(!glob_match(
+            b"*a*a*a*a*a*a*a*a*a*a*a*b",
+            &[b'a'; 200],
+            false
+        ));
         assert!(glob_match(b"", b"", false));
     }
 
     #[test]
     fn every_command_is_found_case_insensitively() {
         for c in COMMANDS {
-            assert_eq!(lookup_command(c.name.to_uppercase().as_bytes()).unwrap().name, c.name);
+            assert_eq!(
+                lookup_command(c.name.to_uppercase().as_bytes())
+                    .unwrap()
+                    .name,
+                c.name
+            );
         }
         assert!(lookup_command(b"nosuchcommand").is_none());
     }

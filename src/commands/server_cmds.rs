@@ -10,7 +10,7 @@ use crate::config::{find_option, OPTIONS};
 use crate::memory;
 use crate::protocol::Proto;
 use crate::server::ShutdownMode;
-use crate::{REDIS_VERSION, KVSTORE_VERSION};
+use crate::{KVSTORE_VERSION, REDIS_VERSION};
 
 /// `PING [message]`
 pub fn ping(c: &mut Ctx, argv: &[&[u8]]) {
@@ -89,7 +89,12 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() >= 2 {
         match parse_i64(argv[1]) {
             Some(v) => ver = v,
-            None => return c.cl.reply.error("ERR Protocol version is not an integer or out of range"),
+            None => {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR Protocol version is not an integer or out of range")
+            }
         }
         j = 2;
         if !(2..=3).contains(&ver) {
@@ -107,7 +112,10 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
             name = Some(argv[j + 1]);
             j += 2;
         } else {
-            return c.cl.reply.error(&format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(argv[j])));
+            return c.cl.reply.error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(argv[j])
+            ));
         }
     }
     if let Some((user, pass)) = creds {
@@ -121,7 +129,10 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
     }
     if let Some(n) = name {
         if !valid_client_name(n) {
-            return c.cl.reply.error("ERR Client names cannot contain spaces, newlines or special characters.");
+            return c
+                .cl
+                .reply
+                .error("ERR Client names cannot contain spaces, newlines or special characters.");
         }
         c.cl.name = if n.is_empty() { None } else { Some(n.to_vec()) };
     }
@@ -149,9 +160,12 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
     out.array(0);
 }
 
-/// A database index as SELECT and SWAPDB take it.
-fn parse_db_index(c: &Ctx, arg: &[u8], not_int: &'static str) -> Result<usize, &'static str> {
-    let n = parse_i64(arg).filter(|n| *n >= i32::MIN as i64 && *n <= i32::MAX as i64).ok_or(not_int)?;
+/// A database index as SWAPDB takes it: `msg` for a non-integer or
+/// out-of-int-range argument, as Redis's getIntFromObjectOrReply does.
+fn parse_db_index(c: &Ctx, arg: &[u8], msg: &'static str) -> Result<usize, &'static str> {
+    let n = parse_i64(arg)
+        .filter(|n| *n >= i32::MIN as i64 && *n <= i32::MAX as i64)
+        .ok_or(msg)?;
     if n < 0 || n as usize >= c.srv.dbs.len() {
         return Err(ERR_DB_INDEX);
     }
@@ -160,7 +174,7 @@ fn parse_db_index(c: &Ctx, arg: &[u8], not_int: &'static str) -> Result<usize, &
 
 /// `SELECT index`
 pub fn select(c: &mut Ctx, argv: &[&[u8]]) {
-    match parse_db_index(c, argv[1], ERR_NOT_INT) {
+    match super::keys::db_index_arg(c, argv[1]) {
         Ok(i) => {
             c.cl.db = i;
             c.cl.reply.ok();
@@ -232,7 +246,9 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `TIME` — seconds and microseconds.
 pub fn time(c: &mut Ctx, _argv: &[&[u8]]) {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     c.cl.reply.array(2);
     c.cl.reply.bulk(now.as_secs().to_string().as_bytes());
     c.cl.reply.bulk(now.subsec_micros().to_string().as_bytes());
@@ -278,16 +294,27 @@ const CLIENT_HELP: &[&str] = &[
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 fn client_type_known(t: &[u8]) -> bool {
-    ["normal", "master", "replica", "slave", "pubsub"].iter().any(|n| eq_ic(t, n))
+    ["normal", "master", "replica", "slave", "pubsub"]
+        .iter()
+        .any(|n| eq_ic(t, n))
 }
 
 /// `CLIENT ID|INFO|LIST|KILL|GETNAME|SETNAME|NO-EVICT|HELP`
 pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
-    let subs = [("id", 2), ("info", 2), ("list", -2), ("kill", -3), ("getname", 2), ("setname", 3), ("no-evict", 3), ("help", 2)];
+    let subs = [
+        ("id", 2),
+        ("info", 2),
+        ("list", -2),
+        ("kill", -3),
+        ("getname", 2),
+        ("setname", 3),
+        ("no-evict", 3),
+        ("help", 2),
+    ];
     let Some(sub) = subcommand(c, argv, &subs) else {
         return;
     };
@@ -305,7 +332,9 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
         "setname" => {
             let n = argv[2];
             if !valid_client_name(n) {
-                return c.cl.reply.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                return c.cl.reply.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
             }
             c.cl.name = if n.is_empty() { None } else { Some(n.to_vec()) };
             c.cl.reply.ok();
@@ -328,7 +357,10 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
     while j < argv.len() {
         if eq_ic(argv[j], "type") && j + 1 < argv.len() {
             if !client_type_known(argv[j + 1]) {
-                return c.cl.reply.error(&format!("ERR Unknown client type '{}'", String::from_utf8_lossy(argv[j + 1])));
+                return c.cl.reply.error(&format!(
+                    "ERR Unknown client type '{}'",
+                    String::from_utf8_lossy(argv[j + 1])
+                ));
             }
             // Every client is a normal client until replication exists.
             if !eq_ic(argv[j + 1], "normal") {
@@ -395,7 +427,10 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
                 }
             } else if eq_ic(argv[i], "type") {
                 if !client_type_known(v) {
-                    return c.cl.reply.error(&format!("ERR Unknown client type '{}'", String::from_utf8_lossy(v)));
+                    return c.cl.reply.error(&format!(
+                        "ERR Unknown client type '{}'",
+                        String::from_utf8_lossy(v)
+                    ));
                 }
                 type_filter = Some(eq_ic(v, "normal"));
             } else if eq_ic(argv[i], "addr") {
@@ -404,7 +439,10 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
                 laddr = Some(v);
             } else if eq_ic(argv[i], "user") {
                 if v != b"default" {
-                    return c.cl.reply.error(&format!("ERR No such user '{}'", String::from_utf8_lossy(v)));
+                    return c.cl.reply.error(&format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(v)
+                    ));
                 }
             } else if eq_ic(argv[i], "skipme") {
                 if eq_ic(v, "yes") {
@@ -430,7 +468,7 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
     for (idx, other) in c.srv.clients.iter().enumerate() {
         if let Some(other) = other {
             if matches(&other.st) {
-                c.srv.to_close.push(idx);
+                c.srv.to_close.push((idx, other.st.id));
                 killed += 1;
             }
         }
@@ -466,25 +504,46 @@ const CONFIG_HELP: &[&str] = &[
     "REWRITE",
     "    Rewrite the configuration file.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// `CONFIG GET|SET|RESETSTAT|REWRITE|HELP`
 pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(c, argv, &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2), ("help", 2)]) else {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("get", -3),
+            ("set", -4),
+            ("resetstat", 2),
+            ("rewrite", 2),
+            ("help", 2),
+        ],
+    ) else {
         return;
     };
     match sub {
         "help" => reply_help(c, CONFIG_HELP),
         "get" => {
-            let mut pairs: Vec<(&str, String)> = Vec::new();
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            let mut seen: Vec<&str> = Vec::new();
             for pattern in &argv[2..] {
+                let literal = !pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
                 for opt in OPTIONS {
-                    if pairs.iter().any(|(n, _)| *n == opt.name) {
-                        continue;
-                    }
-                    if glob_match(pattern, opt.name.as_bytes(), true) {
-                        pairs.push((opt.name, (opt.get)(&c.srv.config)));
+                    for name in std::iter::once(opt.name).chain(opt.alias) {
+                        if seen.contains(&name) {
+                            continue;
+                        }
+                        if glob_match(pattern, name.as_bytes(), true) {
+                            seen.push(name);
+                            // A literal name is echoed as the client typed it.
+                            let shown = if literal {
+                                String::from_utf8_lossy(pattern).into_owned()
+                            } else {
+                                name.to_string()
+                            };
+                            pairs.push((shown, (opt.get)(&c.srv.config)));
+                        }
                     }
                 }
             }
@@ -511,7 +570,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
 
 fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() % 2 != 0 {
-        return c.cl.reply.error(&arity_error("config|set"));
+        return c.cl.reply.error(ERR_SYNTAX);
     }
     let backup = c.srv.config.clone();
     let mut seen: Vec<&str> = Vec::new();
@@ -519,9 +578,13 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         let name = String::from_utf8_lossy(pair[0]).to_string();
         let Some(opt) = find_option(&name) else {
             c.srv.config = backup;
-            return c.cl.reply.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+            return c.cl.reply.error(&format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ));
         };
-        let fail = |why: &str| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}");
+        let fail = |why: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+        };
         if seen.contains(&opt.name) {
             c.srv.config = backup;
             return c.cl.reply.error(&fail("duplicate parameter"));
@@ -538,7 +601,9 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         }
     }
     if c.srv.config.dir != backup.dir {
-        if let Err(e) = std::fs::create_dir_all(&c.srv.config.dir).and_then(|_| std::env::set_current_dir(&c.srv.config.dir)) {
+        if let Err(e) = std::fs::create_dir_all(&c.srv.config.dir)
+            .and_then(|_| std::env::set_current_dir(&c.srv.config.dir))
+        {
             let msg = format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}");
             c.srv.config = backup;
             return c.cl.reply.error(&msg);
@@ -554,7 +619,10 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
 
 fn info_section_server(srv: &crate::server::Server, out: &mut String) {
     let uptime = srv.start.elapsed().as_secs();
-    let now_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_micros();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
     let uname = uname();
     let _ = write!(
         out,
@@ -578,7 +646,11 @@ fn uname() -> String {
         if libc::uname(&mut u) != 0 {
             return "Linux".into();
         }
-        let f = |s: &[libc::c_char]| std::ffi::CStr::from_ptr(s.as_ptr()).to_string_lossy().into_owned();
+        let f = |s: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(s.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
         format!("{} {} {}", f(&u.sysname), f(&u.release), f(&u.machine))
     }
 }
@@ -602,11 +674,24 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
     }
     let rss = memory::rss_bytes();
     let peak = srv.peak_memory;
-    let overhead: usize = srv.dbs.iter().map(|d| d.main.overhead_bytes() + d.expires.overhead_bytes()).sum::<usize>()
-        + srv.clients.iter().flatten().map(|c| c.query.capacity() + c.st.reply.buf.capacity()).sum::<usize>();
+    let overhead: usize = srv
+        .dbs
+        .iter()
+        .map(|d| d.main.overhead_bytes() + d.expires.overhead_bytes())
+        .sum::<usize>()
+        + srv
+            .clients
+            .iter()
+            .flatten()
+            .map(|c| c.query.capacity() + c.st.reply.buf.capacity())
+            .sum::<usize>();
     let dataset = used.saturating_sub(overhead);
     let total = memory::total_system_memory();
-    let frag = if used > 0 { rss as f64 / used as f64 } else { 0.0 };
+    let frag = if used > 0 {
+        rss as f64 / used as f64
+    } else {
+        0.0
+    };
     let h = memory::bytes_to_human;
     let _ = write!(
         out,
@@ -699,14 +784,33 @@ fn info_section_keyspace(srv: &crate::server::Server, out: &mut String) {
     out.push_str("# Keyspace\r\n");
     for d in &srv.dbs {
         if d.len() > 0 {
-            let _ = write!(out, "db{}:keys={},expires={},avg_ttl={}\r\n", d.id, d.len(), d.expires.len(), d.avg_ttl);
+            let _ = write!(
+                out,
+                "db{}:keys={},expires={},avg_ttl={}\r\n",
+                d.id,
+                d.len(),
+                d.expires.len(),
+                d.avg_ttl
+            );
         }
     }
 }
 
 /// Build the INFO text for the requested sections (Redis's genRedisInfoString).
 pub fn info_string(srv: &mut crate::server::Server, sections: &[&[u8]]) -> String {
-    let defaults = ["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "errorstats", "cluster", "keyspace"];
+    let defaults = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "errorstats",
+        "cluster",
+        "keyspace",
+    ];
     let mut wanted: Vec<String> = Vec::new();
     if sections.is_empty() {
         wanted = defaults.iter().map(|s| s.to_string()).collect();
@@ -782,8 +886,10 @@ const COMMAND_HELP: &[&str] = &[
     "    commands are returned.",
     "GETKEYS <full-command>",
     "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 fn reply_command_info(c: &mut Ctx, spec: &CommandSpec) {
@@ -791,7 +897,11 @@ fn reply_command_info(c: &mut Ctx, spec: &CommandSpec) {
     out.array(10);
     out.bulk(spec.name.as_bytes());
     out.int(spec.arity as i64);
-    let flags: Vec<&str> = FLAG_NAMES.iter().filter(|(f, _)| spec.flags & f != 0).map(|(_, n)| *n).collect();
+    let flags: Vec<&str> = FLAG_NAMES
+        .iter()
+        .filter(|(f, _)| spec.flags & f != 0)
+        .map(|(_, n)| *n)
+        .collect();
     out.set(flags.len());
     for f in flags {
         out.simple(f);
@@ -832,7 +942,15 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
         }
         return;
     }
-    let subs = [("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -3), ("getkeysandflags", -3), ("help", 2)];
+    let subs = [
+        ("count", 2),
+        ("list", -2),
+        ("info", -2),
+        ("docs", -2),
+        ("getkeys", -4),
+        ("getkeysandflags", -4),
+        ("help", 2),
+    ];
     let Some(sub) = subcommand(c, argv, &subs) else {
         return;
     };
@@ -850,7 +968,10 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
                     names.retain(|n| glob_match(v, n.as_bytes(), true));
                 } else if eq_ic(argv[3], "aclcat") {
                     let cat = String::from_utf8_lossy(v).to_ascii_lowercase();
-                    names.retain(|n| lookup_command(n.as_bytes()).is_some_and(|s| s.acl_categories().iter().any(|c| c[1..] == cat)));
+                    names.retain(|n| {
+                        lookup_command(n.as_bytes())
+                            .is_some_and(|s| s.acl_categories().iter().any(|c| c[1..] == cat))
+                    });
                 } else if eq_ic(argv[3], "module") {
                     names.clear();
                 } else {
@@ -896,7 +1017,10 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
             let args = &argv[2..];
             let argc = args.len() as i32;
             if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
-                return c.cl.reply.error("ERR Invalid number of arguments specified for command");
+                return c
+                    .cl
+                    .reply
+                    .error("ERR Invalid number of arguments specified for command");
             }
             let pos = spec.key_positions(args.len());
             if pos.is_empty() {
@@ -908,9 +1032,14 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
                 if flags_too {
                     c.cl.reply.array(2);
                     c.cl.reply.bulk(args[p]);
-                    let f = if spec.flags & WRITE != 0 { "RW" } else { "RO" };
-                    c.cl.reply.set(1);
-                    c.cl.reply.simple(f);
+                    let f = if spec.flags & WRITE != 0 {
+                        ["RW", "update"]
+                    } else {
+                        ["RO", "access"]
+                    };
+                    c.cl.reply.set(2);
+                    c.cl.reply.simple(f[0]);
+                    c.cl.reply.simple(f[1]);
                 } else {
                     c.cl.reply.bulk(args[p]);
                 }
@@ -932,19 +1061,31 @@ const DEBUG_HELP: &[&str] = &[
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(c, argv, &[("help", 2), ("sleep", 3), ("set-active-expire", 3), ("object", 3)]) else {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("help", 2),
+            ("sleep", 3),
+            ("set-active-expire", 3),
+            ("object", 3),
+        ],
+    ) else {
         return;
     };
     match sub {
         "help" => reply_help(c, DEBUG_HELP),
         "sleep" => {
             // DEBUG SLEEP is defined to block the server; it is a test tool.
-            let secs = String::from_utf8_lossy(argv[2]).trim().parse::<f64>().unwrap_or(0.0);
+            let secs = String::from_utf8_lossy(argv[2])
+                .trim()
+                .parse::<f64>()
+                .unwrap_or(0.0);
             if secs > 0.0 && secs.is_finite() {
                 std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
             }
@@ -964,7 +1105,11 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             let idle = {
                 let now = lru_clock(c.srv.now_ms) as i64;
                 let lru = e.lru() as i64;
-                if now >= lru { now - lru } else { now + (LRU_CLOCK_MAX as i64 - lru) }
+                if now >= lru {
+                    now - lru
+                } else {
+                    now + (LRU_CLOCK_MAX as i64 - lru)
+                }
             };
             let text = format!(
                 "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",

@@ -126,7 +126,11 @@ enum CommandType {
 
 /// Parse SET / GETEX options exactly as Redis's
 /// `parseExtendedStringArgumentsOrReply` does, conflicts included.
-fn parse_extended<'a>(argv: &[&'a [u8]], start: usize, ty: CommandType) -> Result<(SetFlags, Option<&'a [u8]>), &'static str> {
+fn parse_extended<'a>(
+    argv: &[&'a [u8]],
+    start: usize,
+    ty: CommandType,
+) -> Result<(SetFlags, Option<&'a [u8]>), &'static str> {
     let mut f = SetFlags::default();
     let mut expire = None;
     let mut j = start;
@@ -143,19 +147,47 @@ fn parse_extended<'a>(argv: &[&'a [u8]], start: usize, ty: CommandType) -> Resul
             f.keepttl = true;
         } else if eq_ic(opt, "persist") && ty == CommandType::Get && !f.any_expire() && !f.keepttl {
             f.persist = true;
-        } else if eq_ic(opt, "ex") && !f.keepttl && !f.persist && !f.exat && !f.px && !f.pxat && has_next {
+        } else if eq_ic(opt, "ex")
+            && !f.keepttl
+            && !f.persist
+            && !f.exat
+            && !f.px
+            && !f.pxat
+            && has_next
+        {
             f.ex = true;
             expire = Some(argv[j + 1]);
             j += 1;
-        } else if eq_ic(opt, "px") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.pxat && has_next {
+        } else if eq_ic(opt, "px")
+            && !f.keepttl
+            && !f.persist
+            && !f.ex
+            && !f.exat
+            && !f.pxat
+            && has_next
+        {
             f.px = true;
             expire = Some(argv[j + 1]);
             j += 1;
-        } else if eq_ic(opt, "exat") && !f.keepttl && !f.persist && !f.ex && !f.px && !f.pxat && has_next {
+        } else if eq_ic(opt, "exat")
+            && !f.keepttl
+            && !f.persist
+            && !f.ex
+            && !f.px
+            && !f.pxat
+            && has_next
+        {
             f.exat = true;
             expire = Some(argv[j + 1]);
             j += 1;
-        } else if eq_ic(opt, "pxat") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.px && has_next {
+        } else if eq_ic(opt, "pxat")
+            && !f.keepttl
+            && !f.persist
+            && !f.ex
+            && !f.exat
+            && !f.px
+            && has_next
+        {
             f.pxat = true;
             expire = Some(argv[j + 1]);
             j += 1;
@@ -189,7 +221,16 @@ fn expire_ms(c: &Ctx, arg: &[u8], relative: bool, unit: ExpireUnit) -> Result<i6
 /// The engine behind SET, SETNX, SETEX and PSETEX (Redis's
 /// `setGenericCommand`). `expire` is the raw expiry argument with its unit;
 /// `ok_reply`/`abort_reply` let SETNX answer 1/0 instead of OK/nil.
-fn set_generic(c: &mut Ctx, argv: &[&[u8]], flags: SetFlags, key: &[u8], val: &[u8], expire: Option<(&[u8], ExpireUnit)>, ok_reply: Option<i64>, abort_reply: Option<i64>) {
+fn set_generic(
+    c: &mut Ctx,
+    argv: &[&[u8]],
+    flags: SetFlags,
+    key: &[u8],
+    val: &[u8],
+    expire: Option<(&[u8], ExpireUnit)>,
+    ok_reply: Option<i64>,
+    abort_reply: Option<i64>,
+) {
     let mut when = None;
     if let Some((arg, unit)) = expire {
         match expire_ms(c, arg, flags.ex || flags.px, unit) {
@@ -223,10 +264,20 @@ fn set_generic(c: &mut Ctx, argv: &[&[u8]], flags: SetFlags, key: &[u8], val: &[
     c.dirty(1);
     if let Some(ms) = when {
         c.srv.dbs[db].set_expire(key, ms);
-        c.propagate_as(vec![b"SET".to_vec(), key.to_vec(), val.to_vec(), b"PXAT".to_vec(), i64_bytes(ms)]);
+        c.propagate_as(vec![
+            b"SET".to_vec(),
+            key.to_vec(),
+            val.to_vec(),
+            b"PXAT".to_vec(),
+            i64_bytes(ms),
+        ]);
     } else if flags.get {
         // Replicas need no GET: propagate the command without it.
-        let argv: Vec<Vec<u8>> = argv.iter().filter(|a| !eq_ic(a, "get")).map(|a| a.to_vec()).collect();
+        let argv: Vec<Vec<u8>> = argv
+            .iter()
+            .filter(|a| !eq_ic(a, "get"))
+            .map(|a| a.to_vec())
+            .collect();
         c.propagate_as(argv);
     }
     if !flags.get {
@@ -247,26 +298,66 @@ pub fn set(c: &mut Ctx, argv: &[&[u8]]) {
         Ok(x) => x,
         Err(e) => return c.cl.reply.error(e),
     };
-    let unit = if flags.px || flags.pxat { ExpireUnit::Millis } else { ExpireUnit::Seconds };
-    set_generic(c, argv, flags, argv[1], argv[2], expire.map(|e| (e, unit)), None, None);
+    let unit = if flags.px || flags.pxat {
+        ExpireUnit::Millis
+    } else {
+        ExpireUnit::Seconds
+    };
+    set_generic(
+        c,
+        argv,
+        flags,
+        argv[1],
+        argv[2],
+        expire.map(|e| (e, unit)),
+        None,
+        None,
+    );
 }
 
 /// `SETNX key value` — 1 if set, 0 if the key existed.
 pub fn setnx(c: &mut Ctx, argv: &[&[u8]]) {
-    let flags = SetFlags { nx: true, ..Default::default() };
+    let flags = SetFlags {
+        nx: true,
+        ..Default::default()
+    };
     set_generic(c, argv, flags, argv[1], argv[2], None, Some(1), Some(0));
 }
 
 /// `SETEX key seconds value`
 pub fn setex(c: &mut Ctx, argv: &[&[u8]]) {
-    let flags = SetFlags { ex: true, ..Default::default() };
-    set_generic(c, argv, flags, argv[1], argv[3], Some((argv[2], ExpireUnit::Seconds)), None, None);
+    let flags = SetFlags {
+        ex: true,
+        ..Default::default()
+    };
+    set_generic(
+        c,
+        argv,
+        flags,
+        argv[1],
+        argv[3],
+        Some((argv[2], ExpireUnit::Seconds)),
+        None,
+        None,
+    );
 }
 
 /// `PSETEX key milliseconds value`
 pub fn psetex(c: &mut Ctx, argv: &[&[u8]]) {
-    let flags = SetFlags { px: true, ..Default::default() };
-    set_generic(c, argv, flags, argv[1], argv[3], Some((argv[2], ExpireUnit::Millis)), None, None);
+    let flags = SetFlags {
+        px: true,
+        ..Default::default()
+    };
+    set_generic(
+        c,
+        argv,
+        flags,
+        argv[1],
+        argv[3],
+        Some((argv[2], ExpireUnit::Millis)),
+        None,
+        None,
+    );
 }
 
 /// `GET key` — the value, or nil.
@@ -331,7 +422,11 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let mut when = None;
     if let Some(arg) = expire {
-        let unit = if flags.px || flags.pxat { ExpireUnit::Millis } else { ExpireUnit::Seconds };
+        let unit = if flags.px || flags.pxat {
+            ExpireUnit::Millis
+        } else {
+            ExpireUnit::Seconds
+        };
         match expire_ms(c, arg, flags.ex || flags.px, unit) {
             Ok(ms) => when = Some(ms),
             Err(e) => return c.cl.reply.error(&e),
@@ -341,7 +436,11 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
     if let Some(ms) = when {
         if (flags.exat || flags.pxat) && ms <= c.srv.now_ms {
             c.srv.dbs[db].delete(key);
-            let del: &[u8] = if c.srv.config.lazyfree_lazy_expire { b"UNLINK" } else { b"DEL" };
+            let del: &[u8] = if c.srv.config.lazyfree_lazy_expire {
+                b"UNLINK"
+            } else {
+                b"DEL"
+            };
             c.propagate_as(vec![del.to_vec(), key.to_vec()]);
         } else {
             c.srv.dbs[db].set_expire(key, ms);
@@ -360,7 +459,12 @@ pub fn mget(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.array(argv.len() - 1);
     for key in &argv[1..] {
         match lookup_read(c.srv, db, key) {
-            Some(e) if matches!(e.value(), ValueRef::Str(_) | ValueRef::Int(_) | ValueRef::Boxed(Value::Str(_))) => {
+            Some(e)
+                if matches!(
+                    e.value(),
+                    ValueRef::Str(_) | ValueRef::Int(_) | ValueRef::Boxed(Value::Str(_))
+                ) =>
+            {
                 reply_string(&mut c.cl.reply, e);
             }
             _ => c.cl.reply.null(),
@@ -413,9 +517,17 @@ fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'stat
 /// Get mutable access to a string value as a growable buffer, converting the
 /// entry to a boxed "raw" string (Redis's dbUnshareStringValue).
 fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
-    let needs_box = !matches!(db.main.get(key).map(|e| e.value()), Some(ValueRef::Boxed(Value::Str(_))));
+    let needs_box = !matches!(
+        db.main.get(key).map(|e| e.value()),
+        Some(ValueRef::Boxed(Value::Str(_)))
+    );
     if needs_box {
-        let cur = db.main.get(key).and_then(string_bytes).map(|v| v.into_owned()).unwrap_or_default();
+        let cur = db
+            .main
+            .get(key)
+            .and_then(string_bytes)
+            .map(|v| v.into_owned())
+            .unwrap_or_default();
         db.replace_value(key, NewValue::Boxed(Box::new(Value::Str(cur))), true);
     }
     match db.main.get_mut(key).and_then(|e| e.boxed_mut()) {
@@ -428,7 +540,9 @@ fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
 /// Re-inline a boxed string when it is small enough to live in its entry.
 fn compact_string(db: &mut Db, key: &[u8]) {
     let small = match db.main.get(key).map(|e| e.value()) {
-        Some(ValueRef::Boxed(Value::Str(v))) if v.len() <= crate::db::entry::INLINE_MAX => Some(v.clone()),
+        Some(ValueRef::Boxed(Value::Str(v))) if v.len() <= crate::db::entry::INLINE_MAX => {
+            Some(v.clone())
+        }
         _ => None,
     };
     if let Some(v) = small {
@@ -577,7 +691,10 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
         },
     };
     let Some(new) = old.checked_add(incr) else {
-        return c.cl.reply.error("ERR increment or decrement would overflow");
+        return c
+            .cl
+            .reply
+            .error("ERR increment or decrement would overflow");
     };
     let d = &mut c.srv.dbs[db];
     match d.main.get_mut(key) {
@@ -587,7 +704,9 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
                 d.replace_value(key, NewValue::Int(new), false);
             }
         }
-        None => d.main.insert_new(Entry::new(key, NewValue::Int(new), false)),
+        None => d
+            .main
+            .insert_new(Entry::new(key, NewValue::Int(new), false)),
     }
     c.dirty(1);
     c.cl.reply.int(new);
@@ -630,7 +749,16 @@ pub fn long_double_add(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, &'sta
     };
     // SAFETY: all pointers are valid for the lengths given; the C side
     // never writes more than out.len() bytes.
-    let n = unsafe { kvstore_ld_add(cp, cl, incr.as_ptr() as *const libc::c_char, incr.len(), out.as_mut_ptr() as *mut libc::c_char, out.len()) };
+    let n = unsafe {
+        kvstore_ld_add(
+            cp,
+            cl,
+            incr.as_ptr() as *const libc::c_char,
+            incr.len(),
+            out.as_mut_ptr() as *mut libc::c_char,
+            out.len(),
+        )
+    };
     match n {
         -1 | -2 => Err(ERR_NOT_FLOAT),
         n if n <= 0 => Err("ERR increment would produce NaN or Infinity"),
@@ -660,11 +788,17 @@ pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
     if cur.is_some() {
         d.replace_value(key, NewValue::Str(&new), false);
     } else {
-        d.main.insert_new(Entry::new(key, NewValue::Str(&new), false));
+        d.main
+            .insert_new(Entry::new(key, NewValue::Str(&new), false));
     }
     c.dirty(1);
     c.cl.reply.bulk(&new);
-    c.propagate_as(vec![b"SET".to_vec(), key.to_vec(), new, b"KEEPTTL".to_vec()]);
+    c.propagate_as(vec![
+        b"SET".to_vec(),
+        key.to_vec(),
+        new,
+        b"KEEPTTL".to_vec(),
+    ]);
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::value::Value;
 
@@ -44,6 +45,14 @@ const WIDE_KLEN: u8 = 1 << 4;
 pub const INLINE_MAX: usize = 255;
 /// Longest key whose length fits the one-byte field.
 const NARROW_KLEN_MAX: usize = 254;
+
+/// The access clock new entries start with (Redis's `server.lruclock`),
+/// refreshed by the event loop whenever it reads the time.
+static LRU_CLOCK: AtomicU32 = AtomicU32::new(0);
+
+pub fn set_lru_clock(clock: u32) {
+    LRU_CLOCK.store(clock, Ordering::Relaxed);
+}
 
 /// What an entry's value is, borrowed.
 pub enum ValueRef<'a> {
@@ -70,7 +79,9 @@ impl Entry {
     /// [`INLINE_MAX`] are boxed automatically.
     pub fn new(key: &[u8], value: NewValue, raw: bool) -> Entry {
         let value = match value {
-            NewValue::Str(s) if s.len() > INLINE_MAX => NewValue::Boxed(Box::new(Value::Str(s.to_vec()))),
+            NewValue::Str(s) if s.len() > INLINE_MAX => {
+                NewValue::Boxed(Box::new(Value::Str(s.to_vec())))
+            }
             v => v,
         };
         let wide = key.len() > NARROW_KLEN_MAX;
@@ -104,7 +115,10 @@ impl Entry {
                 *b.add(OFF_KLEN) = key.len() as u8;
             }
             *b.add(OFF_TAG) = tag;
-            ptr::write_bytes(b.add(OFF_LRU), 0, 3);
+            let clock = LRU_CLOCK.load(Ordering::Relaxed);
+            *b.add(OFF_LRU) = clock as u8;
+            *b.add(OFF_LRU + 1) = (clock >> 8) as u8;
+            *b.add(OFF_LRU + 2) = (clock >> 16) as u8;
             ptr::copy_nonoverlapping(key.as_ptr(), b.add(key_off), key.len());
             let v = b.add(val_off);
             match value {
@@ -113,7 +127,9 @@ impl Entry {
                     ptr::copy_nonoverlapping(s.as_ptr(), v.add(1), s.len());
                 }
                 NewValue::Int(n) => ptr::write_unaligned(v as *mut i64, n),
-                NewValue::Boxed(bx) => ptr::write_unaligned(v as *mut *mut Value, Box::into_raw(bx)),
+                NewValue::Boxed(bx) => {
+                    ptr::write_unaligned(v as *mut *mut Value, Box::into_raw(bx))
+                }
             }
             Entry(p)
         }
@@ -194,7 +210,11 @@ impl Entry {
         if self.tag() & KIND_MASK != KIND_BOXED {
             return None;
         }
-        unsafe { Some(&mut *ptr::read_unaligned(self.val_ptr() as *const *mut Value)) }
+        unsafe {
+            Some(&mut *ptr::read_unaligned(
+                self.val_ptr() as *const *mut Value
+            ))
+        }
     }
 
     /// Overwrite an integer value in place (INCR and friends).
@@ -299,7 +319,9 @@ impl Drop for Entry {
         let size = self.alloc_size();
         unsafe {
             if self.tag() & KIND_MASK == KIND_BOXED {
-                drop(Box::from_raw(ptr::read_unaligned(self.val_ptr() as *const *mut Value)));
+                drop(Box::from_raw(ptr::read_unaligned(
+                    self.val_ptr() as *const *mut Value
+                )));
             }
             dealloc(self.base(), Layout::from_size_align_unchecked(size, 8));
         }
@@ -312,7 +334,11 @@ mod tests {
 
     #[test]
     fn stores_small_strings_inline() {
-        let e = Entry::new(b"key:000000000001", NewValue::Str(b"0123456789abcdef"), false);
+        let e = Entry::new(
+            b"key:000000000001",
+            NewValue::Str(b"0123456789abcdef"),
+            false,
+        );
         assert_eq!(e.key(), b"key:000000000001");
         assert_eq!(e.alloc_size(), 46);
         match e.value() {

@@ -64,7 +64,9 @@ impl Db {
                 Some(x) => {
                     x.set_int_in_place(when_ms);
                 }
-                None => self.expires.insert_new(Entry::new(key, NewValue::Int(when_ms), false)),
+                None => self
+                    .expires
+                    .insert_new(Entry::new(key, NewValue::Int(when_ms), false)),
             }
         }
     }

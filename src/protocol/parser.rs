@@ -178,11 +178,12 @@ impl QueryBuffer {
     /// Drop consumed bytes from the front of the buffer, keeping the command
     /// being parsed (its spans are shifted along).
     pub fn compact(&mut self) {
-        let keep_from = if self.mbulk_left > 0 || self.ready {
-            self.cmd_start
-        } else {
-            self.pos
-        };
+        if self.mbulk_left == 0 && !self.ready {
+            // Between commands (empty ones like `*0` included): nothing
+            // before `pos` is needed any more.
+            self.cmd_start = self.pos;
+        }
+        let keep_from = self.cmd_start;
         if keep_from == 0 {
             return;
         }
@@ -258,7 +259,10 @@ impl QueryBuffer {
         }
     }
 
-    fn parse_multibulk_header(&mut self, limits: ParseLimits) -> Result<Option<i64>, ProtocolError> {
+    fn parse_multibulk_header(
+        &mut self,
+        limits: ParseLimits,
+    ) -> Result<Option<i64>, ProtocolError> {
         let Some(cr) = self.header_end() else {
             if self.buf.len() - self.pos > PROTO_INLINE_MAX_SIZE {
                 return Err(ProtocolError::TooBigMbulkCount);
@@ -318,7 +322,8 @@ impl QueryBuffer {
                     }
                     return Ok(false);
                 };
-                let n = parse_i64(&self.buf[self.pos + 1..cr]).ok_or(ProtocolError::InvalidBulkLen)?;
+                let n =
+                    parse_i64(&self.buf[self.pos + 1..cr]).ok_or(ProtocolError::InvalidBulkLen)?;
                 if n < 0 || n > limits.max_bulk_len {
                     return Err(ProtocolError::InvalidBulkLen);
                 }
@@ -405,7 +410,11 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     if s == b"0" {
         return Some(0);
     }
-    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    let (neg, digits) = if s[0] == b'-' {
+        (true, &s[1..])
+    } else {
+        (false, s)
+    };
     if digits.is_empty() || digits[0] == b'0' {
         return None;
     }
@@ -457,7 +466,11 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         while !done {
             let c = at(p);
             if inq {
-                if c == b'\\' && at(p + 1) == b'x' && hex_val(at(p + 2)).is_some() && hex_val(at(p + 3)).is_some() {
+                if c == b'\\'
+                    && at(p + 1) == b'x'
+                    && hex_val(at(p + 2)).is_some()
+                    && hex_val(at(p + 3)).is_some()
+                {
                     cur.push(hex_val(at(p + 2))? * 16 + hex_val(at(p + 3))?);
                     p += 3;
                 } else if c == b'\\' && at(p + 1) != 0 {
@@ -534,7 +547,10 @@ mod tests {
         assert_eq!(cmds.len(), 3);
         assert_eq!(cmds[0], vec![b"GET".to_vec(), b"k".to_vec()]);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
-        assert_eq!(cmds[2], vec![b"set".to_vec(), b"a b".to_vec(), b"c'd".to_vec()]);
+        assert_eq!(
+            cmds[2],
+            vec![b"set".to_vec(), b"a b".to_vec(), b"c'd".to_vec()]
+        );
     }
 
     #[test]
@@ -568,6 +584,18 @@ mod tests {
         assert_eq!(cmds.len(), 2);
         assert_eq!(cmds[0][2], val);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn empty_commands_are_skipped_and_compacted() {
+        let mut q = QueryBuffer::new();
+        q.feed(b"*0\r\n\r\n*-1\r\n*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET");
+        let cmds = parse_all(&mut q).unwrap();
+        assert_eq!(cmds, vec![vec![b"PING".to_vec()]]);
+        q.feed(b"\r\n$1\r\nk\r\n");
+        let cmds = parse_all(&mut q).unwrap();
+        assert_eq!(cmds, vec![vec![b"GET".to_vec(), b"k".to_vec()]]);
+        assert_eq!(q.len(), 0);
     }
 
     #[test]

@@ -69,7 +69,8 @@ impl Reply {
         self.errors += 1;
         self.buf.push(b'-');
         for &b in msg.as_bytes() {
-            self.buf.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+            self.buf
+                .push(if b == b'\r' || b == b'\n' { b' ' } else { b });
         }
         self.buf.extend_from_slice(b"\r\n");
     }
@@ -232,7 +233,11 @@ pub fn format_double(d: f64) -> String {
 /// double replies.
 pub fn format_g(d: f64, prec: usize) -> String {
     if d == 0.0 {
-        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let exp = d.abs().log10().floor() as i32;
     // Use scientific formatting to find the exponent after rounding.

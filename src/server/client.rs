@@ -58,7 +58,14 @@ pub struct ClientState {
 }
 
 impl ClientState {
-    pub fn new(id: u64, fd: RawFd, addr: String, laddr: String, is_unix: bool, authenticated: bool) -> ClientState {
+    pub fn new(
+        id: u64,
+        fd: RawFd,
+        addr: String,
+        laddr: String,
+        is_unix: bool,
+        authenticated: bool,
+    ) -> ClientState {
         let now = Instant::now();
         ClientState {
             id,
@@ -92,8 +99,16 @@ impl ClientState {
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn info_line(&self) -> String {
         let now = Instant::now();
-        let flags = if self.close_after_reply || self.close_asap { "c" } else { "N" };
-        let name = self.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        let flags = if self.close_after_reply || self.close_asap {
+            "c"
+        } else {
+            "N"
+        };
+        let name = self
+            .name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp=0 obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,

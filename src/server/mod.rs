@@ -113,7 +113,9 @@ pub fn random_u64() -> u64 {
     // SAFETY: getrandom writes at most buf.len() bytes into buf.
     let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut libc::c_void, 8, 0) };
     if n != 8 {
-        let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         return t.as_nanos() as u64 ^ (std::process::id() as u64) << 32;
     }
     u64::from_ne_bytes(buf)
@@ -129,7 +131,10 @@ fn random_hex(n: usize) -> String {
 }
 
 pub fn unix_time_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// How the server was asked to stop.
@@ -170,8 +175,9 @@ pub struct Server {
     pub propagated: Option<Vec<Propagated>>,
     pub peak_memory: usize,
     pub lastsave_unix: i64,
-    /// Clients to close at the next opportunity (CLIENT KILL).
-    pub to_close: Vec<usize>,
+    /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
+    /// (slot, client id) so a slot reused in between is left alone.
+    pub to_close: Vec<(usize, u64)>,
     pub cron_loops: u64,
     pub executable: String,
     /// Clients with input left unread after their turn.
@@ -208,11 +214,19 @@ impl Server {
             lastsave_unix: now / 1000,
             to_close: Vec::new(),
             cron_loops: 0,
-            executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             pending_reads: Vec::new(),
             recent_max_input: 0,
             recent_max_output: 0,
         }
+    }
+
+    /// Refresh the cached time and the access clock of new entries.
+    pub fn update_time(&mut self) {
+        self.now_ms = unix_time_ms();
+        crate::db::entry::set_lru_clock(commands::lru_clock(self.now_ms));
     }
 
     /// Record a write for persistence and replicas.
@@ -231,14 +245,17 @@ impl Server {
     /// Run a command on behalf of an in-process caller (tests, replay). The
     /// reply bytes are returned in the client's protocol.
     pub fn execute_detached(&mut self, client: &mut ClientState, argv: &[&[u8]]) -> Vec<u8> {
-        self.now_ms = unix_time_ms();
+        self.update_time();
         commands::execute(self, client, argv);
         std::mem::take(&mut client.reply.buf)
     }
 
     /// The slab index the next inserted client will get.
     fn vacant_slot(&self) -> usize {
-        self.free_slots.last().copied().unwrap_or(self.clients.len())
+        self.free_slots
+            .last()
+            .copied()
+            .unwrap_or(self.clients.len())
     }
 
     fn insert_client(&mut self, client: Client) -> usize {
@@ -262,17 +279,25 @@ impl Server {
 
     /// Find a client's slab index by id.
     pub fn client_index(&self, id: u64) -> Option<usize> {
-        self.clients.iter().position(|c| c.as_ref().is_some_and(|c| c.st.id == id))
+        self.clients
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|c| c.st.id == id))
     }
 
     /// Cron: active expiry, rehashing, timeouts, metrics.
     fn cron(&mut self) {
         self.cron_loops += 1;
-        self.now_ms = unix_time_ms();
+        self.update_time();
         let now = Instant::now();
-        self.stats.inst_ops.sample(self.stats.total_commands_processed, now);
-        self.stats.inst_input.sample(self.stats.total_net_input_bytes, now);
-        self.stats.inst_output.sample(self.stats.total_net_output_bytes, now);
+        self.stats
+            .inst_ops
+            .sample(self.stats.total_commands_processed, now);
+        self.stats
+            .inst_input
+            .sample(self.stats.total_net_input_bytes, now);
+        self.stats
+            .inst_output
+            .sample(self.stats.total_net_output_bytes, now);
         let used = self.used_memory();
         if used > self.peak_memory {
             self.peak_memory = used;
@@ -293,7 +318,7 @@ impl Server {
                 if let Some(c) = c {
                     if now.duration_since(c.st.last_interaction) > limit {
                         debug!(client = %c.st.addr, "closing idle client");
-                        self.to_close.push(i);
+                        self.to_close.push((i, c.st.id));
                     }
                 }
             }
@@ -349,13 +374,19 @@ impl EventLoop {
             let l = UnixListener::bind(&config.unixsocket)?;
             if config.unixsocketperm != 0 {
                 use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&config.unixsocket, std::fs::Permissions::from_mode(config.unixsocketperm))?;
+                std::fs::set_permissions(
+                    &config.unixsocket,
+                    std::fs::Permissions::from_mode(config.unixsocketperm),
+                )?;
             }
             info!("Listening on unix socket {}", config.unixsocket);
             listeners.push(Listener::Unix(l));
         }
         if listeners.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no listener: set port or unixsocket"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no listener: set port or unixsocket",
+            ));
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             let token = Token(LISTENER_TOKEN_BASE + i);
@@ -365,7 +396,8 @@ impl EventLoop {
             }
         }
         let mut signals = Signals::new([SIGTERM, SIGINT])?;
-        poll.registry().register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
         Ok(EventLoop {
             poll,
             listeners,
@@ -411,7 +443,7 @@ impl EventLoop {
                 }
                 return Err(e);
             }
-            self.srv.now_ms = unix_time_ms();
+            self.srv.update_time();
             for idx in std::mem::take(&mut self.srv.pending_reads) {
                 self.handle_client(idx, true, false, false);
             }
@@ -497,12 +529,16 @@ impl EventLoop {
         if writable && client.st.pending_output() > 0 {
             close |= !self.write_client(&mut client);
         }
+        let mut read_ok = true;
         if readable && !close && !client.st.close_after_reply {
-            close |= !self.read_client(idx, &mut client, read_closed);
+            read_ok = self.read_client(idx, &mut client, read_closed);
         }
+        // Replies to commands that arrived with the peer's FIN are still
+        // written (best effort) before the connection is closed.
         if !close && client.st.pending_output() > 0 {
             close |= !self.write_client(&mut client);
         }
+        close |= !read_ok;
         if client.st.close_after_reply && client.st.pending_output() == 0 {
             close = true;
         }
@@ -608,7 +644,13 @@ impl EventLoop {
         while st.sent < st.reply.buf.len() {
             let rest = &st.reply.buf[st.sent..];
             // SAFETY: writing from a valid slice to a socket we own.
-            let n = unsafe { libc::write(client.conn.fd(), rest.as_ptr() as *const libc::c_void, rest.len()) };
+            let n = unsafe {
+                libc::write(
+                    client.conn.fd(),
+                    rest.as_ptr() as *const libc::c_void,
+                    rest.len(),
+                )
+            };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
@@ -643,8 +685,16 @@ impl EventLoop {
     }
 
     fn close_marked(&mut self) {
-        for idx in std::mem::take(&mut self.srv.to_close) {
-            self.close_client(idx);
+        for (idx, id) in std::mem::take(&mut self.srv.to_close) {
+            if self
+                .srv
+                .clients
+                .get(idx)
+                .and_then(|c| c.as_ref())
+                .is_some_and(|c| c.st.id == id)
+            {
+                self.close_client(idx);
+            }
         }
     }
 
@@ -690,9 +740,33 @@ fn set_keepalive(fd: i32, interval: i64) {
     let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: setsockopt with valid pointers to ints on our own socket.
     unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &on as *const _ as *const libc::c_void, sz);
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, &idle as *const _ as *const libc::c_void, sz);
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, &intvl as *const _ as *const libc::c_void, sz);
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, &cnt as *const _ as *const libc::c_void, sz);
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            &on as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPIDLE,
+            &idle as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            &intvl as *const _ as *const libc::c_void,
+            sz,
+        );
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            &cnt as *const _ as *const libc::c_void,
+            sz,
+        );
     }
 }

@@ -1,0 +1,414 @@
+//! End-to-end tests against the real binary, through the `redis` crate (as a
+//! user's application would talk to it) and raw sockets where the protocol
+//! itself is under test.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::{start_kvstore, Conn};
+use redis::{Commands, RedisResult};
+
+fn client(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+#[test]
+fn strings_and_counters_through_the_redis_crate() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    let _: () = c.set("user:1:name", "Ada").unwrap();
+    let name: String = c.get("user:1:name").unwrap();
+    assert_eq!(name, "Ada");
+    let n: i64 = c.incr("hits", 5).unwrap();
+    assert_eq!(n, 5);
+    let n: i64 = c.decr("hits", 2).unwrap();
+    assert_eq!(n, 3);
+    let missing: Option<String> = c.get("nope").unwrap();
+    assert_eq!(missing, None);
+    let _: () = c.mset(&[("a", "1"), ("b", "2")]).unwrap();
+    let vals: Vec<Option<String>> = c.mget(&["a", "b", "c"]).unwrap();
+    assert_eq!(vals, vec![Some("1".into()), Some("2".into()), None]);
+    let err: RedisResult<i64> = c.incr("user:1:name", 1);
+    assert!(err.unwrap_err().to_string().contains("not an integer"));
+}
+
+#[test]
+fn binary_safe_keys_and_values() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    let key: &[u8] = b"k\x00\r\n\xff\xfe key";
+    let val: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+    let _: () = c.set(key, &val).unwrap();
+    let got: Vec<u8> = c.get(key).unwrap();
+    assert_eq!(got, val);
+    let utf8 = "ключ-ключ-🔑";
+    let _: () = c.set(utf8, "значение").unwrap();
+    let got: String = c.get(utf8).unwrap();
+    assert_eq!(got, "значение");
+}
+
+#[test]
+fn large_values_round_trip() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    let big: Vec<u8> = (0..64 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let _: () = c.set("big", &big).unwrap();
+    let len: usize = c.strlen("big").unwrap();
+    assert_eq!(len, big.len());
+    let got: Vec<u8> = c.get("big").unwrap();
+    assert!(got == big, "64 MB value came back different");
+    let n: usize = c.append("big", "tail").unwrap();
+    assert_eq!(n, big.len() + 4);
+}
+
+#[test]
+fn deep_pipelines_are_answered_in_order() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    let mut batch = Vec::new();
+    for i in 0..20_000 {
+        batch.extend_from_slice(&common::encode(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            format!("{i}").as_bytes(),
+        ]));
+        batch.extend_from_slice(&common::encode(&[b"INCR", format!("k{i}").as_bytes()]));
+    }
+    let writer = {
+        let mut w = conn.writer.try_clone().unwrap();
+        std::thread::spawn(move || w.write_all(&batch).unwrap())
+    };
+    for i in 0..20_000 {
+        assert_eq!(conn.read_reply(), b"+OK\r\n");
+        assert_eq!(conn.read_reply(), format!(":{}\r\n", i + 1).into_bytes());
+    }
+    writer.join().unwrap();
+    assert_eq!(conn.cmd_str(&["DBSIZE"]), b":20000\r\n");
+}
+
+#[test]
+fn inline_commands_work_like_telnet() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    conn.send_raw(b"SET greeting \"hello world\"\r\nGET greeting\nPING\r\n\r\n");
+    assert_eq!(conn.read_reply(), b"+OK\r\n");
+    assert_eq!(conn.read_reply(), b"$11\r\nhello world\r\n");
+    assert_eq!(conn.read_reply(), b"+PONG\r\n");
+}
+
+#[test]
+fn protocol_error_closes_only_the_offender() {
+    let s = start_kvstore(&[]);
+    let mut good = Conn::connect(s.port);
+    good.cmd_str(&["SET", "k", "v"]);
+    let mut bad = Conn::connect(s.port);
+    bad.send_raw(b"*1\r\n$abc\r\n");
+    assert_eq!(
+        bad.read_reply(),
+        b"-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert!(
+        bad.try_read_reply().is_none(),
+        "connection should be closed"
+    );
+    let mut bad2 = Conn::connect(s.port);
+    bad2.send_raw(b"*3\r\n$3\r\nSET\r\n$999999999999\r\n");
+    assert_eq!(
+        bad2.read_reply(),
+        b"-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert_eq!(good.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+}
+
+#[test]
+fn query_buffer_limit_closes_the_client() {
+    let s = start_kvstore(&["--client-query-buffer-limit", "1mb"]);
+    let mut conn = Conn::connect(s.port);
+    // A 4 MB argument announced and sent: the server must drop us, not grow.
+    let mut msg = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n".to_vec();
+    msg.extend(std::iter::repeat_n(b'x', 4 << 20));
+    let _ = conn.writer.write_all(&msg);
+    assert!(conn.try_read_reply().is_none());
+    let mut other = Conn::connect(s.port);
+    assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn keys_expire_lazily_and_actively() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    for i in 0..500 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("tmp:{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(100)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = c.set("keep", "v").unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let v: Option<String> = c.get("tmp:1").unwrap();
+    assert_eq!(v, None);
+    // Never-accessed keys are removed by the active cycle (DBSIZE counts
+    // keys that expired but were not yet collected).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "active expiry did not collect keys: dbsize {n}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    assert!(info.contains("expired_keys:500"), "{info}");
+}
+
+#[test]
+fn requirepass_gates_commands() {
+    let s = start_kvstore(&["--requirepass", "s3cret"]);
+    let mut conn = Conn::connect(s.port);
+    assert_eq!(
+        conn.cmd_str(&["GET", "k"]),
+        b"-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        conn.cmd_str(&["AUTH", "wrong"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(conn.cmd_str(&["AUTH", "s3cret"]), b"+OK\r\n");
+    assert_eq!(conn.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    let mut c = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
+#[test]
+fn databases_are_isolated_and_swappable() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    conn.cmd_str(&["SET", "k", "zero"]);
+    conn.cmd_str(&["SELECT", "5"]);
+    assert_eq!(conn.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    conn.cmd_str(&["SET", "k", "five"]);
+    conn.cmd_str(&["SWAPDB", "0", "5"]);
+    assert_eq!(conn.cmd_str(&["GET", "k"]), b"$4\r\nzero\r\n");
+    assert_eq!(conn.cmd_str(&["MOVE", "k", "1"]), b":1\r\n");
+    conn.cmd_str(&["SELECT", "1"]);
+    assert_eq!(conn.cmd_str(&["GET", "k"]), b"$4\r\nzero\r\n");
+}
+
+#[test]
+fn maxmemory_noeviction_refuses_writes() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    conn.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(
+        conn.cmd_str(&["SET", "k", "v"]),
+        b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+    );
+    assert_eq!(conn.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    assert_eq!(conn.cmd_str(&["DEL", "k"]), b":0\r\n");
+    conn.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(conn.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+}
+
+#[test]
+fn scan_returns_every_key_while_the_table_grows() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    for i in 0..2000 {
+        let _: () = c.set(format!("orig:{i}"), i).unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor: u64 = 0;
+    let mut extra = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(50)
+            .query(&mut c)
+            .unwrap();
+        seen.extend(keys);
+        for _ in 0..10 {
+            let _: () = c.set(format!("new:{extra}"), 1).unwrap();
+            extra += 1;
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    for i in 0..2000 {
+        assert!(seen.contains(&format!("orig:{i}")), "SCAN missed orig:{i}");
+    }
+    let (_, typed): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("COUNT")
+        .arg(100000)
+        .arg("TYPE")
+        .arg("hash")
+        .query(&mut c)
+        .unwrap();
+    assert!(typed.is_empty());
+}
+
+#[test]
+fn resp3_after_hello() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    let hello = conn.cmd_str(&["HELLO", "3"]);
+    assert!(
+        hello.starts_with(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+        "{}",
+        hello.escape_ascii()
+    );
+    assert_eq!(conn.cmd_str(&["GET", "nope"]), b"_\r\n");
+    let cfg = conn.cmd_str(&["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(cfg, b"%1\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+    let info = conn.cmd_str(&["INFO", "server"]);
+    assert!(info.starts_with(b"="), "INFO is a verbatim string in RESP3");
+    conn.cmd_str(&["HELLO", "2"]);
+    assert_eq!(conn.cmd_str(&["GET", "nope"]), b"$-1\r\n");
+}
+
+#[test]
+fn client_commands_and_kill() {
+    let s = start_kvstore(&[]);
+    let mut a = Conn::connect(s.port);
+    let mut b = Conn::connect(s.port);
+    assert_eq!(b.cmd_str(&["CLIENT", "SETNAME", "worker-1"]), b"+OK\r\n");
+    assert_eq!(b.cmd_str(&["CLIENT", "GETNAME"]), b"$8\r\nworker-1\r\n");
+    let id = String::from_utf8(b.cmd_str(&["CLIENT", "ID"])).unwrap();
+    let id = id.trim_start_matches(':').trim().to_string();
+    let list = String::from_utf8(a.cmd_str(&["CLIENT", "LIST"])).unwrap();
+    assert!(list.contains("name=worker-1"), "{list}");
+    assert_eq!(a.cmd_str(&["CLIENT", "KILL", "ID", &id]), b":1\r\n");
+    assert!(
+        b.try_read_reply().is_none(),
+        "killed client is disconnected"
+    );
+    assert_eq!(a.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn idle_clients_time_out() {
+    let s = start_kvstore(&["--timeout", "1"]);
+    let mut conn = Conn::connect(s.port);
+    assert_eq!(conn.cmd_str(&["PING"]), b"+PONG\r\n");
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut buf = [0u8; 16];
+    let n = conn.writer.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "idle client should have been closed");
+}
+
+#[test]
+fn unix_socket_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kv.sock");
+    let s = start_kvstore(&["--unixsocket", path.to_str().unwrap()]);
+    let mut sock = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    sock.write_all(b"PING\r\n").unwrap();
+    let mut buf = [0u8; 7];
+    sock.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"+PONG\r\n");
+    drop(s);
+}
+
+#[test]
+fn shutdown_command_and_sigterm_stop_the_server() {
+    let mut s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    conn.send_raw(b"SHUTDOWN NOSAVE\r\n");
+    assert!(conn.try_read_reply().is_none());
+    let status = wait_exit(&mut s.child);
+    assert!(status.success(), "{status:?}");
+
+    let mut s = start_kvstore(&[]);
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut s.child);
+    assert!(status.success(), "{status:?}");
+}
+
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn config_file_and_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("kvstore.conf");
+    std::fs::write(&conf, "# test config\nmaxclients 123\nhz 20\n").unwrap();
+    let port = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--save", "", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut conn = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break Conn::connect(port);
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        conn.cmd_str(&["CONFIG", "GET", "maxclients"]),
+        b"*2\r\n$10\r\nmaxclients\r\n$3\r\n123\r\n"
+    );
+    conn.cmd_str(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    assert_eq!(conn.cmd_str(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("maxmemory 104857600"), "{text}");
+    assert!(text.contains("# test config"), "comments survive: {text}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn works_with_redis_cli() {
+    let Some(cli) = ["/usr/bin/redis-cli", "/usr/local/bin/redis-cli"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!("SKIPPED: redis-cli not installed");
+        return;
+    };
+    let s = start_kvstore(&[]);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(cli)
+            .args(["-p", &s.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(run(&["SET", "k", "hello"]), "OK");
+    assert_eq!(run(&["GET", "k"]), "hello");
+    assert_eq!(run(&["--no-raw", "INCR", "n"]), "(integer) 1");
+    assert!(run(&["INFO", "keyspace"]).contains("db0:keys=2"));
+}

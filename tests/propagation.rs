@@ -1,0 +1,144 @@
+//! Every write is propagated through one function, rewritten the way Redis
+//! rewrites it for the AOF and replicas. These tests run commands in process
+//! and observe what would be fed to persistence and replication.
+
+use kvstore::config::Config;
+use kvstore::server::{ClientState, Server};
+
+struct Harness {
+    srv: Server,
+    client: ClientState,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let mut srv = Server::new(Config::default());
+        srv.propagated = Some(Vec::new());
+        let client = ClientState::new(1, -1, "test:0".into(), "test:0".into(), false, true);
+        Harness { srv, client }
+    }
+
+    fn run(&mut self, args: &[&str]) -> String {
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let out = self.srv.execute_detached(&mut self.client, &argv);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Propagated commands since the last call, as space-joined strings.
+    fn take(&mut self) -> Vec<String> {
+        let log = self.srv.propagated.as_mut().unwrap();
+        let out = log
+            .iter()
+            .map(|(db, argv)| {
+                format!(
+                    "{db}:{}",
+                    argv.iter()
+                        .map(|a| String::from_utf8_lossy(a).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect();
+        log.clear();
+        out
+    }
+}
+
+fn abs_ms(s: &str) -> i64 {
+    s.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn set_with_relative_expire_becomes_pxat() {
+    let mut h = Harness::new();
+    let before = kvstore::server::unix_time_ms();
+    assert_eq!(h.run(&["SET", "k", "v", "EX", "100"]), "+OK\r\n");
+    let p = h.take();
+    assert_eq!(p.len(), 1);
+    assert!(p[0].starts_with("0:SET k v PXAT "), "{p:?}");
+    let at = abs_ms(&p[0]);
+    assert!(at >= before + 100_000 && at <= kvstore::server::unix_time_ms() + 100_000);
+    h.run(&["SETEX", "k2", "10", "v"]);
+    assert!(h.take()[0].starts_with("0:SET k2 v PXAT "));
+}
+
+#[test]
+fn expire_family_becomes_pexpireat() {
+    let mut h = Harness::new();
+    h.run(&["SET", "k", "v"]);
+    h.take();
+    assert_eq!(h.run(&["EXPIRE", "k", "100"]), ":1\r\n");
+    let p = h.take();
+    assert!(p[0].starts_with("0:PEXPIREAT k "), "{p:?}");
+    h.run(&["PEXPIRE", "k", "5000", "GT"]);
+    let p = h.take();
+    assert!(p.is_empty() || p[0].starts_with("0:PEXPIREAT k "), "{p:?}");
+    h.run(&["EXPIREAT", "k", "99999999999"]);
+    assert_eq!(h.take(), vec!["0:PEXPIREAT k 99999999999000".to_string()]);
+    // An expiry in the past deletes the key and is propagated as DEL.
+    h.run(&["EXPIRE", "k", "-1"]);
+    assert_eq!(h.take(), vec!["0:DEL k".to_string()]);
+}
+
+#[test]
+fn incrbyfloat_becomes_set_keepttl() {
+    let mut h = Harness::new();
+    assert_eq!(h.run(&["INCRBYFLOAT", "f", "10.5"]), "$4\r\n10.5\r\n");
+    assert_eq!(h.take(), vec!["0:SET f 10.5 KEEPTTL".to_string()]);
+}
+
+#[test]
+fn expired_on_access_becomes_del_before_the_command() {
+    let mut h = Harness::new();
+    h.run(&["SET", "k", "v", "PX", "1"]);
+    h.take();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(h.run(&["GET", "k"]), "$-1\r\n");
+    assert_eq!(h.take(), vec!["0:DEL k".to_string()]);
+}
+
+#[test]
+fn reads_and_failed_writes_are_not_propagated() {
+    let mut h = Harness::new();
+    h.run(&["GET", "x"]);
+    h.run(&["SET", "x", "1", "XX"]);
+    h.run(&["DEL", "nothing"]);
+    assert!(h.take().is_empty());
+    h.run(&["SET", "s", "abc"]);
+    h.run(&["INCR", "s"]);
+    assert_eq!(h.take(), vec!["0:SET s abc".to_string()]);
+}
+
+#[test]
+fn getex_getset_getdel_are_rewritten() {
+    let mut h = Harness::new();
+    h.run(&["SET", "k", "v"]);
+    h.take();
+    h.run(&["GETEX", "k", "PX", "5000"]);
+    assert!(h.take()[0].starts_with("0:PEXPIREAT k "));
+    h.run(&["GETEX", "k", "PERSIST"]);
+    assert_eq!(h.take(), vec!["0:PERSIST k".to_string()]);
+    h.run(&["GETSET", "k", "w"]);
+    assert_eq!(h.take(), vec!["0:SET k w".to_string()]);
+    h.run(&["GETDEL", "k"]);
+    assert_eq!(h.take(), vec!["0:DEL k".to_string()]);
+    h.run(&["SET", "k", "v", "GET"]);
+    assert_eq!(h.take(), vec!["0:SET k v".to_string()]);
+}
+
+#[test]
+fn propagation_records_the_database() {
+    let mut h = Harness::new();
+    h.run(&["SELECT", "3"]);
+    h.run(&["SET", "k", "v"]);
+    h.run(&["FLUSHDB"]);
+    h.run(&["FLUSHDB"]);
+    assert_eq!(
+        h.take(),
+        vec![
+            "3:SET k v".to_string(),
+            "3:FLUSHDB".to_string(),
+            "3:FLUSHDB".to_string()
+        ]
+    );
+}
