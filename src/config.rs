@@ -219,7 +219,7 @@ fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
 /// Validate a `save` value: pairs of seconds and changes, or "".
 fn parse_save(v: &str) -> Result<String, String> {
     let parts: Vec<&str> = v.split_whitespace().collect();
-    if parts.len() % 2 != 0 {
+    if !parts.len().is_multiple_of(2) {
         return Err("Invalid save parameters".into());
     }
     for p in &parts {

@@ -60,7 +60,7 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
     };
     let invalid = format!("ERR invalid expire time in '{}' command", c.cmd.name);
     if unit == Unit::Seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return c.cl.reply.error(&invalid);
         }
         when *= 1000;
@@ -244,7 +244,7 @@ pub fn active_expire_cycle(srv: &mut Server) {
             total_sampled += sampled;
             total_expired += n_expired;
             iteration += 1;
-            if iteration % 16 == 0 && start.elapsed().as_micros() as u64 > budget_us {
+            if iteration.is_multiple_of(16) && start.elapsed().as_micros() as u64 > budget_us {
                 timed_out = true;
                 break 'dbs;
             }

@@ -359,12 +359,12 @@ pub fn encoding_name(e: &crate::db::Entry) -> &'static str {
 fn idle_seconds(e: &crate::db::Entry, now_ms: i64) -> i64 {
     let now = lru_clock(now_ms) as i64;
     let lru = e.lru() as i64;
-    let ticks = if now >= lru {
+
+    if now >= lru {
         now - lru
     } else {
         now + (LRU_CLOCK_MAX as i64 - lru)
-    };
-    ticks
+    }
 }
 
 const OBJECT_HELP: &[&str] = &[

@@ -198,11 +198,9 @@ pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
             ctx.force_propagate,
         );
         srv.dirty += dirty;
-        if dirty > 0 || force {
-            if cmd.flags & WRITE != 0 && !no_propagate {
-                let argv = rewrite.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
-                srv.propagate(db, argv);
-            }
+        if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate {
+            let argv = rewrite.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
+            srv.propagate(db, argv);
         }
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;

@@ -569,7 +569,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
-    if argv.len() % 2 != 0 {
+    if !argv.len().is_multiple_of(2) {
         return c.cl.reply.error(ERR_SYNTAX);
     }
     let backup = c.srv.config.clone();
@@ -783,7 +783,7 @@ fn info_section_cpu(out: &mut String) {
 fn info_section_keyspace(srv: &crate::server::Server, out: &mut String) {
     out.push_str("# Keyspace\r\n");
     for d in &srv.dbs {
-        if d.len() > 0 {
+        if !d.is_empty() {
             let _ = write!(
                 out,
                 "db{}:keys={},expires={},avg_ttl={}\r\n",

@@ -220,7 +220,7 @@ fn expire_ms(c: &Ctx, arg: &[u8], relative: bool, unit: ExpireUnit) -> Result<i6
 
 /// The engine behind SET, SETNX, SETEX and PSETEX (Redis's
 /// `setGenericCommand`). `expire` is the raw expiry argument with its unit;
-/// `ok_reply`/`abort_reply` let SETNX answer 1/0 instead of OK/nil.
+/// `int_replies` (ok, abort) lets SETNX answer 1/0 instead of OK/nil.
 fn set_generic(
     c: &mut Ctx,
     argv: &[&[u8]],
@@ -228,8 +228,7 @@ fn set_generic(
     key: &[u8],
     val: &[u8],
     expire: Option<(&[u8], ExpireUnit)>,
-    ok_reply: Option<i64>,
-    abort_reply: Option<i64>,
+    int_replies: Option<(i64, i64)>,
 ) {
     let mut when = None;
     if let Some((arg, unit)) = expire {
@@ -253,8 +252,8 @@ fn set_generic(
     let found = (flags.nx || flags.xx) && lookup_write(c.srv, db, key).is_some();
     if (flags.nx && found) || (flags.xx && !found) {
         if !flags.get {
-            match abort_reply {
-                Some(n) => c.cl.reply.int(n),
+            match int_replies {
+                Some((_, abort)) => c.cl.reply.int(abort),
                 None => c.cl.reply.null(),
             }
         }
@@ -281,8 +280,8 @@ fn set_generic(
         c.propagate_as(argv);
     }
     if !flags.get {
-        match ok_reply {
-            Some(n) => c.cl.reply.int(n),
+        match int_replies {
+            Some((ok, _)) => c.cl.reply.int(ok),
             None => c.cl.reply.ok(),
         }
     }
@@ -311,7 +310,6 @@ pub fn set(c: &mut Ctx, argv: &[&[u8]]) {
         argv[2],
         expire.map(|e| (e, unit)),
         None,
-        None,
     );
 }
 
@@ -321,7 +319,7 @@ pub fn setnx(c: &mut Ctx, argv: &[&[u8]]) {
         nx: true,
         ..Default::default()
     };
-    set_generic(c, argv, flags, argv[1], argv[2], None, Some(1), Some(0));
+    set_generic(c, argv, flags, argv[1], argv[2], None, Some((1, 0)));
 }
 
 /// `SETEX key seconds value`
@@ -337,7 +335,6 @@ pub fn setex(c: &mut Ctx, argv: &[&[u8]]) {
         argv[1],
         argv[3],
         Some((argv[2], ExpireUnit::Seconds)),
-        None,
         None,
     );
 }
@@ -355,7 +352,6 @@ pub fn psetex(c: &mut Ctx, argv: &[&[u8]]) {
         argv[1],
         argv[3],
         Some((argv[2], ExpireUnit::Millis)),
-        None,
         None,
     );
 }
@@ -474,7 +470,7 @@ pub fn mget(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// The engine behind MSET and MSETNX.
 fn mset_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return c.cl.reply.error(&arity_error(c.cmd.name));
     }
     let db = c.cl.db;

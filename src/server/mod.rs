@@ -324,7 +324,10 @@ impl Server {
             }
         }
         // Decay the recent maxima every few seconds, as Redis's sampling does.
-        if self.cron_loops % (self.config.hz as u64 * 5).max(1) == 0 {
+        if self
+            .cron_loops
+            .is_multiple_of((self.config.hz as u64 * 5).max(1))
+        {
             self.recent_max_input = 0;
             self.recent_max_output = 0;
         }
