@@ -7,6 +7,13 @@
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc options, read at its start: purge unused pages from jemalloc's
+/// own background thread (as Redis does) instead of inline in whatever
+/// allocation happens to trip the decay timer on the event loop.
+#[used]
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &u8 = &b"background_thread:true\0"[0];
+
 pub mod commands;
 pub mod config;
 pub mod db;

@@ -13,8 +13,13 @@ thread_local! {
     static COUNTERS: OnceCell<Option<(thread::ThreadLocal<u64>, thread::ThreadLocal<u64>)>> = const { OnceCell::new() };
 }
 
-/// Net bytes allocated by the event-loop thread (all state lives there).
+/// Net bytes allocated by the event-loop thread (all state lives there),
+/// plus the keyspace bucket arrays mapped outside the allocator.
 pub fn used_memory() -> usize {
+    crate::db::table::mapped_bucket_bytes() + thread_allocated()
+}
+
+fn thread_allocated() -> usize {
     COUNTERS.with(|c| {
         let counters = c.get_or_init(|| {
             Some((
@@ -41,7 +46,7 @@ pub struct AllocatorStats {
 pub fn allocator_stats() -> AllocatorStats {
     let _ = epoch::advance();
     AllocatorStats {
-        allocated: stats::allocated::read().unwrap_or(0),
+        allocated: stats::allocated::read().unwrap_or(0) + crate::db::table::mapped_bucket_bytes(),
         active: stats::active::read().unwrap_or(0),
         resident: stats::resident::read().unwrap_or(0),
         mapped: stats::mapped::read().unwrap_or(0),

@@ -84,13 +84,7 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
         }
     }
     if when <= c.srv.now_ms {
-        c.srv.dbs[db].delete(key);
-        let del: &[u8] = if c.srv.config.lazyfree_lazy_expire {
-            b"UNLINK"
-        } else {
-            b"DEL"
-        };
-        c.propagate_as(vec![del.to_vec(), key.to_vec()]);
+        c.delete_already_expired(key);
     } else {
         c.srv.dbs[db].set_expire(key, when);
         let mut out = vec![

@@ -104,6 +104,19 @@ impl<'a> Ctx<'a> {
         self.no_propagate = true;
     }
 
+    /// Delete a key whose new expiry time is already past, propagating the
+    /// deletion (DEL, or UNLINK with lazyfree-lazy-expire) in place of the
+    /// command, as Redis does for EXPIRE and GETEX.
+    pub fn delete_already_expired(&mut self, key: &[u8]) {
+        self.srv.dbs[self.cl.db].delete(key);
+        let del: &[u8] = if self.srv.config.lazyfree_lazy_expire {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        };
+        self.propagate_as(vec![del.to_vec(), key.to_vec()]);
+    }
+
     pub fn db_index(&self) -> usize {
         self.cl.db
     }

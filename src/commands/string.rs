@@ -147,48 +147,23 @@ fn parse_extended<'a>(
             f.keepttl = true;
         } else if eq_ic(opt, "persist") && ty == CommandType::Get && !f.any_expire() && !f.keepttl {
             f.persist = true;
-        } else if eq_ic(opt, "ex")
-            && !f.keepttl
-            && !f.persist
-            && !f.exat
-            && !f.px
-            && !f.pxat
-            && has_next
+        } else if let Some(kind) = ["ex", "px", "exat", "pxat"]
+            .iter()
+            .position(|k| eq_ic(opt, k))
         {
-            f.ex = true;
-            expire = Some(argv[j + 1]);
-            j += 1;
-        } else if eq_ic(opt, "px")
-            && !f.keepttl
-            && !f.persist
-            && !f.ex
-            && !f.exat
-            && !f.pxat
-            && has_next
-        {
-            f.px = true;
-            expire = Some(argv[j + 1]);
-            j += 1;
-        } else if eq_ic(opt, "exat")
-            && !f.keepttl
-            && !f.persist
-            && !f.ex
-            && !f.px
-            && !f.pxat
-            && has_next
-        {
-            f.exat = true;
-            expire = Some(argv[j + 1]);
-            j += 1;
-        } else if eq_ic(opt, "pxat")
-            && !f.keepttl
-            && !f.persist
-            && !f.ex
-            && !f.exat
-            && !f.px
-            && has_next
-        {
-            f.pxat = true;
+            // One expiry form only (repeating the same one is allowed), and
+            // never with KEEPTTL or PERSIST.
+            let set = [f.ex, f.px, f.exat, f.pxat];
+            let other_form = set.iter().enumerate().any(|(i, &on)| on && i != kind);
+            if f.keepttl || f.persist || other_form || !has_next {
+                return Err(ERR_SYNTAX);
+            }
+            match kind {
+                0 => f.ex = true,
+                1 => f.px = true,
+                2 => f.exat = true,
+                _ => f.pxat = true,
+            }
             expire = Some(argv[j + 1]);
             j += 1;
         } else {
@@ -431,13 +406,7 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.bulk(&val);
     if let Some(ms) = when {
         if (flags.exat || flags.pxat) && ms <= c.srv.now_ms {
-            c.srv.dbs[db].delete(key);
-            let del: &[u8] = if c.srv.config.lazyfree_lazy_expire {
-                b"UNLINK"
-            } else {
-                b"DEL"
-            };
-            c.propagate_as(vec![del.to_vec(), key.to_vec()]);
+            c.delete_already_expired(key);
         } else {
             c.srv.dbs[db].set_expire(key, ms);
             c.propagate_as(vec![b"PEXPIREAT".to_vec(), key.to_vec(), i64_bytes(ms)]);

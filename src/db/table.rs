@@ -14,7 +14,11 @@
 //!   and the cursor is advanced on the reversed bits, so a key present for the
 //!   whole scan is returned at least once however the table grows or shrinks.
 
-use std::ptr;
+use std::ops::{Deref, DerefMut};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::OnceLock;
 
 use super::entry::Entry;
 
@@ -29,9 +33,150 @@ const EMPTY_VISITS_PER_STEP: usize = 10;
 
 type Link = *mut u8;
 
+/// Bytes of bucket arrays mapped outside the allocator (counted in
+/// `used_memory`, so INFO and maxmemory see them).
+static MAPPED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+pub fn mapped_bucket_bytes() -> usize {
+    MAPPED_BYTES.load(Ordering::Relaxed)
+}
+
+/// Bucket arrays at least this large are mapped straight from the kernel.
+const MMAP_THRESHOLD_BYTES: usize = 1 << 20;
+
+/// A zero-initialised bucket array.
+///
+/// Large arrays are anonymous mappings: the kernel hands out zero pages
+/// lazily, so allocating 128 MB for a resize costs microseconds, where a
+/// calloc that reuses freed memory has to clear it all first (measured: a
+/// 69 ms stall growing past 8M keys). Unmapping a large array that was
+/// written to is also slow (the kernel frees every page), so that happens on
+/// a reclaimer thread; it never touches the keyspace.
+struct Buckets {
+    ptr: NonNull<Link>,
+    len: usize,
+    mapped: bool,
+}
+
+impl Buckets {
+    fn empty() -> Buckets {
+        Buckets {
+            ptr: NonNull::dangling(),
+            len: 0,
+            mapped: false,
+        }
+    }
+
+    fn zeroed(len: usize) -> Buckets {
+        let bytes = len * std::mem::size_of::<Link>();
+        if bytes >= MMAP_THRESHOLD_BYTES {
+            // SAFETY: a private anonymous mapping; checked for failure.
+            let p = unsafe {
+                libc::mmap(
+                    ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                if let Some(ptr) = NonNull::new(p as *mut Link) {
+                    MAPPED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+                    return Buckets {
+                        ptr,
+                        len,
+                        mapped: true,
+                    };
+                }
+            }
+        }
+        let v: Box<[Link]> = vec![ptr::null_mut(); len].into_boxed_slice();
+        let len = v.len();
+        let ptr = NonNull::new(Box::into_raw(v) as *mut Link).unwrap_or(NonNull::dangling());
+        Buckets {
+            ptr,
+            len,
+            mapped: false,
+        }
+    }
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Buckets::empty()
+    }
+}
+
+impl Deref for Buckets {
+    type Target = [Link];
+    fn deref(&self) -> &[Link] {
+        // SAFETY: ptr is valid for len elements (or dangling with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for Buckets {
+    fn deref_mut(&mut self) -> &mut [Link] {
+        // SAFETY: as above, and uniquely owned.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Buckets {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        if self.mapped {
+            MAPPED_BYTES.fetch_sub(self.len * std::mem::size_of::<Link>(), Ordering::Relaxed);
+            unmap_in_background(
+                self.ptr.as_ptr() as usize,
+                self.len * std::mem::size_of::<Link>(),
+            );
+        } else {
+            // SAFETY: allocated as a boxed slice of exactly len elements.
+            unsafe {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr(),
+                    self.len,
+                )))
+            };
+        }
+    }
+}
+
+/// Hand a mapping to the reclaimer thread (or unmap inline if it cannot run).
+fn unmap_in_background(addr: usize, bytes: usize) {
+    static RECLAIMER: OnceLock<Option<std::sync::Mutex<Sender<(usize, usize)>>>> = OnceLock::new();
+    let tx = RECLAIMER.get_or_init(|| {
+        let (tx, rx) = channel::<(usize, usize)>();
+        std::thread::Builder::new()
+            .name("kvstore-reclaim".into())
+            .spawn(move || {
+                for (addr, bytes) in rx {
+                    // SAFETY: the mapping was created by Buckets::zeroed and
+                    // is no longer referenced by anyone.
+                    unsafe { libc::munmap(addr as *mut libc::c_void, bytes) };
+                }
+            })
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    let sent = tx
+        .as_ref()
+        .and_then(|m| m.lock().ok())
+        .is_some_and(|tx| tx.send((addr, bytes)).is_ok());
+    if !sent {
+        // SAFETY: as above.
+        unsafe { libc::munmap(addr as *mut libc::c_void, bytes) };
+    }
+}
+
 /// A hash table of [`Entry`] keyed by the entry's key.
 pub struct Table {
-    tabs: [Vec<Link>; 2],
+    tabs: [Buckets; 2],
     /// Next bucket of `tabs[0]` to move while rehashing into `tabs[1]`.
     rehash_idx: Option<usize>,
     len: usize,
@@ -45,7 +190,7 @@ unsafe impl Send for Table {}
 impl Table {
     pub fn new(seed: u64) -> Table {
         Table {
-            tabs: [Vec::new(), Vec::new()],
+            tabs: [Buckets::empty(), Buckets::empty()],
             rehash_idx: None,
             len: 0,
             hasher: foldhash::fast::FixedState::with_seed(seed),
@@ -202,7 +347,8 @@ impl Table {
         self.rehash_idx = None;
         self.len = 0;
         for tab in tabs {
-            for mut p in tab {
+            for &p in tab.iter() {
+                let mut p = p;
                 while !p.is_null() {
                     let e = unsafe { Entry::from_raw(p) };
                     p = e.next();
@@ -217,7 +363,7 @@ impl Table {
             return;
         }
         if self.tabs[0].is_empty() {
-            self.tabs[0] = vec![ptr::null_mut(); INITIAL_SIZE];
+            self.tabs[0] = Buckets::zeroed(INITIAL_SIZE);
             return;
         }
         if self.len >= self.tabs[0].len() * MAX_LOAD {
@@ -239,9 +385,8 @@ impl Table {
         if size == self.tabs[0].len() {
             return;
         }
-        // A zeroed allocation: large ones come as fresh zero pages, so this does
-        // not touch memory proportional to the size.
-        self.tabs[1] = vec![ptr::null_mut(); size];
+        // Large arrays come as fresh zero pages: O(1), whatever the size.
+        self.tabs[1] = Buckets::zeroed(size);
         self.rehash_idx = Some(0);
     }
 
@@ -312,7 +457,7 @@ impl Table {
         if self.len == 0 || self.tabs[0].is_empty() {
             return 0;
         }
-        let visit = |tab: &Vec<Link>, idx: usize, f: &mut dyn FnMut(&Entry)| {
+        let visit = |tab: &Buckets, idx: usize, f: &mut dyn FnMut(&Entry)| {
             let mut link = &tab[idx] as *const Link;
             unsafe {
                 while !(*link).is_null() {
