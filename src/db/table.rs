@@ -147,9 +147,12 @@ impl Drop for Buckets {
     }
 }
 
+/// The reclaimer thread's queue of (address, length) mappings to unmap.
+type ReclaimQueue = std::sync::Mutex<Sender<(usize, usize)>>;
+
 /// Hand a mapping to the reclaimer thread (or unmap inline if it cannot run).
 fn unmap_in_background(addr: usize, bytes: usize) {
-    static RECLAIMER: OnceLock<Option<std::sync::Mutex<Sender<(usize, usize)>>>> = OnceLock::new();
+    static RECLAIMER: OnceLock<Option<ReclaimQueue>> = OnceLock::new();
     let tx = RECLAIMER.get_or_init(|| {
         let (tx, rx) = channel::<(usize, usize)>();
         std::thread::Builder::new()
