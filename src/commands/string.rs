@@ -639,39 +639,35 @@ pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
 /// The engine behind INCR, DECR, INCRBY and DECRBY.
 fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
     let db = c.cl.db;
+    let overflow = "ERR increment or decrement would overflow";
     let old = match lookup_write(c.srv, db, key) {
         None => 0,
-        Some(e) => match e.value() {
-            ValueRef::Int(n) => n,
-            ValueRef::Str(s) => match parse_i64(s) {
+        // Hot path: an integer changes in place, with a single lookup.
+        Some(e) if matches!(e.value(), ValueRef::Int(_)) => {
+            let ValueRef::Int(n) = e.value() else { unreachable!() };
+            let Some(new) = n.checked_add(incr) else {
+                return c.cl.reply.error(overflow);
+            };
+            e.set_int_in_place(new);
+            c.dirty(1);
+            return c.cl.reply.int(new);
+        }
+        Some(e) => match string_bytes(e) {
+            Some(s) => match parse_i64(&s) {
                 Some(n) => n,
                 None => return c.cl.reply.error(ERR_NOT_INT),
             },
-            ValueRef::Boxed(Value::Str(s)) => match parse_i64(s) {
-                Some(n) => n,
-                None => return c.cl.reply.error(ERR_NOT_INT),
-            },
-            #[allow(unreachable_patterns)]
-            ValueRef::Boxed(_) => return c.cl.reply.error(ERR_WRONGTYPE),
+            None => return c.cl.reply.error(ERR_WRONGTYPE),
         },
     };
     let Some(new) = old.checked_add(incr) else {
-        return c
-            .cl
-            .reply
-            .error("ERR increment or decrement would overflow");
+        return c.cl.reply.error(overflow);
     };
     let d = &mut c.srv.dbs[db];
-    match d.main.get_mut(key) {
-        // Hot path: an integer changes in place.
-        Some(e) => {
-            if !e.set_int_in_place(new) {
-                d.replace_value(key, NewValue::Int(new), false);
-            }
-        }
-        None => d
-            .main
-            .insert_new(Entry::new(key, NewValue::Int(new), false)),
+    if d.main.get(key).is_some() {
+        d.replace_value(key, NewValue::Int(new), false);
+    } else {
+        d.main.insert_new(Entry::new(key, NewValue::Int(new), false));
     }
     c.dirty(1);
     c.cl.reply.int(new);
