@@ -412,3 +412,28 @@ fn works_with_redis_cli() {
     assert_eq!(run(&["--no-raw", "INCR", "n"]), "(integer) 1");
     assert!(run(&["INFO", "keyspace"]).contains("db0:keys=2"));
 }
+
+#[test]
+fn slow_reader_still_gets_every_reply() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    let val = vec![b'v'; 8 << 20];
+    conn.cmd(&[b"SET", b"big", &val]);
+    // Ask for 80 MB of replies before reading any: the socket buffer fills,
+    // the server must wait for writability and resume.
+    for _ in 0..10 {
+        conn.send(&[b"GET", b"big"]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut other = Conn::connect(s.port);
+    assert_eq!(
+        other.cmd_str(&["PING"]),
+        b"+PONG\r\n",
+        "the loop is not blocked by a slow reader"
+    );
+    for _ in 0..10 {
+        let r = conn.read_reply();
+        assert_eq!(r.len(), val.len() + "$8388608\r\n\r\n".len());
+    }
+    assert_eq!(conn.cmd_str(&["PING"]), b"+PONG\r\n");
+}

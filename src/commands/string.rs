@@ -644,7 +644,9 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
         None => 0,
         // Hot path: an integer changes in place, with a single lookup.
         Some(e) if matches!(e.value(), ValueRef::Int(_)) => {
-            let ValueRef::Int(n) = e.value() else { unreachable!() };
+            let ValueRef::Int(n) = e.value() else {
+                unreachable!()
+            };
             let Some(new) = n.checked_add(incr) else {
                 return c.cl.reply.error(overflow);
             };
@@ -667,7 +669,8 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
     if d.main.get(key).is_some() {
         d.replace_value(key, NewValue::Int(new), false);
     } else {
-        d.main.insert_new(Entry::new(key, NewValue::Int(new), false));
+        d.main
+            .insert_new(Entry::new(key, NewValue::Int(new), false));
     }
     c.dirty(1);
     c.cl.reply.int(new);

@@ -139,4 +139,6 @@ pub struct Client {
     pub conn: Conn,
     pub query: QueryBuffer,
     pub st: ClientState,
+    /// Registered for writable events (only while output is stuck).
+    pub write_interest: bool,
 }

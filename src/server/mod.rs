@@ -4,9 +4,10 @@
 //! mio (epoll, edge-triggered) tells us which sockets are ready; for each
 //! readable client we read, run every complete command in the buffer, and
 //! write the replies straight away, so a request/response costs one read and
-//! one write. A client socket is registered once for both directions and never
-//! re-registered: an edge-triggered writable event simply finds nothing to do
-//! when the output was already flushed. The cron (at `hz`) runs active expiry,
+//! one write. A client socket is registered for reads only; interest in
+//! writability is added just while a reply could not be written in full (the
+//! socket buffer is full) and dropped once it drains, so ACKs of a healthy
+//! connection never wake the loop. The cron (at `hz`) runs active expiry,
 //! idle timeouts, incremental rehashing and statistics.
 
 pub mod client;
@@ -504,7 +505,7 @@ impl EventLoop {
             let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, authenticated);
             // Register under the slot the client is about to take.
             let idx = self.srv.vacant_slot();
-            let interest = Interest::READABLE | Interest::WRITABLE;
+            let interest = Interest::READABLE;
             let reg = match &mut conn {
                 Conn::Tcp(s) => self.poll.registry().register(s, Token(idx), interest),
                 Conn::Unix(s) => self.poll.registry().register(s, Token(idx), interest),
@@ -517,6 +518,7 @@ impl EventLoop {
                 conn,
                 query: crate::protocol::QueryBuffer::new(),
                 st,
+                write_interest: false,
             });
             debug_assert_eq!(slot, idx);
             debug!(client = id, "Accepted connection");
@@ -530,7 +532,7 @@ impl EventLoop {
         };
         let mut close = false;
         if writable && client.st.pending_output() > 0 {
-            close |= !self.write_client(&mut client);
+            close |= !self.write_client(idx, &mut client);
         }
         let mut read_ok = true;
         if readable && !close && !client.st.close_after_reply {
@@ -539,7 +541,7 @@ impl EventLoop {
         // Replies to commands that arrived with the peer's FIN are still
         // written (best effort) before the connection is closed.
         if !close && client.st.pending_output() > 0 {
-            close |= !self.write_client(&mut client);
+            close |= !self.write_client(idx, &mut client);
         }
         close |= !read_ok;
         if client.st.close_after_reply && client.st.pending_output() == 0 {
@@ -638,7 +640,7 @@ impl EventLoop {
     }
 
     /// Write pending output. Returns false when the client must be closed.
-    fn write_client(&mut self, client: &mut Client) -> bool {
+    fn write_client(&mut self, idx: usize, client: &mut Client) -> bool {
         let st = &mut client.st;
         let out = st.pending_output();
         if out > self.srv.recent_max_output {
@@ -657,7 +659,17 @@ impl EventLoop {
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
-                    io::ErrorKind::WouldBlock => return true,
+                    io::ErrorKind::WouldBlock => {
+                        if !client.write_interest {
+                            client.write_interest = true;
+                            return self.set_interest(
+                                idx,
+                                client,
+                                Interest::READABLE | Interest::WRITABLE,
+                            );
+                        }
+                        return true;
+                    }
                     io::ErrorKind::Interrupted => continue,
                     _ => {
                         debug!(client = %st.addr, "Writing to client: {e}");
@@ -674,7 +686,23 @@ impl EventLoop {
         if st.reply.buf.capacity() > REPLY_BUF_KEEP {
             st.reply.buf = Vec::new();
         }
+        if client.write_interest {
+            client.write_interest = false;
+            return self.set_interest(idx, client, Interest::READABLE);
+        }
         true
+    }
+
+    /// Change what the client's socket is polled for. False if that failed.
+    fn set_interest(&mut self, idx: usize, client: &mut Client, interest: Interest) -> bool {
+        let res = match &mut client.conn {
+            Conn::Tcp(s) => self.poll.registry().reregister(s, Token(idx), interest),
+            Conn::Unix(s) => self.poll.registry().reregister(s, Token(idx), interest),
+        };
+        if let Err(e) = &res {
+            warn!(client = %client.st.addr, "Changing poll interest: {e}");
+        }
+        res.is_ok()
     }
 
     fn close_client(&mut self, idx: usize) {
