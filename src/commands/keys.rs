@@ -2,7 +2,7 @@
 //! RANDOMKEY, TOUCH and OBJECT. They work on any value type.
 
 use super::*;
-use crate::db::{entry_with_key, Value, ValueRef};
+use crate::db::{entry_with_key, ValueRef};
 
 /// The engine behind DEL and UNLINK: the number of keys removed.
 fn del_generic(c: &mut Ctx, argv: &[&[u8]]) {
@@ -351,7 +351,7 @@ pub fn encoding_name(e: &crate::db::Entry) -> &'static str {
                 "embstr"
             }
         }
-        ValueRef::Boxed(Value::Str(_)) => "raw",
+        ValueRef::Boxed(v) => v.encoding(),
     }
 }
 

@@ -9,9 +9,13 @@
 //! Handlers receive a [`Ctx`] (server state, the calling client) and the
 //! arguments as slices of the query buffer.
 
+pub mod blocking;
 pub mod expire;
+pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod server_cmds;
+pub mod set;
 pub mod string;
 pub mod table;
 
@@ -81,6 +85,8 @@ pub struct Ctx<'a> {
     no_propagate: bool,
     /// Propagate even without changes (FLUSHDB on an empty database).
     force_propagate: bool,
+    /// Re-running a blocked client's command because a key got data.
+    pub retry: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -170,6 +176,11 @@ pub fn arity_error(name: &str) -> String {
 
 /// Run one command for `client`.
 pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
+    execute_with(srv, client, argv, false);
+}
+
+/// Run one command; `retry` when re-running a blocked client's command.
+pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], retry: bool) {
     if argv.is_empty() {
         return;
     }
@@ -201,6 +212,7 @@ pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
             rewrite: None,
             no_propagate: false,
             force_propagate: false,
+            retry,
         };
         let db = ctx.cl.db;
         (cmd.handler)(&mut ctx, argv);
@@ -297,6 +309,62 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
 pub fn key_exists(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     expire_if_needed(srv, db, key);
     srv.dbs[db].main.get(key).is_some()
+}
+
+/// The result of looking up a key that must hold a given collection type.
+pub enum Typed<'a, T> {
+    Missing,
+    Found(&'a mut T),
+    WrongType,
+}
+
+/// Look up `key` for a command on collections of one type: `pick` selects
+/// the variant. Expires the key first; counts hits/misses when `read`.
+pub fn lookup_typed<'s, T>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    read: bool,
+    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
+) -> Typed<'s, T> {
+    let e = if read {
+        lookup_read(srv, db, key)
+    } else {
+        lookup_write(srv, db, key)
+    };
+    match e {
+        None => Typed::Missing,
+        Some(e) => match e.boxed_mut().and_then(pick) {
+            Some(v) => Typed::Found(v),
+            None => Typed::WrongType,
+        },
+    }
+}
+
+/// Store a new collection under `key` (which must be absent) and return it.
+pub fn create_value<'s>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    v: crate::db::Value,
+) -> &'s mut crate::db::Value {
+    let table = &mut srv.dbs[db].main;
+    table.insert_new(Entry::new(
+        key,
+        crate::db::NewValue::Boxed(Box::new(v)),
+        false,
+    ));
+    table
+        .get_mut(key)
+        .and_then(|e| e.boxed_mut())
+        .expect("value just inserted")
+}
+
+/// Delete `key` if its collection became empty (Redis never keeps empty ones).
+pub fn delete_if_empty(srv: &mut Server, db: usize, key: &[u8], empty: bool) {
+    if empty {
+        srv.dbs[db].delete(key);
+    }
 }
 
 /// The type name of an entry's value.

@@ -293,6 +293,8 @@ const CLIENT_HELP: &[&str] = &[
     "    Protect current client connection from eviction.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
     "HELP",
     "    Prints this help.",
 ];
@@ -313,6 +315,7 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
         ("getname", 2),
         ("setname", 3),
         ("no-evict", 3),
+        ("unblock", -3),
         ("help", 2),
     ];
     let Some(sub) = subcommand(c, argv, &subs) else {
@@ -347,6 +350,12 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
         "list" => client_list(c, argv),
+        "unblock" => {
+            if argv.len() > 4 {
+                return c.cl.reply.error(&arity_error("client|unblock"));
+            }
+            super::blocking::client_unblock(c, argv)
+        }
         _ => client_kill(c, argv),
     }
 }
@@ -658,11 +667,12 @@ fn uname() -> String {
 fn info_section_clients(srv: &crate::server::Server, out: &mut String) {
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
         srv.connected_clients,
         srv.config.maxclients,
         srv.recent_max_input,
         srv.recent_max_output,
+        srv.blocked_clients,
     );
 }
 

@@ -1,7 +1,9 @@
 //! The command table: one line per command, as Redis's commands.def.
 
 use super::*;
-use super::{expire as ex, keys as k, server_cmds as s, string as st};
+use super::{
+    expire as ex, hash as h, keys as k, list as l, server_cmds as s, set as se, string as st,
+};
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
 
@@ -34,6 +36,9 @@ impl CommandSpec {
         }
         match self.group {
             "string" => cats.push("@string"),
+            "hash" => cats.push("@hash"),
+            "list" => cats.push("@list"),
+            "set" => cats.push("@set"),
             "generic" => cats.push("@keyspace"),
             "connection" => cats.push("@connection"),
             "server" => {}
@@ -120,6 +125,64 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("incrby", 3, WDF, 1, 1, 1, st::incrby, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
     cmd!("decrby", 3, WDF, 1, 1, 1, st::decrby, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
     cmd!("incrbyfloat", 3, WDF, 1, 1, 1, st::incrbyfloat, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", "O(1)"),
+    // hashes
+    cmd!("hset", -4, WDF, 1, 1, 1, h::hset, "hash", "2.0.0", "Creates or modifies the value of a field in a hash.", "O(1) for each field/value pair added"),
+    cmd!("hmset", -4, WDF, 1, 1, 1, h::hmset, "hash", "2.0.0", "Sets the values of multiple fields.", "O(N) where N is the number of fields being set."),
+    cmd!("hsetnx", 4, WDF, 1, 1, 1, h::hsetnx, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist.", "O(1)"),
+    cmd!("hget", 3, RF, 1, 1, 1, h::hget, "hash", "2.0.0", "Returns the value of a field in a hash.", "O(1)"),
+    cmd!("hmget", -3, RF, 1, 1, 1, h::hmget, "hash", "2.0.0", "Returns the values of all fields in a hash.", "O(N) where N is the number of fields being requested."),
+    cmd!("hgetall", 2, R, 1, 1, 1, h::hgetall, "hash", "2.0.0", "Returns all fields and values in a hash.", "O(N) where N is the size of the hash."),
+    cmd!("hdel", -3, WF, 1, 1, 1, h::hdel, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.", "O(N) where N is the number of fields to be removed."),
+    cmd!("hlen", 2, RF, 1, 1, 1, h::hlen, "hash", "2.0.0", "Returns the number of fields in a hash.", "O(1)"),
+    cmd!("hexists", 3, RF, 1, 1, 1, h::hexists, "hash", "2.0.0", "Determines whether a field exists in a hash.", "O(1)"),
+    cmd!("hstrlen", 3, RF, 1, 1, 1, h::hstrlen, "hash", "3.2.0", "Returns the length of the value of a field.", "O(1)"),
+    cmd!("hincrby", 4, WDF, 1, 1, 1, h::hincrby, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.", "O(1)"),
+    cmd!("hincrbyfloat", 4, WDF, 1, 1, 1, h::hincrbyfloat, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.", "O(1)"),
+    cmd!("hkeys", 2, R, 1, 1, 1, h::hkeys, "hash", "2.0.0", "Returns all fields in a hash.", "O(N) where N is the size of the hash."),
+    cmd!("hvals", 2, R, 1, 1, 1, h::hvals, "hash", "2.0.0", "Returns all values in a hash.", "O(N) where N is the size of the hash."),
+    cmd!("hrandfield", -2, R | RANDOM, 1, 1, 1, h::hrandfield, "hash", "6.2.0", "Returns one or more random fields from a hash.", "O(N) where N is the number of fields returned"),
+    cmd!("hscan", -3, R | RANDOM, 1, 1, 1, h::hscan, "hash", "2.8.0", "Iterates over fields and values of a hash.", "O(1) for every call. O(N) for a complete iteration."),
+    // lists
+    cmd!("lpush", -3, WDF, 1, 1, 1, l::lpush, "list", "1.0.0", "Prepends one or more elements to a list. Creates the key if it doesn't exist.", "O(1) for each element added"),
+    cmd!("rpush", -3, WDF, 1, 1, 1, l::rpush, "list", "1.0.0", "Appends one or more elements to a list. Creates the key if it doesn't exist.", "O(1) for each element added"),
+    cmd!("lpushx", -3, WDF, 1, 1, 1, l::lpushx, "list", "2.2.0", "Prepends one or more elements to a list only when the list exists.", "O(1) for each element added"),
+    cmd!("rpushx", -3, WDF, 1, 1, 1, l::rpushx, "list", "2.2.0", "Appends an element to a list only when the list exists.", "O(1) for each element added"),
+    cmd!("lpop", -2, WF, 1, 1, 1, l::lpop, "list", "1.0.0", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", "O(N) where N is the number of elements returned"),
+    cmd!("rpop", -2, WF, 1, 1, 1, l::rpop, "list", "1.0.0", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", "O(N) where N is the number of elements returned"),
+    cmd!("llen", 2, RF, 1, 1, 1, l::llen, "list", "1.0.0", "Returns the length of a list.", "O(1)"),
+    cmd!("lrange", 4, R, 1, 1, 1, l::lrange, "list", "1.0.0", "Returns a range of elements from a list.", "O(S+N)"),
+    cmd!("lindex", 3, R, 1, 1, 1, l::lindex, "list", "1.0.0", "Returns an element from a list by its index.", "O(N)"),
+    cmd!("lset", 4, WD, 1, 1, 1, l::lset, "list", "1.0.0", "Sets the value of an element in a list by its index.", "O(N)"),
+    cmd!("linsert", 5, WD, 1, 1, 1, l::linsert, "list", "2.2.0", "Inserts an element before or after another element in a list.", "O(N)"),
+    cmd!("lrem", 4, W, 1, 1, 1, l::lrem, "list", "1.0.0", "Removes elements from a list. Deletes the list if the last element was removed.", "O(N+M)"),
+    cmd!("ltrim", 4, W, 1, 1, 1, l::ltrim, "list", "1.0.0", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", "O(N)"),
+    cmd!("lpos", -3, R, 1, 1, 1, l::lpos, "list", "6.0.6", "Returns the index of matching elements in a list.", "O(N)"),
+    cmd!("lmove", 5, WD, 1, 2, 1, l::lmove, "list", "6.2.0", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", "O(1)"),
+    cmd!("rpoplpush", 3, WD, 1, 2, 1, l::rpoplpush, "list", "1.2.0", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", "O(1)"),
+    cmd!("lmpop", -4, W, 0, 0, 0, l::lmpop, "list", "7.0.0", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "O(N+M)"),
+    cmd!("blpop", -3, W | BLOCKING, 1, -2, 1, l::blpop, "list", "2.0.0", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "O(N) where N is the number of provided keys."),
+    cmd!("brpop", -3, W | BLOCKING, 1, -2, 1, l::brpop, "list", "2.0.0", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "O(N) where N is the number of provided keys."),
+    cmd!("blmove", 6, WD | BLOCKING, 1, 2, 1, l::blmove, "list", "6.2.0", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", "O(1)"),
+    cmd!("brpoplpush", 4, WD | BLOCKING, 1, 2, 1, l::brpoplpush, "list", "2.2.0", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", "O(1)"),
+    cmd!("blmpop", -5, W | BLOCKING, 0, 0, 0, l::blmpop, "list", "7.0.0", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "O(N+M) where N is the number of provided keys and M is the number of elements returned."),
+    // sets
+    cmd!("sadd", -3, WDF, 1, 1, 1, se::sadd, "set", "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist.", "O(1) for each element added"),
+    cmd!("srem", -3, WF, 1, 1, 1, se::srem, "set", "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed.", "O(N)"),
+    cmd!("sismember", 3, RF, 1, 1, 1, se::sismember, "set", "1.0.0", "Determines whether a member belongs to a set.", "O(1)"),
+    cmd!("smismember", -3, RF, 1, 1, 1, se::smismember, "set", "6.2.0", "Determines whether multiple members belong to a set.", "O(N)"),
+    cmd!("smembers", 2, R, 1, 1, 1, se::smembers, "set", "1.0.0", "Returns all members of a set.", "O(N)"),
+    cmd!("scard", 2, RF, 1, 1, 1, se::scard, "set", "1.0.0", "Returns the number of members in a set.", "O(1)"),
+    cmd!("spop", -2, WF | RANDOM, 1, 1, 1, se::spop, "set", "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", "O(N)"),
+    cmd!("srandmember", -2, R | RANDOM, 1, 1, 1, se::srandmember, "set", "1.0.0", "Get one or multiple random members from a set", "O(N)"),
+    cmd!("smove", 4, WF, 1, 2, 1, se::smove, "set", "1.0.0", "Moves a member from one set to another.", "O(1)"),
+    cmd!("sinter", -2, R, 1, -1, 1, se::sinter, "set", "1.0.0", "Returns the intersect of multiple sets.", "O(N*M)"),
+    cmd!("sintercard", -3, R, 0, 0, 0, se::sintercard, "set", "7.0.0", "Returns the number of members of the intersect of multiple sets.", "O(N*M)"),
+    cmd!("sinterstore", -3, WD, 1, -1, 1, se::sinterstore, "set", "1.0.0", "Stores the intersect of multiple sets in a key.", "O(N*M)"),
+    cmd!("sunion", -2, R, 1, -1, 1, se::sunion, "set", "1.0.0", "Returns the union of multiple sets.", "O(N)"),
+    cmd!("sunionstore", -3, WD, 1, -1, 1, se::sunionstore, "set", "1.0.0", "Stores the union of multiple sets in a key.", "O(N)"),
+    cmd!("sdiff", -2, R, 1, -1, 1, se::sdiff, "set", "1.0.0", "Returns the difference of multiple sets.", "O(N)"),
+    cmd!("sdiffstore", -3, WD, 1, -1, 1, se::sdiffstore, "set", "1.0.0", "Stores the difference of multiple sets in a key.", "O(N)"),
+    cmd!("sscan", -3, R | RANDOM, 1, 1, 1, se::sscan, "set", "2.8.0", "Iterates over members of a set.", "O(1) for every call. O(N) for a complete iteration."),
     // keys
     cmd!("del", -2, W, 1, -1, 1, k::del, "generic", "1.0.0", "Deletes one or more keys.", "O(N) where N is the number of keys that will be removed."),
     cmd!("unlink", -2, WF, 1, -1, 1, k::unlink, "generic", "4.0.0", "Asynchronously deletes one or more keys.", "O(1) for each key removed regardless of its size."),

@@ -6,12 +6,13 @@
 //! access, counting hits and feeding replicas happen in `commands`.
 
 pub mod entry;
+pub mod packed;
 pub mod table;
 pub mod value;
 
 pub use entry::{Entry, NewValue, ValueRef};
 pub use table::Table;
-pub use value::Value;
+pub use value::{Hash, List, NodeLimit, Set, Value};
 
 /// One logical database (SELECT index).
 pub struct Db {

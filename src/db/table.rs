@@ -563,6 +563,15 @@ impl Table {
     }
 }
 
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("len", &self.len)
+            .field("buckets", &self.buckets())
+            .finish()
+    }
+}
+
 impl Drop for Table {
     fn drop(&mut self) {
         self.clear();

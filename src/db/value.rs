@@ -1,14 +1,28 @@
-//! Values that do not fit inside a keyspace entry.
+//! Values that do not fit inside a keyspace entry: long strings and the
+//! collection types, each with a compact encoding for small sizes and a
+//! scalable one for large sizes, switching at the `*-max-*` thresholds as
+//! Redis does (and, like Redis, never converting back).
 //!
-//! Small strings and integers live inside the entry itself (see `entry.rs`);
-//! everything else is boxed here. The collection types join this enum as they
-//! are implemented.
+//! | type | small | large |
+//! |------|-------|-------|
+//! | hash | `listpack`: field, value, … packed in one allocation | `hashtable`: a keyspace-style [`Table`] of field → value entries |
+//! | list | `quicklist` of packed nodes (always, as Redis 7.0 reports) | same |
+//! | set  | `intset`: sorted `i64`s | `hashtable`: a [`Table`] of members |
+
+use std::collections::VecDeque;
+
+use super::entry::{Entry, NewValue, ValueRef};
+use super::packed::Packed;
+use super::table::Table;
 
 /// A boxed value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Value {
     /// A string longer than an entry can hold inline.
     Str(Vec<u8>),
+    Hash(Hash),
+    List(List),
+    Set(Set),
 }
 
 impl Value {
@@ -16,13 +30,521 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+        }
+    }
+
+    /// The name OBJECT ENCODING reports.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "raw",
+            Value::Hash(Hash::Packed(_)) => "listpack",
+            Value::Hash(Hash::Table(_)) => "hashtable",
+            Value::List(_) => "quicklist",
+            Value::Set(Set::Ints(_)) => "intset",
+            Value::Set(Set::Table(_)) => "hashtable",
         }
     }
 
     /// Approximate heap bytes owned by the value.
     pub fn heap_size(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Str(s) => s.capacity(),
+                Value::Hash(Hash::Packed(p)) => p.heap_size(),
+                Value::Hash(Hash::Table(t)) | Value::Set(Set::Table(t)) => table_heap_size(t),
+                Value::List(l) => l
+                    .nodes
+                    .iter()
+                    .map(|n| n.heap_size() + std::mem::size_of::<Packed>())
+                    .sum(),
+                Value::Set(Set::Ints(v)) => v.capacity() * 8,
+            }
+    }
+}
+
+fn table_heap_size(t: &Table) -> usize {
+    let mut n = t.overhead_bytes();
+    t.for_each(&mut |e| n += e.heap_size());
+    n
+}
+
+fn new_table() -> Table {
+    Table::new(crate::server::random_u64())
+}
+
+/// The bytes of a field value or set member stored in a table entry.
+pub fn entry_bytes(e: &Entry) -> &[u8] {
+    match e.value() {
+        ValueRef::Str(s) => s,
+        ValueRef::Boxed(Value::Str(s)) => s,
+        _ => b"",
+    }
+}
+
+fn copy_table(t: &Table) -> Table {
+    let mut out = new_table();
+    t.for_each(&mut |e| out.insert_new(Entry::new(e.key(), NewValue::Str(entry_bytes(e)), false)));
+    out
+}
+
+impl Clone for Value {
+    fn clone(&self) -> Value {
         match self {
-            Value::Str(s) => std::mem::size_of::<Value>() + s.capacity(),
+            Value::Str(s) => Value::Str(s.clone()),
+            Value::Hash(Hash::Packed(p)) => Value::Hash(Hash::Packed(p.clone())),
+            Value::Hash(Hash::Table(t)) => Value::Hash(Hash::Table(copy_table(t))),
+            Value::List(l) => Value::List(l.clone()),
+            Value::Set(Set::Ints(v)) => Value::Set(Set::Ints(v.clone())),
+            Value::Set(Set::Table(t)) => Value::Set(Set::Table(copy_table(t))),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- hash
+
+/// A hash: field → value.
+#[derive(Debug)]
+pub enum Hash {
+    Packed(Packed),
+    Table(Table),
+}
+
+impl Default for Hash {
+    fn default() -> Self {
+        Hash::Packed(Packed::new())
+    }
+}
+
+impl Hash {
+    pub fn len(&self) -> usize {
+        match self {
+            Hash::Packed(p) => p.len() / 2,
+            Hash::Table(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match self {
+            Hash::Packed(p) => {
+                let mut it = p.iter();
+                while let Some(f) = it.next() {
+                    let v = it.next()?;
+                    if f == field {
+                        return Some(v);
+                    }
+                }
+                None
+            }
+            Hash::Table(t) => t.get(field).map(entry_bytes),
+        }
+    }
+
+    /// Convert to a table when `incoming` more fields would exceed the limit.
+    fn convert_if_needed(&mut self, incoming: usize, max_entries: usize) {
+        if let Hash::Packed(p) = self {
+            if p.len() / 2 + incoming > max_entries {
+                self.convert_to_table();
+            }
+        }
+    }
+
+    fn convert_to_table(&mut self) {
+        if let Hash::Packed(p) = self {
+            let mut t = new_table();
+            let mut it = p.iter();
+            while let (Some(f), Some(v)) = (it.next(), it.next()) {
+                t.insert(Entry::new(f, NewValue::Str(v), false));
+            }
+            *self = Hash::Table(t);
+        }
+    }
+
+    /// Set a field; returns true when the field is new. `max_entries` and
+    /// `max_value` are `hash-max-listpack-entries` / `-value`.
+    pub fn set(
+        &mut self,
+        field: &[u8],
+        value: &[u8],
+        max_entries: usize,
+        max_value: usize,
+    ) -> bool {
+        if field.len() > max_value || value.len() > max_value {
+            self.convert_to_table();
+        }
+        if let Hash::Packed(p) = self {
+            if let Some(i) = p.find_pair(field) {
+                p.set(i + 1, value);
+                return false;
+            }
+            self.convert_if_needed(1, max_entries);
+        }
+        match self {
+            Hash::Packed(p) => {
+                p.push_back(field);
+                p.push_back(value);
+                true
+            }
+            Hash::Table(t) => t
+                .insert(Entry::new(field, NewValue::Str(value), false))
+                .is_none(),
+        }
+    }
+
+    /// Remove a field; returns whether it existed.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match self {
+            Hash::Packed(p) => match p.find_pair(field) {
+                Some(i) => {
+                    p.remove_range(i, 2);
+                    true
+                }
+                None => false,
+            },
+            Hash::Table(t) => t.remove(field).is_some(),
+        }
+    }
+
+    /// Visit every (field, value) in the hash's order.
+    pub fn for_each(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        match self {
+            Hash::Packed(p) => {
+                let mut it = p.iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    f(k, v);
+                }
+            }
+            Hash::Table(t) => t.for_each(&mut |e| f(e.key(), entry_bytes(e))),
+        }
+    }
+
+    pub fn pairs(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::with_capacity(self.len());
+        self.for_each(&mut |k, v| out.push((k.to_vec(), v.to_vec())));
+        out
+    }
+}
+
+// ---------------------------------------------------------------- list
+
+/// A list: a deque of packed nodes (Redis's quicklist).
+#[derive(Debug, Clone, Default)]
+pub struct List {
+    nodes: VecDeque<Packed>,
+    len: usize,
+}
+
+/// Size limit of a list node from `list-max-listpack-size`: negative values
+/// are byte sizes (-1 = 4 KB … -5 = 64 KB), positive ones element counts.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeLimit(pub i64);
+
+impl NodeLimit {
+    fn fits(&self, node: &Packed, extra: usize) -> bool {
+        if self.0 > 0 {
+            node.len() < self.0 as usize
+        } else {
+            let bytes = match self.0 {
+                -1 => 4096,
+                -2 => 8192,
+                -3 => 16384,
+                -4 => 32768,
+                _ => 65536,
+            };
+            node.bytes() + extra + 5 <= bytes || node.is_empty()
+        }
+    }
+}
+
+impl List {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn push_back(&mut self, v: &[u8], limit: NodeLimit) {
+        match self.nodes.back_mut() {
+            Some(n) if limit.fits(n, v.len()) => n.push_back(v),
+            _ => {
+                let mut n = Packed::new();
+                n.push_back(v);
+                self.nodes.push_back(n);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub fn push_front(&mut self, v: &[u8], limit: NodeLimit) {
+        match self.nodes.front_mut() {
+            Some(n) if limit.fits(n, v.len()) => n.push_front(v),
+            _ => {
+                let mut n = Packed::new();
+                n.push_back(v);
+                self.nodes.push_front(n);
+            }
+        }
+        self.len += 1;
+    }
+
+    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
+        let n = self.nodes.front_mut()?;
+        let v = n.pop_front();
+        if n.is_empty() {
+            self.nodes.pop_front();
+        }
+        if v.is_some() {
+            self.len -= 1;
+        }
+        v
+    }
+
+    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
+        let n = self.nodes.back_mut()?;
+        let v = n.pop_back();
+        if n.is_empty() {
+            self.nodes.pop_back();
+        }
+        if v.is_some() {
+            self.len -= 1;
+        }
+        v
+    }
+
+    /// (node, index in node) of element `i`.
+    fn locate(&self, mut i: usize) -> Option<(usize, usize)> {
+        if i >= self.len {
+            return None;
+        }
+        for (ni, n) in self.nodes.iter().enumerate() {
+            if i < n.len() {
+                return Some((ni, i));
+            }
+            i -= n.len();
+        }
+        None
+    }
+
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        let (n, j) = self.locate(i)?;
+        self.nodes[n].get(j)
+    }
+
+    pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
+        match self.locate(i) {
+            Some((n, j)) => {
+                self.nodes[n].set(j, v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Insert `v` so that it becomes element `i`.
+    pub fn insert(&mut self, i: usize, v: &[u8], limit: NodeLimit) {
+        if i >= self.len {
+            return self.push_back(v, limit);
+        }
+        if i == 0 {
+            return self.push_front(v, limit);
+        }
+        let Some((n, j)) = self.locate(i) else { return };
+        self.nodes[n].insert(j, v);
+        self.len += 1;
+        if !limit.fits(&self.nodes[n], 0) && self.nodes[n].len() > 1 {
+            let half = self.nodes[n].len() / 2;
+            let tail = self.nodes[n].split_off(half);
+            self.nodes.insert(n + 1, tail);
+        }
+    }
+
+    /// Remove element `i`.
+    pub fn remove(&mut self, i: usize) -> Option<Vec<u8>> {
+        let (n, j) = self.locate(i)?;
+        let v = self.nodes[n].remove(j);
+        if self.nodes[n].is_empty() {
+            self.nodes.remove(n);
+        }
+        self.len -= 1;
+        v
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
+        self.nodes.iter().flat_map(|n| n.iter().collect::<Vec<_>>())
+    }
+
+    /// Elements `start..=end` (already clamped).
+    pub fn range(&self, start: usize, end: usize) -> Vec<&[u8]> {
+        if start > end || start >= self.len {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(end - start + 1);
+        let mut skip = start;
+        for n in &self.nodes {
+            if skip >= n.len() {
+                skip -= n.len();
+                continue;
+            }
+            for v in n.iter().skip(skip) {
+                out.push(v);
+                if out.len() == end - start + 1 {
+                    return out;
+                }
+            }
+            skip = 0;
+        }
+        out
+    }
+
+    /// Keep only elements `start..=end` (already clamped); empty when start > end.
+    pub fn trim(&mut self, start: usize, end: usize) {
+        if start > end || start >= self.len {
+            self.nodes.clear();
+            self.len = 0;
+            return;
+        }
+        let keep: Vec<Vec<u8>> = self
+            .range(start, end)
+            .into_iter()
+            .map(|v| v.to_vec())
+            .collect();
+        self.rebuild(keep.iter().map(|v| v.as_slice()), NodeLimit(-2));
+    }
+
+    /// Replace the contents with `items`.
+    pub fn rebuild<'a>(&mut self, items: impl Iterator<Item = &'a [u8]>, limit: NodeLimit) {
+        self.nodes.clear();
+        self.len = 0;
+        for v in items {
+            self.push_back(v, limit);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- set
+
+/// A set of byte strings.
+#[derive(Debug)]
+pub enum Set {
+    /// Sorted integers (Redis's intset).
+    Ints(Vec<i64>),
+    Table(Table),
+}
+
+impl Default for Set {
+    fn default() -> Self {
+        Set::Ints(Vec::new())
+    }
+}
+
+impl Set {
+    pub fn len(&self) -> usize {
+        match self {
+            Set::Ints(v) => v.len(),
+            Set::Table(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, m: &[u8]) -> bool {
+        match self {
+            Set::Ints(v) => {
+                crate::protocol::parse_i64(m).is_some_and(|n| v.binary_search(&n).is_ok())
+            }
+            Set::Table(t) => t.get(m).is_some(),
+        }
+    }
+
+    fn convert_to_table(&mut self) {
+        if let Set::Ints(v) = self {
+            let mut t = new_table();
+            for n in v.iter() {
+                t.insert_new(Entry::new(
+                    n.to_string().as_bytes(),
+                    NewValue::Str(b""),
+                    false,
+                ));
+            }
+            *self = Set::Table(t);
+        }
+    }
+
+    /// Add a member; true if it was new. `max_intset` is `set-max-intset-entries`.
+    pub fn add(&mut self, m: &[u8], max_intset: usize) -> bool {
+        if let Set::Ints(v) = self {
+            match crate::protocol::parse_i64(m) {
+                Some(n) => match v.binary_search(&n) {
+                    Ok(_) => return false,
+                    Err(pos) => {
+                        if v.len() < max_intset {
+                            v.insert(pos, n);
+                            return true;
+                        }
+                        self.convert_to_table();
+                    }
+                },
+                None => self.convert_to_table(),
+            }
+        }
+        match self {
+            Set::Table(t) => {
+                if t.get(m).is_some() {
+                    false
+                } else {
+                    t.insert_new(Entry::new(m, NewValue::Str(b""), false));
+                    true
+                }
+            }
+            Set::Ints(_) => unreachable!("converted above"),
+        }
+    }
+
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        match self {
+            Set::Ints(v) => {
+                match crate::protocol::parse_i64(m).and_then(|n| v.binary_search(&n).ok()) {
+                    Some(pos) => {
+                        v.remove(pos);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Set::Table(t) => t.remove(m).is_some(),
+        }
+    }
+
+    /// All members (intsets in ascending order, as Redis returns them).
+    pub fn members(&self) -> Vec<Vec<u8>> {
+        match self {
+            Set::Ints(v) => v.iter().map(|n| n.to_string().into_bytes()).collect(),
+            Set::Table(t) => {
+                let mut out = Vec::with_capacity(t.len());
+                t.for_each(&mut |e| out.push(e.key().to_vec()));
+                out
+            }
+        }
+    }
+
+    /// A uniformly random member.
+    pub fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        match self {
+            Set::Ints(v) if !v.is_empty() => {
+                Some(v[(rand() as usize) % v.len()].to_string().into_bytes())
+            }
+            Set::Ints(_) => None,
+            Set::Table(t) => t.random_entry(rand).map(|e| e.key().to_vec()),
         }
     }
 }

@@ -55,6 +55,18 @@ pub struct ClientState {
     pub qbuf_free: usize,
     /// Total commands this client ran.
     pub commands: u64,
+    /// Set while the client waits in a blocking command (BLPOP, …).
+    pub blocked: Option<Blocked>,
+}
+
+/// What a blocked client waits for.
+#[derive(Debug, Clone)]
+pub struct Blocked {
+    pub db: usize,
+    pub keys: Vec<Vec<u8>>,
+    /// The command, re-run when one of the keys gets data.
+    pub argv: Vec<Vec<u8>>,
+    pub deadline: Option<Instant>,
 }
 
 impl ClientState {
@@ -88,6 +100,7 @@ impl ClientState {
             qbuf_len: 0,
             qbuf_free: 0,
             commands: 0,
+            blocked: None,
         }
     }
 
@@ -101,6 +114,8 @@ impl ClientState {
         let now = Instant::now();
         let flags = if self.close_after_reply || self.close_asap {
             "c"
+        } else if self.blocked.is_some() {
+            "b"
         } else {
             "N"
         };

@@ -27,7 +27,7 @@ use crate::commands;
 use crate::config::Config;
 use crate::db::Db;
 use crate::protocol::ParseLimits;
-pub use client::{Client, ClientState, Conn};
+pub use client::{Blocked, Client, ClientState, Conn};
 
 /// Tokens at the top of the range are listeners and signals; clients use
 /// their slab index.
@@ -183,6 +183,16 @@ pub struct Server {
     pub executable: String,
     /// Clients with input left unread after their turn.
     pending_reads: Vec<usize>,
+    /// Blocked clients per (db, key), in the order they blocked.
+    pub blocked_keys: std::collections::HashMap<(usize, Vec<u8>), std::collections::VecDeque<u64>>,
+    /// Blocked clients by deadline.
+    pub block_deadlines: std::collections::BTreeSet<(Instant, u64)>,
+    pub blocked_clients: usize,
+    /// Slot of each client id.
+    pub client_slots: std::collections::HashMap<u64, usize>,
+    /// Clients just unblocked: their reply must be written and their
+    /// buffered input processed.
+    pub unblocked: Vec<usize>,
     /// Largest query/reply buffers seen recently (INFO clients).
     pub recent_max_input: usize,
     pub recent_max_output: usize,
@@ -219,6 +229,11 @@ impl Server {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             pending_reads: Vec::new(),
+            blocked_keys: Default::default(),
+            block_deadlines: Default::default(),
+            blocked_clients: 0,
+            client_slots: Default::default(),
+            unblocked: Vec::new(),
             recent_max_input: 0,
             recent_max_output: 0,
         }
@@ -261,28 +276,31 @@ impl Server {
 
     fn insert_client(&mut self, client: Client) -> usize {
         self.connected_clients += 1;
+        let id = client.st.id;
         let boxed = Some(Box::new(client));
-        if let Some(i) = self.free_slots.pop() {
+        let slot = if let Some(i) = self.free_slots.pop() {
             self.clients[i] = boxed;
             i
         } else {
             self.clients.push(boxed);
             self.clients.len() - 1
-        }
+        };
+        self.client_slots.insert(id, slot);
+        slot
     }
 
     fn remove_client(&mut self, idx: usize) -> Option<Box<Client>> {
-        let c = self.clients.get_mut(idx)?.take()?;
+        let mut c = self.clients.get_mut(idx)?.take()?;
         self.free_slots.push(idx);
         self.connected_clients -= 1;
+        self.client_slots.remove(&c.st.id);
+        commands::blocking::unblock(self, &mut c.st);
         Some(c)
     }
 
     /// Find a client's slab index by id.
     pub fn client_index(&self, id: u64) -> Option<usize> {
-        self.clients
-            .iter()
-            .position(|c| c.as_ref().is_some_and(|c| c.st.id == id))
+        self.client_slots.get(&id).copied()
     }
 
     /// Cron: active expiry, rehashing, timeouts, metrics.
@@ -436,8 +454,14 @@ impl EventLoop {
                 self.shutdown(mode);
                 return Ok(());
             }
-            let timeout = if self.srv.pending_reads.is_empty() {
-                next_cron.saturating_duration_since(Instant::now())
+            commands::blocking::expire_blocked(&mut self.srv, Instant::now());
+            self.resume_unblocked();
+            let mut wake = next_cron;
+            if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
+                wake = wake.min(deadline);
+            }
+            let timeout = if self.srv.pending_reads.is_empty() && self.srv.unblocked.is_empty() {
+                wake.saturating_duration_since(Instant::now())
             } else {
                 Duration::ZERO
             };
@@ -448,6 +472,7 @@ impl EventLoop {
                 return Err(e);
             }
             self.srv.update_time();
+            self.resume_unblocked();
             for idx in std::mem::take(&mut self.srv.pending_reads) {
                 self.handle_client(idx, true, false, false);
             }
@@ -554,6 +579,31 @@ impl EventLoop {
         }
     }
 
+    /// Write the replies of clients that were just unblocked and run the
+    /// commands they sent while blocked.
+    fn resume_unblocked(&mut self) {
+        while !self.srv.unblocked.is_empty() {
+            for idx in std::mem::take(&mut self.srv.unblocked) {
+                let Some(mut client) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+                    continue;
+                };
+                let mut close = false;
+                if client.st.blocked.is_none() && client.query.unparsed() > 0 {
+                    close |= !self.process_input(&mut client);
+                }
+                if client.st.pending_output() > 0 {
+                    close |= !self.write_client(idx, &mut client);
+                }
+                close |= client.st.close_asap
+                    || (client.st.close_after_reply && client.st.pending_output() == 0);
+                self.srv.clients[idx] = Some(client);
+                if close {
+                    self.close_client(idx);
+                }
+            }
+        }
+    }
+
     /// Read what the socket has and execute the complete commands. Returns
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
@@ -601,7 +651,11 @@ impl EventLoop {
             authenticated: c.st.authenticated,
         };
         loop {
-            if client.st.close_after_reply || client.st.close_asap || self.srv.shutdown.is_some() {
+            if client.st.close_after_reply
+                || client.st.close_asap
+                || client.st.blocked.is_some()
+                || self.srv.shutdown.is_some()
+            {
                 break;
             }
             match client.query.parse(limits(client, &self.srv)) {
@@ -625,8 +679,12 @@ impl EventLoop {
                 // before the buffer is touched again.
                 let scratch: &mut Vec<&[u8]> = unsafe { std::mem::transmute(&mut argv) };
                 client.query.argv(scratch);
+                let dirty = self.srv.dirty;
                 commands::execute(&mut self.srv, &mut client.st, scratch);
                 scratch.clear();
+                if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
+                    commands::blocking::serve_blocked(&mut self.srv);
+                }
             }
             self.argv_scratch = argv;
             client.query.consume();

@@ -1,0 +1,211 @@
+//! Blocking commands: how a client waits for a key, inside the event loop.
+//!
+//! A blocking command that finds no data records what it waits for in the
+//! client (`Blocked`: database, keys, its own argv, deadline), queues the
+//! client id under each key in the order clients blocked, and sends nothing.
+//! After every command that changed the keyspace, `serve_blocked` looks at
+//! the keys someone waits for; for each key that now holds data it re-runs
+//! the waiting clients' commands, first come first served, until the data is
+//! gone. Deadlines sit in an ordered set that the loop checks before it
+//! sleeps (and it never sleeps past the earliest one), so timeouts have
+//! millisecond resolution; no thread, no busy wait.
+
+use std::time::{Duration, Instant};
+
+use super::string::long_double_add;
+use super::*;
+use crate::db::Value;
+use crate::server::{Blocked, ClientState};
+
+/// Parse a blocking timeout in seconds (decimals allowed); `None` = forever.
+pub fn parse_timeout(arg: &[u8], now: Instant) -> Result<Option<Instant>, &'static str> {
+    let text = match long_double_add(None, arg) {
+        Ok(t) => t,
+        Err(ERR_NOT_FLOAT) => return Err("ERR timeout is not a float or out of range"),
+        Err(_) => return Err("ERR timeout is out of range"),
+    };
+    let secs: f64 = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or("ERR timeout is not a float or out of range")?;
+    let ms = (secs * 1000.0).ceil();
+    if ms > i64::MAX as f64 {
+        return Err("ERR timeout is out of range");
+    }
+    if ms < 0.0 {
+        return Err("ERR timeout is negative");
+    }
+    if ms == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(now + Duration::from_millis(ms.min(1e15) as u64)))
+}
+
+/// Block the calling client on `keys` (no reply now). On a retry the client
+/// is already blocked and stays as it is.
+pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u8]]) {
+    if c.retry || c.cl.blocked.is_some() {
+        return;
+    }
+    let db = c.cl.db;
+    let id = c.cl.id;
+    for k in keys {
+        let queue = c.srv.blocked_keys.entry((db, k.to_vec())).or_default();
+        if !queue.contains(&id) {
+            queue.push_back(id);
+        }
+    }
+    if let Some(d) = deadline {
+        c.srv.block_deadlines.insert((d, id));
+    }
+    c.srv.blocked_clients += 1;
+    c.cl.blocked = Some(Blocked {
+        db,
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        deadline,
+    });
+}
+
+/// Forget that `st` is blocked (served, timed out, unblocked or closed).
+pub fn unblock(srv: &mut Server, st: &mut ClientState) {
+    let Some(b) = st.blocked.take() else { return };
+    for k in b.keys {
+        let slot = (b.db, k);
+        if let Some(q) = srv.blocked_keys.get_mut(&slot) {
+            q.retain(|&id| id != st.id);
+            if q.is_empty() {
+                srv.blocked_keys.remove(&slot);
+            }
+        }
+    }
+    if let Some(d) = b.deadline {
+        srv.block_deadlines.remove(&(d, st.id));
+    }
+    srv.blocked_clients -= 1;
+}
+
+/// Does `key` hold data a blocked client can take?
+fn has_data(srv: &Server, db: usize, key: &[u8]) -> bool {
+    match srv.dbs[db].main.get(key).map(|e| e.value()) {
+        Some(crate::db::ValueRef::Boxed(Value::List(l))) => !l.is_empty(),
+        _ => false,
+    }
+}
+
+/// Serve clients blocked on keys that now hold data, in blocking order.
+pub fn serve_blocked(srv: &mut Server) {
+    loop {
+        let mut progress = false;
+        let ready: Vec<(usize, Vec<u8>)> = srv
+            .blocked_keys
+            .keys()
+            .filter(|(db, k)| has_data(srv, *db, k))
+            .cloned()
+            .collect();
+        for (db, key) in ready {
+            loop {
+                let slot_key = (db, key.clone());
+                let Some(&id) = srv.blocked_keys.get(&slot_key).and_then(|q| q.front()) else {
+                    break;
+                };
+                if !has_data(srv, db, &key) {
+                    break;
+                }
+                let Some(slot) = srv.client_index(id) else {
+                    if let Some(q) = srv.blocked_keys.get_mut(&slot_key) {
+                        q.pop_front();
+                    }
+                    continue;
+                };
+                let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+                    break;
+                };
+                let argv = client
+                    .st
+                    .blocked
+                    .as_ref()
+                    .map(|b| b.argv.clone())
+                    .unwrap_or_default();
+                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                let before = client.st.reply.buf.len();
+                execute_with(srv, &mut client.st, &refs, true);
+                let served = client.st.reply.buf.len() != before;
+                if served {
+                    unblock(srv, &mut client.st);
+                    srv.unblocked.push(slot);
+                    progress = true;
+                }
+                srv.clients[slot] = Some(client);
+                if !served {
+                    break;
+                }
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+}
+
+/// Answer clients whose timeout passed with the null reply Redis sends.
+pub fn expire_blocked(srv: &mut Server, now: Instant) {
+    while let Some(&(deadline, id)) = srv.block_deadlines.first() {
+        if deadline > now {
+            break;
+        }
+        srv.block_deadlines.remove(&(deadline, id));
+        let Some(slot) = srv.client_index(id) else {
+            continue;
+        };
+        let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+            continue;
+        };
+        client.st.reply.null_array();
+        unblock(srv, &mut client.st);
+        srv.unblocked.push(slot);
+        srv.clients[slot] = Some(client);
+    }
+}
+
+/// `CLIENT UNBLOCK client-id [TIMEOUT | ERROR]` — 1 if the client was blocked.
+pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
+    let mut error = false;
+    if argv.len() == 4 {
+        if eq_ic(argv[3], "timeout") {
+            error = false;
+        } else if eq_ic(argv[3], "error") {
+            error = true;
+        } else {
+            return c
+                .cl
+                .reply
+                .error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        }
+    }
+    let id = match arg_i64(argv[2]) {
+        Ok(i) => i as u64,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let Some(slot) = c.srv.client_index(id) else {
+        return c.cl.reply.int(0);
+    };
+    let Some(mut target) = c.srv.clients.get_mut(slot).and_then(|t| t.take()) else {
+        return c.cl.reply.int(0);
+    };
+    let was_blocked = target.st.blocked.is_some();
+    if was_blocked {
+        if error {
+            target
+                .st
+                .reply
+                .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            target.st.reply.null_array();
+        }
+        unblock(c.srv, &mut target.st);
+        c.srv.unblocked.push(slot);
+    }
+    c.srv.clients[slot] = Some(target);
+    c.cl.reply.int(was_blocked as i64);
+}

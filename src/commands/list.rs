@@ -1,0 +1,653 @@
+//! List commands (LPUSH, LRANGE, LMOVE, LPOS, LMPOP, …).
+//!
+//! Lists are deques of packed nodes sized by `list-max-listpack-size`
+//! (Redis's quicklist). The blocking variants wait through `blocking.rs`.
+
+use super::blocking::{block, parse_timeout};
+use super::*;
+use crate::db::{List, NodeLimit, Value};
+
+fn pick(v: &mut Value) -> Option<&mut List> {
+    match v {
+        Value::List(l) => Some(l),
+        _ => None,
+    }
+}
+
+fn node_limit(c: &Ctx) -> NodeLimit {
+    NodeLimit(c.srv.config.list_max_listpack_size)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Left,
+    Right,
+}
+
+fn parse_end(arg: &[u8]) -> Option<End> {
+    if eq_ic(arg, "left") {
+        Some(End::Left)
+    } else if eq_ic(arg, "right") {
+        Some(End::Right)
+    } else {
+        None
+    }
+}
+
+fn push(l: &mut List, v: &[u8], end: End, limit: NodeLimit) {
+    match end {
+        End::Left => l.push_front(v, limit),
+        End::Right => l.push_back(v, limit),
+    }
+}
+
+fn pop(l: &mut List, end: End) -> Option<Vec<u8>> {
+    match end {
+        End::Left => l.pop_front(),
+        End::Right => l.pop_back(),
+    }
+}
+
+/// The engine behind LPUSH, RPUSH, LPUSHX and RPUSHX: the new length.
+fn push_generic(c: &mut Ctx, argv: &[&[u8]], end: End, only_existing: bool) {
+    let db = c.cl.db;
+    let limit = node_limit(c);
+    let key = argv[1];
+    let list = match lookup_typed(c.srv, db, key, false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing if only_existing => return c.cl.reply.int(0),
+        Typed::Missing => {
+            pick(create_value(c.srv, db, key, Value::List(List::default()))).expect("list")
+        }
+        Typed::Found(l) => l,
+    };
+    for v in &argv[2..] {
+        push(list, v, end, limit);
+    }
+    let len = list.len();
+    c.dirty(argv.len() as u64 - 2);
+    c.cl.reply.int(len as i64);
+}
+
+/// `LPUSH key element [element ...]`
+pub fn lpush(c: &mut Ctx, argv: &[&[u8]]) {
+    push_generic(c, argv, End::Left, false);
+}
+
+/// `RPUSH key element [element ...]`
+pub fn rpush(c: &mut Ctx, argv: &[&[u8]]) {
+    push_generic(c, argv, End::Right, false);
+}
+
+/// `LPUSHX key element [element ...]`
+pub fn lpushx(c: &mut Ctx, argv: &[&[u8]]) {
+    push_generic(c, argv, End::Left, true);
+}
+
+/// `RPUSHX key element [element ...]`
+pub fn rpushx(c: &mut Ctx, argv: &[&[u8]]) {
+    push_generic(c, argv, End::Right, true);
+}
+
+/// A "positive" count argument as Redis's getPositiveLongFromObjectOrReply.
+fn positive_arg(arg: &[u8], msg: &'static str) -> Result<i64, &'static str> {
+    match parse_i64(arg) {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(msg),
+    }
+}
+
+/// The engine behind LPOP and RPOP (with an optional count).
+fn pop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
+    if argv.len() > 3 {
+        return c.cl.reply.error(&arity_error(c.cmd.name));
+    }
+    let count = if argv.len() == 3 {
+        match positive_arg(argv[2], "ERR value is out of range, must be positive") {
+            Ok(n) => Some(n as usize),
+            Err(e) => return c.cl.reply.error(e),
+        }
+    } else {
+        None
+    };
+    let db = c.cl.db;
+    let key = argv[1];
+    let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => {
+            return if count.is_some() {
+                c.cl.reply.null_array()
+            } else {
+                c.cl.reply.null()
+            };
+        }
+        Typed::Found(l) => {
+            let n = count.unwrap_or(1).min(l.len());
+            let popped: Vec<Vec<u8>> = (0..n).filter_map(|_| pop(l, end)).collect();
+            (popped, l.is_empty())
+        }
+    };
+    delete_if_empty(c.srv, db, key, empty);
+    if !popped.is_empty() {
+        c.dirty(popped.len() as u64);
+    }
+    match count {
+        None => c.cl.reply.bulk(&popped[0]),
+        Some(_) => {
+            c.cl.reply.array(popped.len());
+            for v in &popped {
+                c.cl.reply.bulk(v);
+            }
+        }
+    }
+}
+
+/// `LPOP key [count]`
+pub fn lpop(c: &mut Ctx, argv: &[&[u8]]) {
+    pop_generic(c, argv, End::Left);
+}
+
+/// `RPOP key [count]`
+pub fn rpop(c: &mut Ctx, argv: &[&[u8]]) {
+    pop_generic(c, argv, End::Right);
+}
+
+/// `LLEN key`
+pub fn llen(c: &mut Ctx, argv: &[&[u8]]) {
+    match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => c.cl.reply.int(0),
+        Typed::Found(l) => c.cl.reply.int(l.len() as i64),
+    }
+}
+
+/// Clamp a Redis start/stop pair to `0..len`; `None` when the range is empty.
+fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let (mut start, mut end) = (start, end);
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
+/// `LRANGE key start stop`
+pub fn lrange(c: &mut Ctx, argv: &[&[u8]]) {
+    let (start, end) = match (arg_i64(argv[2]), arg_i64(argv[3])) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+    };
+    let l = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.array(0),
+        Typed::Found(l) => l,
+    };
+    let out = &mut c.cl.reply;
+    match clamp_range(start, end, l.len()) {
+        None => out.array(0),
+        Some((s, e)) => {
+            let items = l.range(s, e);
+            out.array(items.len());
+            for v in items {
+                out.bulk(v);
+            }
+        }
+    }
+}
+
+/// Resolve a possibly negative index.
+fn resolve_index(index: i64, len: usize) -> Option<usize> {
+    let i = if index < 0 { index + len as i64 } else { index };
+    if i < 0 || i >= len as i64 {
+        None
+    } else {
+        Some(i as usize)
+    }
+}
+
+/// `LINDEX key index`
+pub fn lindex(c: &mut Ctx, argv: &[&[u8]]) {
+    let index = match arg_i64(argv[2]) {
+        Ok(i) => i,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => c.cl.reply.null(),
+        Typed::Found(l) => match resolve_index(index, l.len()).and_then(|i| l.get(i)) {
+            Some(v) => c.cl.reply.bulk(v),
+            None => c.cl.reply.null(),
+        },
+    }
+}
+
+/// `LSET key index element`
+pub fn lset(c: &mut Ctx, argv: &[&[u8]]) {
+    let l = match lookup_typed(c.srv, c.cl.db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.error(ERR_NO_SUCH_KEY),
+        Typed::Found(l) => l,
+    };
+    let index = match arg_i64(argv[2]) {
+        Ok(i) => i,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    match resolve_index(index, l.len()) {
+        Some(i) => {
+            l.set(i, argv[3]);
+            c.dirty(1);
+            c.cl.reply.ok();
+        }
+        None => c.cl.reply.error("ERR index out of range"),
+    }
+}
+
+/// `LINSERT key BEFORE|AFTER pivot element` — new length, -1 without pivot.
+pub fn linsert(c: &mut Ctx, argv: &[&[u8]]) {
+    let after = if eq_ic(argv[2], "after") {
+        true
+    } else if eq_ic(argv[2], "before") {
+        false
+    } else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    };
+    let limit = node_limit(c);
+    let l = match lookup_typed(c.srv, c.cl.db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.int(0),
+        Typed::Found(l) => l,
+    };
+    let Some(pos) = l.iter().position(|v| v == argv[3]) else {
+        return c.cl.reply.int(-1);
+    };
+    l.insert(if after { pos + 1 } else { pos }, argv[4], limit);
+    let len = l.len();
+    c.dirty(1);
+    c.cl.reply.int(len as i64);
+}
+
+/// `LREM key count element` — number removed.
+pub fn lrem(c: &mut Ctx, argv: &[&[u8]]) {
+    let count = match arg_i64(argv[2]) {
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    let limit = node_limit(c);
+    let (removed, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.int(0),
+        Typed::Found(l) => {
+            let items: Vec<Vec<u8>> = l.iter().map(|v| v.to_vec()).collect();
+            let max = if count == 0 {
+                usize::MAX
+            } else {
+                count.unsigned_abs() as usize
+            };
+            let mut drop = vec![false; items.len()];
+            let mut removed = 0;
+            let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
+                Box::new((0..items.len()).rev())
+            } else {
+                Box::new(0..items.len())
+            };
+            for i in order {
+                if removed == max {
+                    break;
+                }
+                if items[i] == argv[3] {
+                    drop[i] = true;
+                    removed += 1;
+                }
+            }
+            if removed > 0 {
+                l.rebuild(
+                    items
+                        .iter()
+                        .zip(&drop)
+                        .filter(|(_, d)| !**d)
+                        .map(|(v, _)| v.as_slice()),
+                    limit,
+                );
+            }
+            (removed, l.is_empty())
+        }
+    };
+    delete_if_empty(c.srv, db, argv[1], empty);
+    c.dirty(removed as u64);
+    c.cl.reply.int(removed as i64);
+}
+
+/// `LTRIM key start stop`
+pub fn ltrim(c: &mut Ctx, argv: &[&[u8]]) {
+    let (start, end) = match (arg_i64(argv[2]), arg_i64(argv[3])) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    let (removed, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.ok(),
+        Typed::Found(l) => {
+            let before = l.len();
+            match clamp_range(start, end, before) {
+                Some((s, e)) => l.trim(s, e),
+                None => l.trim(1, 0),
+            }
+            (before - l.len(), l.is_empty())
+        }
+    };
+    delete_if_empty(c.srv, db, argv[1], empty);
+    c.dirty(removed as u64);
+    c.cl.reply.ok();
+}
+
+/// `LPOS key element [RANK rank] [COUNT num-matches] [MAXLEN len]`
+pub fn lpos(c: &mut Ctx, argv: &[&[u8]]) {
+    let (mut rank, mut count, mut maxlen): (i64, i64, i64) = (1, -1, 0);
+    let mut j = 3;
+    while j < argv.len() {
+        let more = j + 1 < argv.len();
+        if eq_ic(argv[j], "rank") && more {
+            j += 1;
+            rank = match parse_i64(argv[j]) {
+                // Redis negates the rank in C, so i64::MIN stays i64::MIN and
+                // every match from the tail qualifies: like a rank of -1.
+                Some(i64::MIN) => -1,
+                Some(r) => r,
+                None => return c.cl.reply.error(ERR_NOT_INT),
+            };
+            if rank == 0 {
+                return c.cl.reply.error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list");
+            }
+        } else if eq_ic(argv[j], "count") && more {
+            j += 1;
+            count = match positive_arg(argv[j], "ERR COUNT can't be negative") {
+                Ok(n) => n,
+                Err(e) => return c.cl.reply.error(e),
+            };
+        } else if eq_ic(argv[j], "maxlen") && more {
+            j += 1;
+            maxlen = match positive_arg(argv[j], "ERR MAXLEN can't be negative") {
+                Ok(n) => n,
+                Err(e) => return c.cl.reply.error(e),
+            };
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let l = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => {
+            return if count != -1 {
+                c.cl.reply.array(0)
+            } else {
+                c.cl.reply.null()
+            }
+        }
+        Typed::Found(l) => l,
+    };
+    let len = l.len();
+    let items: Vec<&[u8]> = l.iter().collect();
+    let order: Box<dyn Iterator<Item = usize>> = if rank > 0 {
+        Box::new(0..len)
+    } else {
+        Box::new((0..len).rev())
+    };
+    let mut skip = rank.unsigned_abs() - 1;
+    let mut found = Vec::new();
+    for (scanned, i) in order.enumerate() {
+        if maxlen != 0 && scanned as i64 >= maxlen {
+            break;
+        }
+        if items[i] == argv[2] {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            found.push(i as i64);
+            if count != 0 && found.len() as i64 >= count.max(1) {
+                break;
+            }
+        }
+    }
+    if count != -1 {
+        c.cl.reply.array(found.len());
+        for i in found {
+            c.cl.reply.int(i);
+        }
+    } else {
+        match found.first() {
+            Some(&i) => c.cl.reply.int(i),
+            None => c.cl.reply.null(),
+        }
+    }
+}
+
+/// Pop from `src` at `from` and push onto `dst` at `to` (LMOVE, RPOPLPUSH).
+fn lmove_generic(c: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) {
+    let db = c.cl.db;
+    let limit = node_limit(c);
+    match lookup_typed(c.srv, db, src, false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.null(),
+        Typed::Found(_) => {}
+    }
+    if let Typed::WrongType = lookup_typed(c.srv, db, dst, false, pick) {
+        return c.cl.reply.error(ERR_WRONGTYPE);
+    }
+    let Typed::Found(l) = lookup_typed(c.srv, db, src, false, pick) else {
+        return;
+    };
+    let Some(v) = pop(l, from) else {
+        return c.cl.reply.null();
+    };
+    let dest = match lookup_typed(c.srv, db, dst, false, pick) {
+        Typed::Found(d) => d,
+        _ => pick(create_value(c.srv, db, dst, Value::List(List::default()))).expect("list"),
+    };
+    push(dest, &v, to, limit);
+    let src_empty =
+        matches!(lookup_typed(c.srv, db, src, false, pick), Typed::Found(l) if l.is_empty());
+    delete_if_empty(c.srv, db, src, src_empty);
+    c.dirty(1);
+    c.cl.reply.bulk(&v);
+}
+
+/// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT`
+pub fn lmove(c: &mut Ctx, argv: &[&[u8]]) {
+    let (Some(from), Some(to)) = (parse_end(argv[3]), parse_end(argv[4])) else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    };
+    lmove_generic(c, argv[1], argv[2], from, to);
+}
+
+/// `RPOPLPUSH source destination`
+pub fn rpoplpush(c: &mut Ctx, argv: &[&[u8]]) {
+    lmove_generic(c, argv[1], argv[2], End::Right, End::Left);
+}
+
+/// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`
+pub fn lmpop(c: &mut Ctx, argv: &[&[u8]]) {
+    lmpop_generic(c, argv, false);
+}
+
+/// The engine behind LMPOP and BLMPOP: `argv[1]` is numkeys. When nothing
+/// could be popped and `blocking`, nothing is replied (the caller blocks).
+fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
+    let numkeys = match parse_i64(argv[1]) {
+        Some(n) if n >= 1 => n as usize,
+        _ => return c.cl.reply.error("ERR numkeys should be greater than 0"),
+    };
+    let where_idx = 1 + numkeys + 1;
+    if where_idx >= argv.len() {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let Some(end) = parse_end(argv[where_idx]) else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    };
+    let mut count: i64 = -1;
+    let mut j = where_idx + 1;
+    while j < argv.len() {
+        if count == -1 && eq_ic(argv[j], "count") && j + 1 < argv.len() {
+            j += 1;
+            count = match parse_i64(argv[j]) {
+                Some(n) if n >= 1 => n,
+                _ => return c.cl.reply.error("ERR count should be greater than 0"),
+            };
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let count = count.max(1) as usize;
+    let db = c.cl.db;
+    for key in &argv[2..2 + numkeys] {
+        let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+            Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+            Typed::Missing => continue,
+            Typed::Found(l) => {
+                let n = count.min(l.len());
+                let popped: Vec<Vec<u8>> = (0..n).filter_map(|_| pop(l, end)).collect();
+                (popped, l.is_empty())
+            }
+        };
+        delete_if_empty(c.srv, db, key, empty);
+        c.dirty(popped.len() as u64);
+        let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
+        c.propagate_as(vec![
+            name.to_vec(),
+            key.to_vec(),
+            popped.len().to_string().into_bytes(),
+        ]);
+        let out = &mut c.cl.reply;
+        out.array(2);
+        out.bulk(key);
+        out.array(popped.len());
+        for v in &popped {
+            out.bulk(v);
+        }
+        return;
+    }
+    if !blocking {
+        c.cl.reply.null_array();
+    }
+}
+
+/// The engine behind BLPOP and BRPOP: `[key, element]` from the first
+/// non-empty list, or wait.
+fn bpop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
+    let deadline = match parse_timeout(argv[argv.len() - 1], std::time::Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let keys = &argv[1..argv.len() - 1];
+    let db = c.cl.db;
+    for key in keys {
+        let (v, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+            Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+            Typed::Missing => continue,
+            Typed::Found(l) => match pop(l, end) {
+                Some(v) => (v, l.is_empty()),
+                None => continue,
+            },
+        };
+        delete_if_empty(c.srv, db, key, empty);
+        c.dirty(1);
+        let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
+        c.propagate_as(vec![name.to_vec(), key.to_vec()]);
+        c.cl.reply.array(2);
+        c.cl.reply.bulk(key);
+        c.cl.reply.bulk(&v);
+        return;
+    }
+    block(c, keys, deadline, argv);
+}
+
+/// `BLPOP key [key ...] timeout`
+pub fn blpop(c: &mut Ctx, argv: &[&[u8]]) {
+    bpop_generic(c, argv, End::Left);
+}
+
+/// `BRPOP key [key ...] timeout`
+pub fn brpop(c: &mut Ctx, argv: &[&[u8]]) {
+    bpop_generic(c, argv, End::Right);
+}
+
+/// The engine behind BLMOVE and BRPOPLPUSH: `ends` is (from, to).
+fn blmove_generic(
+    c: &mut Ctx,
+    argv: &[&[u8]],
+    src: &[u8],
+    dst: &[u8],
+    ends: (End, End),
+    timeout: &[u8],
+) {
+    let deadline = match parse_timeout(timeout, std::time::Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    match lookup_typed(c.srv, db, src, false, pick) {
+        Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Found(l) if !l.is_empty() => {
+            lmove_generic(c, src, dst, ends.0, ends.1);
+            let side = |e: End| -> Vec<u8> {
+                if e == End::Right {
+                    b"RIGHT".to_vec()
+                } else {
+                    b"LEFT".to_vec()
+                }
+            };
+            c.propagate_as(vec![
+                b"LMOVE".to_vec(),
+                src.to_vec(),
+                dst.to_vec(),
+                side(ends.0),
+                side(ends.1),
+            ]);
+        }
+        _ => block(c, &[src], deadline, argv),
+    }
+}
+
+/// `BLMOVE source destination LEFT|RIGHT LEFT|RIGHT timeout`
+pub fn blmove(c: &mut Ctx, argv: &[&[u8]]) {
+    let (Some(from), Some(to)) = (parse_end(argv[3]), parse_end(argv[4])) else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    };
+    blmove_generic(c, argv, argv[1], argv[2], (from, to), argv[5]);
+}
+
+/// `BRPOPLPUSH source destination timeout`
+pub fn brpoplpush(c: &mut Ctx, argv: &[&[u8]]) {
+    blmove_generic(c, argv, argv[1], argv[2], (End::Right, End::Left), argv[3]);
+}
+
+/// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`
+pub fn blmpop(c: &mut Ctx, argv: &[&[u8]]) {
+    let deadline = match parse_timeout(argv[1], std::time::Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let before = c.cl.reply.buf.len();
+    lmpop_generic(c, &argv[1..], true);
+    if c.cl.reply.buf.len() == before {
+        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
+        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
+        block(c, &keys, deadline, argv);
+    }
+}
