@@ -64,6 +64,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
         keys: keys.iter().map(|k| k.to_vec()).collect(),
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         deadline,
+        zset: c.cmd.name.starts_with("bz"),
     });
 }
 
@@ -85,12 +86,18 @@ pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     srv.blocked_clients -= 1;
 }
 
-/// Does `key` hold data a blocked client can take?
-fn has_data(srv: &Server, db: usize, key: &[u8]) -> bool {
+/// Does `key` hold data a blocked client can take (a list, or a sorted set)?
+fn has_data(srv: &Server, db: usize, key: &[u8], zset: bool) -> bool {
     match srv.dbs[db].main.get(key).map(|e| e.value()) {
-        Some(crate::db::ValueRef::Boxed(Value::List(l))) => !l.is_empty(),
+        Some(crate::db::ValueRef::Boxed(Value::List(l))) => !zset && !l.is_empty(),
+        Some(crate::db::ValueRef::Boxed(Value::ZSet(z))) => zset && !z.is_empty(),
         _ => false,
     }
+}
+
+/// Does the key hold a non-empty list or sorted set?
+fn key_ready(srv: &Server, db: usize, key: &[u8]) -> bool {
+    has_data(srv, db, key, false) || has_data(srv, db, key, true)
 }
 
 /// Serve clients blocked on keys that now hold data, in blocking order.
@@ -100,16 +107,28 @@ pub fn serve_blocked(srv: &mut Server) {
         let ready: Vec<(usize, Vec<u8>)> = srv
             .blocked_keys
             .keys()
-            .filter(|(db, k)| has_data(srv, *db, k))
+            .filter(|(db, k)| key_ready(srv, *db, k))
             .cloned()
             .collect();
         for (db, key) in ready {
             loop {
                 let slot_key = (db, key.clone());
-                let Some(&id) = srv.blocked_keys.get(&slot_key).and_then(|q| q.front()) else {
+                let Some(queue) = srv.blocked_keys.get(&slot_key) else {
                     break;
                 };
-                if !has_data(srv, db, &key) {
+                // The first waiter in line for the kind of value the key holds.
+                let zset = has_data(srv, db, &key, true);
+                let waiting_for = |id: &u64| {
+                    srv.client_index(*id)
+                        .and_then(|s| srv.clients.get(s))
+                        .and_then(|c| c.as_ref())
+                        .and_then(|c| c.st.blocked.as_ref())
+                        .is_some_and(|b| b.zset == zset)
+                };
+                let Some(id) = queue.iter().copied().find(waiting_for) else {
+                    break;
+                };
+                if !key_ready(srv, db, &key) {
                     break;
                 }
                 let Some(slot) = srv.client_index(id) else {

@@ -18,6 +18,7 @@ pub mod server_cmds;
 pub mod set;
 pub mod string;
 pub mod table;
+pub mod zset;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

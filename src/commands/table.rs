@@ -3,6 +3,7 @@
 use super::*;
 use super::{
     expire as ex, hash as h, keys as k, list as l, server_cmds as s, set as se, string as st,
+    zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -39,6 +40,7 @@ impl CommandSpec {
             "hash" => cats.push("@hash"),
             "list" => cats.push("@list"),
             "set" => cats.push("@set"),
+            "sorted-set" => cats.push("@sortedset"),
             "generic" => cats.push("@keyspace"),
             "connection" => cats.push("@connection"),
             "server" => {}
@@ -183,6 +185,42 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("sdiff", -2, R, 1, -1, 1, se::sdiff, "set", "1.0.0", "Returns the difference of multiple sets.", "O(N)"),
     cmd!("sdiffstore", -3, WD, 1, -1, 1, se::sdiffstore, "set", "1.0.0", "Stores the difference of multiple sets in a key.", "O(N)"),
     cmd!("sscan", -3, R | RANDOM, 1, 1, 1, se::sscan, "set", "2.8.0", "Iterates over members of a set.", "O(1) for every call. O(N) for a complete iteration."),
+    // sorted sets
+    cmd!("zadd", -4, WDF, 1, 1, 1, z::zadd, "sorted-set", "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", "O(log(N)) for each item added"),
+    cmd!("zincrby", 4, WDF, 1, 1, 1, z::zincrby, "sorted-set", "1.2.0", "Increments the score of a member in a sorted set.", "O(log(N))"),
+    cmd!("zscore", 3, RF, 1, 1, 1, z::zscore, "sorted-set", "1.2.0", "Returns the score of a member in a sorted set.", "O(1)"),
+    cmd!("zmscore", -3, RF, 1, 1, 1, z::zmscore, "sorted-set", "6.2.0", "Returns the score of one or more members in a sorted set.", "O(N)"),
+    cmd!("zcard", 2, RF, 1, 1, 1, z::zcard, "sorted-set", "1.2.0", "Returns the number of members in a sorted set.", "O(1)"),
+    cmd!("zcount", 4, RF, 1, 1, 1, z::zcount, "sorted-set", "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", "O(log(N))"),
+    cmd!("zlexcount", 4, RF, 1, 1, 1, z::zlexcount, "sorted-set", "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", "O(log(N))"),
+    cmd!("zrange", -4, R, 1, 1, 1, z::zrange, "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes.", "O(log(N)+M)"),
+    cmd!("zrangestore", -5, WD, 1, 2, 1, z::zrangestore, "sorted-set", "6.2.0", "Stores a range of members from sorted set in a key.", "O(log(N)+M)"),
+    cmd!("zrevrange", -4, R, 1, 1, 1, z::zrevrange, "sorted-set", "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", "O(log(N)+M)"),
+    cmd!("zrangebyscore", -4, R, 1, 1, 1, z::zrangebyscore, "sorted-set", "1.0.5", "Returns members in a sorted set within a range of scores.", "O(log(N)+M)"),
+    cmd!("zrevrangebyscore", -4, R, 1, 1, 1, z::zrevrangebyscore, "sorted-set", "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", "O(log(N)+M)"),
+    cmd!("zrangebylex", -4, R, 1, 1, 1, z::zrangebylex, "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range.", "O(log(N)+M)"),
+    cmd!("zrevrangebylex", -4, R, 1, 1, 1, z::zrevrangebylex, "sorted-set", "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", "O(log(N)+M)"),
+    cmd!("zrank", 3, RF, 1, 1, 1, z::zrank, "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", "O(log(N))"),
+    cmd!("zrevrank", 3, RF, 1, 1, 1, z::zrevrank, "sorted-set", "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", "O(log(N))"),
+    cmd!("zrem", -3, WF, 1, 1, 1, z::zrem, "sorted-set", "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", "O(M*log(N))"),
+    cmd!("zremrangebyrank", 4, W, 1, 1, 1, z::zremrangebyrank, "sorted-set", "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", "O(log(N)+M)"),
+    cmd!("zremrangebyscore", 4, W, 1, 1, 1, z::zremrangebyscore, "sorted-set", "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", "O(log(N)+M)"),
+    cmd!("zremrangebylex", 4, W, 1, 1, 1, z::zremrangebylex, "sorted-set", "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", "O(log(N)+M)"),
+    cmd!("zpopmin", -2, WF, 1, 1, 1, z::zpopmin, "sorted-set", "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "O(log(N)*M)"),
+    cmd!("zpopmax", -2, WF, 1, 1, 1, z::zpopmax, "sorted-set", "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "O(log(N)*M)"),
+    cmd!("zmpop", -4, W, 0, 0, 0, z::zmpop, "sorted-set", "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", "O(K) + O(M*log(N))"),
+    cmd!("bzpopmin", -3, WF | BLOCKING, 1, -2, 1, z::bzpopmin, "sorted-set", "5.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "O(log(N))"),
+    cmd!("bzpopmax", -3, WF | BLOCKING, 1, -2, 1, z::bzpopmax, "sorted-set", "5.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise. Deletes the sorted set if the last element was popped.", "O(log(N))"),
+    cmd!("bzmpop", -5, W | BLOCKING, 0, 0, 0, z::bzmpop, "sorted-set", "7.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "O(K) + O(M*log(N))"),
+    cmd!("zunion", -3, R, 0, 0, 0, z::zunion, "sorted-set", "6.2.0", "Returns the union of multiple sorted sets.", "O(N)+O(M*log(M))"),
+    cmd!("zinter", -3, R, 0, 0, 0, z::zinter, "sorted-set", "6.2.0", "Returns the intersect of multiple sorted sets.", "O(N*K)+O(M*log(M))"),
+    cmd!("zdiff", -3, R, 0, 0, 0, z::zdiff, "sorted-set", "6.2.0", "Returns the difference between multiple sorted sets.", "O(L + (N-K)log(N))"),
+    cmd!("zunionstore", -4, WD, 1, 1, 1, z::zunionstore, "sorted-set", "2.0.0", "Stores the union of multiple sorted sets in a key.", "O(N)+O(M log(M))"),
+    cmd!("zinterstore", -4, WD, 1, 1, 1, z::zinterstore, "sorted-set", "2.0.0", "Stores the intersect of multiple sorted sets in a key.", "O(N*K)+O(M*log(M))"),
+    cmd!("zdiffstore", -4, WD, 1, 1, 1, z::zdiffstore, "sorted-set", "6.2.0", "Stores the difference of multiple sorted sets in a key.", "O(L + (N-K)log(N))"),
+    cmd!("zintercard", -3, R, 0, 0, 0, z::zintercard, "sorted-set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", "O(N*K)"),
+    cmd!("zrandmember", -2, R | RANDOM, 1, 1, 1, z::zrandmember, "sorted-set", "6.2.0", "Returns one or more random members from a sorted set.", "O(N)"),
+    cmd!("zscan", -3, R | RANDOM, 1, 1, 1, z::zscan, "sorted-set", "2.8.0", "Iterates over members and scores of a sorted set.", "O(1) for every call. O(N) for a complete iteration."),
     // keys
     cmd!("del", -2, W, 1, -1, 1, k::del, "generic", "1.0.0", "Deletes one or more keys.", "O(N) where N is the number of keys that will be removed."),
     cmd!("unlink", -2, WF, 1, -1, 1, k::unlink, "generic", "4.0.0", "Asynchronously deletes one or more keys.", "O(1) for each key removed regardless of its size."),

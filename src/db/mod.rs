@@ -9,10 +9,11 @@ pub mod entry;
 pub mod packed;
 pub mod table;
 pub mod value;
+pub mod zset;
 
 pub use entry::{Entry, NewValue, ValueRef};
 pub use table::Table;
-pub use value::{Hash, List, NodeLimit, Set, Value};
+pub use value::{Hash, List, NodeLimit, Set, Value, ZSet};
 
 /// One logical database (SELECT index).
 pub struct Db {

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use super::entry::{Entry, NewValue, ValueRef};
 use super::packed::Packed;
 use super::table::Table;
+pub use super::zset::ZSet;
 
 /// A boxed value.
 #[derive(Debug)]
@@ -23,6 +24,7 @@ pub enum Value {
     Hash(Hash),
     List(List),
     Set(Set),
+    ZSet(ZSet),
 }
 
 impl Value {
@@ -33,6 +35,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -45,6 +48,7 @@ impl Value {
             Value::List(_) => "quicklist",
             Value::Set(Set::Ints(_)) => "intset",
             Value::Set(Set::Table(_)) => "hashtable",
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -61,6 +65,7 @@ impl Value {
                     .map(|n| n.heap_size() + std::mem::size_of::<Packed>())
                     .sum(),
                 Value::Set(Set::Ints(v)) => v.capacity() * 8,
+                Value::ZSet(z) => z.heap_size(),
             }
     }
 }
@@ -99,6 +104,7 @@ impl Clone for Value {
             Value::List(l) => Value::List(l.clone()),
             Value::Set(Set::Ints(v)) => Value::Set(Set::Ints(v.clone())),
             Value::Set(Set::Table(t)) => Value::Set(Set::Table(copy_table(t))),
+            Value::ZSet(z) => Value::ZSet(z.clone()),
         }
     }
 }

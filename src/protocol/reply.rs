@@ -226,6 +226,19 @@ pub fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();
     }
+    let mut buf = [0u8; 64];
+    // SAFETY: snprintf writes at most buf.len() bytes, NUL-terminated.
+    let n = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            c"%.17g".as_ptr(),
+            d,
+        )
+    };
+    if n > 0 && (n as usize) < buf.len() {
+        return String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+    }
     format_g(d, 17)
 }
 

@@ -67,6 +67,8 @@ pub struct Blocked {
     /// The command, re-run when one of the keys gets data.
     pub argv: Vec<Vec<u8>>,
     pub deadline: Option<Instant>,
+    /// Waiting for a sorted set (BZPOP*) rather than a list.
+    pub zset: bool,
 }
 
 impl ClientState {

@@ -1,0 +1,1223 @@
+//! Sorted set commands (ZADD, ZRANGE and its many forms, ZUNION/ZINTER/ZDIFF,
+//! ZPOPMIN and the blocking pops, …).
+//!
+//! Every range command goes through one engine, `zrange_generic`, which
+//! takes the range type (rank, score, lex), the direction and the options
+//! the way Redis's zrangeGenericCommand does, so ZRANGE, ZREVRANGE,
+//! ZRANGEBYSCORE, ZREVRANGEBYLEX and ZRANGESTORE all share parsing, errors
+//! and replies.
+
+use super::blocking::{block, parse_timeout};
+use super::hash::random_picks;
+use super::*;
+use crate::db::{Value, ZSet};
+
+/// Members with their scores, in order.
+type Scored = Vec<(Vec<u8>, f64)>;
+
+fn pick(v: &mut Value) -> Option<&mut ZSet> {
+    match v {
+        Value::ZSet(z) => Some(z),
+        _ => None,
+    }
+}
+
+fn limits(c: &Ctx) -> (usize, usize) {
+    (
+        c.srv.config.zset_max_listpack_entries.max(0) as usize,
+        c.srv.config.zset_max_listpack_value.max(0) as usize,
+    )
+}
+
+/// Parse with C's strtod, as Redis does: the whole argument must be used.
+fn strtod(arg: &[u8]) -> Option<f64> {
+    if arg.contains(&0) {
+        return None;
+    }
+    let c = std::ffi::CString::new(arg).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: c is NUL-terminated; strtod sets end within it.
+    let v = unsafe { libc::strtod(c.as_ptr(), &mut end) };
+    let used = end as usize - c.as_ptr() as usize;
+    if used != arg.len() {
+        return None;
+    }
+    Some(v)
+}
+
+/// A score argument (Redis's getDoubleFromObject): no spaces, no NaN, no overflow.
+pub fn parse_score(arg: &[u8]) -> Option<f64> {
+    if arg.is_empty() || arg[0].is_ascii_whitespace() {
+        return None;
+    }
+    let v = strtod(arg)?;
+    if v.is_nan() {
+        return None;
+    }
+    if v.is_infinite() {
+        // strtod reports overflow as ±HUGE_VAL; "inf" spelled out is fine.
+        let lower = String::from_utf8_lossy(arg).to_ascii_lowercase();
+        if !lower.contains("inf") {
+            return None;
+        }
+    }
+    Some(v)
+}
+
+#[derive(Clone, Copy)]
+struct ScoreRange {
+    min: f64,
+    minex: bool,
+    max: f64,
+    maxex: bool,
+}
+
+impl ScoreRange {
+    fn contains(&self, v: f64) -> bool {
+        (if self.minex {
+            v > self.min
+        } else {
+            v >= self.min
+        }) && (if self.maxex {
+            v < self.max
+        } else {
+            v <= self.max
+        })
+    }
+}
+
+fn parse_bound(arg: &[u8]) -> Option<(f64, bool)> {
+    let (ex, rest) = if arg.first() == Some(&b'(') {
+        (true, &arg[1..])
+    } else {
+        (false, arg)
+    };
+    let v = strtod(rest)?;
+    if v.is_nan() {
+        return None;
+    }
+    Some((v, ex))
+}
+
+fn parse_score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, &'static str> {
+    match (parse_bound(min), parse_bound(max)) {
+        (Some((min, minex)), Some((max, maxex))) => Ok(ScoreRange {
+            min,
+            minex,
+            max,
+            maxex,
+        }),
+        _ => Err("ERR min or max is not a float"),
+    }
+}
+
+#[derive(Clone)]
+enum LexBound {
+    NegInf,
+    PosInf,
+    Incl(Vec<u8>),
+    Excl(Vec<u8>),
+}
+
+fn parse_lex_bound(arg: &[u8]) -> Option<LexBound> {
+    match arg.first()? {
+        b'+' if arg.len() == 1 => Some(LexBound::PosInf),
+        b'-' if arg.len() == 1 => Some(LexBound::NegInf),
+        b'(' => Some(LexBound::Excl(arg[1..].to_vec())),
+        b'[' => Some(LexBound::Incl(arg[1..].to_vec())),
+        _ => None,
+    }
+}
+
+#[derive(Clone)]
+struct LexRange {
+    min: LexBound,
+    max: LexBound,
+}
+
+impl LexRange {
+    fn contains(&self, m: &[u8]) -> bool {
+        let above_min = match &self.min {
+            LexBound::NegInf => true,
+            LexBound::PosInf => false,
+            LexBound::Incl(v) => m >= v.as_slice(),
+            LexBound::Excl(v) => m > v.as_slice(),
+        };
+        let below_max = match &self.max {
+            LexBound::NegInf => false,
+            LexBound::PosInf => true,
+            LexBound::Incl(v) => m <= v.as_slice(),
+            LexBound::Excl(v) => m < v.as_slice(),
+        };
+        above_min && below_max
+    }
+}
+
+fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, &'static str> {
+    match (parse_lex_bound(min), parse_lex_bound(max)) {
+        (Some(min), Some(max)) => Ok(LexRange { min, max }),
+        _ => Err("ERR min or max not valid string range item"),
+    }
+}
+
+/// Reply with (member, score) pairs: flat in RESP2, pairs in RESP3 when
+/// scores are included.
+fn reply_scored(out: &mut crate::protocol::Reply, items: &[(Vec<u8>, f64)], withscores: bool) {
+    if withscores && !out.is_resp3() {
+        out.array(items.len() * 2);
+    } else {
+        out.array(items.len());
+    }
+    for (m, s) in items {
+        if withscores && out.is_resp3() {
+            out.array(2);
+        }
+        out.bulk(m);
+        if withscores {
+            out.double(*s);
+        }
+    }
+}
+
+/// The sorted set at `key` for writing, created with `hint` sizing if missing.
+fn zset_for_write<'s>(
+    c: &'s mut Ctx,
+    key: &[u8],
+    hint: usize,
+    maxlen: usize,
+) -> Option<&'s mut ZSet> {
+    let db = c.cl.db;
+    let (me, mv) = limits(c);
+    match lookup_typed(c.srv, db, key, false, pick) {
+        Typed::WrongType => {
+            c.cl.reply.error(ERR_WRONGTYPE);
+            None
+        }
+        Typed::Found(_) => match lookup_typed(c.srv, db, key, false, pick) {
+            Typed::Found(z) => Some(z),
+            _ => None,
+        },
+        Typed::Missing => pick(create_value(
+            c.srv,
+            db,
+            key,
+            Value::ZSet(ZSet::with_hint(hint, maxlen, me, mv)),
+        )),
+    }
+}
+
+const ERR_NAN: &str = "ERR resulting score is not a number (NaN)";
+
+/// The engine behind ZADD and ZINCRBY.
+fn zadd_generic(c: &mut Ctx, argv: &[&[u8]], incr_cmd: bool) {
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+        (false, false, false, false, false, incr_cmd);
+    let mut idx = 2;
+    if !incr_cmd {
+        while idx < argv.len() {
+            let o = argv[idx];
+            if eq_ic(o, "nx") {
+                nx = true;
+            } else if eq_ic(o, "xx") {
+                xx = true;
+            } else if eq_ic(o, "ch") {
+                ch = true;
+            } else if eq_ic(o, "incr") {
+                incr = true;
+            } else if eq_ic(o, "gt") {
+                gt = true;
+            } else if eq_ic(o, "lt") {
+                lt = true;
+            } else {
+                break;
+            }
+            idx += 1;
+        }
+    }
+    let elements = argv.len() - idx;
+    if !elements.is_multiple_of(2) || elements == 0 {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let elements = elements / 2;
+    if nx && xx {
+        return c
+            .cl
+            .reply
+            .error("ERR XX and NX options at the same time are not compatible");
+    }
+    if (nx && (gt || lt)) || (gt && lt) {
+        return c
+            .cl
+            .reply
+            .error("ERR GT, LT, and/or NX options at the same time are not compatible");
+    }
+    if incr && elements > 1 {
+        return c
+            .cl
+            .reply
+            .error("ERR INCR option supports a single increment-element pair");
+    }
+    let mut pairs = Vec::with_capacity(elements);
+    for j in 0..elements {
+        let Some(score) = parse_score(argv[idx + j * 2]) else {
+            return c.cl.reply.error(ERR_NOT_FLOAT);
+        };
+        pairs.push((score, argv[idx + j * 2 + 1]));
+    }
+    let db = c.cl.db;
+    let exists = match lookup_typed(c.srv, db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => false,
+        Typed::Found(_) => true,
+    };
+    let (mut added, mut updated, mut processed) = (0, 0, 0);
+    let mut last_score = 0.0;
+    if exists || !xx {
+        let maxlen = pairs.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
+        let (me, mv) = limits(c);
+        let Some(z) = zset_for_write(c, argv[1], elements, maxlen) else {
+            return;
+        };
+        for (score, member) in &pairs {
+            let mut score = *score;
+            match z.score(member) {
+                Some(cur) => {
+                    if nx {
+                        continue;
+                    }
+                    if incr {
+                        score += cur;
+                        if score.is_nan() {
+                            let empty = z.is_empty();
+                            delete_if_empty(c.srv, db, argv[1], empty);
+                            return c.cl.reply.error(ERR_NAN);
+                        }
+                    }
+                    if (gt && score <= cur) || (lt && score >= cur) {
+                        continue;
+                    }
+                    processed += 1;
+                    last_score = score;
+                    if score != cur {
+                        z.insert(member, score, me, mv);
+                        updated += 1;
+                    }
+                }
+                None => {
+                    if xx {
+                        continue;
+                    }
+                    z.insert(member, score, me, mv);
+                    added += 1;
+                    processed += 1;
+                    last_score = score;
+                }
+            }
+        }
+        let empty = z.is_empty();
+        delete_if_empty(c.srv, db, argv[1], empty);
+    }
+    c.dirty(added + updated);
+    if incr {
+        if processed > 0 {
+            c.cl.reply.double(last_score);
+        } else {
+            c.cl.reply.null();
+        }
+    } else {
+        c.cl.reply
+            .int(if ch { added + updated } else { added } as i64);
+    }
+}
+
+/// `ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member [score member ...]`
+pub fn zadd(c: &mut Ctx, argv: &[&[u8]]) {
+    zadd_generic(c, argv, false);
+}
+
+/// `ZINCRBY key increment member`
+pub fn zincrby(c: &mut Ctx, argv: &[&[u8]]) {
+    zadd_generic(c, argv, true);
+}
+
+/// Read-only lookup: `Err(())` after a WRONGTYPE reply.
+fn zset_read<'s>(c: &'s mut Ctx, key: &[u8]) -> Result<Option<&'s mut ZSet>, ()> {
+    match lookup_typed(c.srv, c.cl.db, key, true, pick) {
+        Typed::WrongType => {
+            c.cl.reply.error(ERR_WRONGTYPE);
+            Err(())
+        }
+        Typed::Missing => Ok(None),
+        Typed::Found(z) => Ok(Some(z)),
+    }
+}
+
+/// `ZSCORE key member`
+pub fn zscore(c: &mut Ctx, argv: &[&[u8]]) {
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    match z.and_then(|z| z.score(argv[2])) {
+        Some(s) => c.cl.reply.double(s),
+        None => c.cl.reply.null(),
+    }
+}
+
+/// `ZMSCORE key member [member ...]`
+pub fn zmscore(c: &mut Ctx, argv: &[&[u8]]) {
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    let scores: Vec<Option<f64>> = argv[2..]
+        .iter()
+        .map(|m| z.as_ref().and_then(|z| z.score(m)))
+        .collect();
+    c.cl.reply.array(scores.len());
+    for s in scores {
+        match s {
+            Some(s) => c.cl.reply.double(s),
+            None => c.cl.reply.null(),
+        }
+    }
+}
+
+/// `ZCARD key`
+pub fn zcard(c: &mut Ctx, argv: &[&[u8]]) {
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    let n = z.map_or(0, |z| z.len());
+    c.cl.reply.int(n as i64);
+}
+
+/// `ZCOUNT key min max`
+pub fn zcount(c: &mut Ctx, argv: &[&[u8]]) {
+    let range = match parse_score_range(argv[2], argv[3]) {
+        Ok(r) => r,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    let n = z.map_or(0, |z| {
+        z.items().iter().filter(|(_, s)| range.contains(*s)).count()
+    });
+    c.cl.reply.int(n as i64);
+}
+
+/// `ZLEXCOUNT key min max`
+pub fn zlexcount(c: &mut Ctx, argv: &[&[u8]]) {
+    let range = match parse_lex_range(argv[2], argv[3]) {
+        Ok(r) => r,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    let n = z.map_or(0, |z| {
+        z.items().iter().filter(|(m, _)| range.contains(m)).count()
+    });
+    c.cl.reply.int(n as i64);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RangeType {
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+/// Clamp a rank range; `None` when empty.
+fn clamp_ranks(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let (mut s, mut e) = (start, end);
+    if s < 0 {
+        s += len;
+    }
+    if e < 0 {
+        e += len;
+    }
+    if s < 0 {
+        s = 0;
+    }
+    if s > e || s >= len {
+        return None;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    Some((s as usize, e as usize))
+}
+
+/// The engine behind every ZRANGE form (Redis's zrangeGenericCommand).
+/// `argv_start` is where `key min max` begin; `store` is ZRANGESTORE's
+/// destination; `preset` and `rev` fix the type/direction of legacy forms.
+fn zrange_generic(
+    c: &mut Ctx,
+    argv: &[&[u8]],
+    argv_start: usize,
+    store: Option<&[u8]>,
+    preset: RangeType,
+    preset_rev: Option<bool>,
+) {
+    let key = argv[argv_start];
+    let (mut minidx, mut maxidx) = (argv_start + 1, argv_start + 2);
+    let mut rangetype = preset;
+    let mut rev = preset_rev;
+    let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
+    let mut j = argv_start + 3;
+    while j < argv.len() {
+        let left = argv.len() - j - 1;
+        if store.is_none() && eq_ic(argv[j], "withscores") {
+            withscores = true;
+        } else if eq_ic(argv[j], "limit") && left >= 2 {
+            match (arg_i64(argv[j + 1]), arg_i64(argv[j + 2])) {
+                (Ok(o), Ok(l)) => {
+                    offset = o;
+                    limit = l;
+                }
+                (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+            }
+            j += 2;
+        } else if rev.is_none() && eq_ic(argv[j], "rev") {
+            rev = Some(true);
+        } else if rangetype == RangeType::Auto && eq_ic(argv[j], "bylex") {
+            rangetype = RangeType::Lex;
+        } else if rangetype == RangeType::Auto && eq_ic(argv[j], "byscore") {
+            rangetype = RangeType::Score;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let rev = rev.unwrap_or(false);
+    if rangetype == RangeType::Auto {
+        rangetype = RangeType::Rank;
+    }
+    if limit != -1 && rangetype == RangeType::Rank {
+        return c.cl.reply.error(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
+    }
+    if withscores && rangetype == RangeType::Lex {
+        return c
+            .cl
+            .reply
+            .error("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+    }
+    if rev && rangetype != RangeType::Rank {
+        std::mem::swap(&mut minidx, &mut maxidx);
+    }
+    enum R {
+        Rank(i64, i64),
+        Score(ScoreRange),
+        Lex(LexRange),
+    }
+    let range = match rangetype {
+        RangeType::Score => match parse_score_range(argv[minidx], argv[maxidx]) {
+            Ok(r) => R::Score(r),
+            Err(e) => return c.cl.reply.error(e),
+        },
+        RangeType::Lex => match parse_lex_range(argv[minidx], argv[maxidx]) {
+            Ok(r) => R::Lex(r),
+            Err(e) => return c.cl.reply.error(e),
+        },
+        _ => match (arg_i64(argv[minidx]), arg_i64(argv[maxidx])) {
+            (Ok(s), Ok(e)) => R::Rank(s, e),
+            (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+        },
+    };
+    let items: Vec<(Vec<u8>, f64)> = match zset_read(c, key) {
+        Err(()) => return,
+        Ok(None) => Vec::new(),
+        Ok(Some(z)) => match range {
+            R::Rank(s, e) => match clamp_ranks(s, e, z.len()) {
+                Some((s, e)) => z.range_by_rank(s, e, rev),
+                None => Vec::new(),
+            },
+            R::Score(r) => apply_limit(z.filter(rev, &|_, s| r.contains(s)), offset, limit),
+            R::Lex(r) => apply_limit(z.filter(rev, &|m, _| r.contains(m)), offset, limit),
+        },
+    };
+    match store {
+        None => reply_scored(&mut c.cl.reply, &items, withscores),
+        Some(dst) => {
+            let db = c.cl.db;
+            c.srv.dbs[db].delete(dst);
+            let n = items.len();
+            if n > 0 {
+                let (me, mv) = limits(c);
+                let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+                let mut z = ZSet::with_hint(n, maxlen, me, mv);
+                for (m, s) in &items {
+                    z.insert(m, *s, me, mv);
+                }
+                create_value(c.srv, db, dst, Value::ZSet(z));
+            }
+            c.dirty(1);
+            c.cl.reply.int(n as i64);
+        }
+    }
+}
+
+fn apply_limit(items: Vec<(Vec<u8>, f64)>, offset: i64, limit: i64) -> Vec<(Vec<u8>, f64)> {
+    if offset < 0 {
+        return Vec::new();
+    }
+    let it = items.into_iter().skip(offset as usize);
+    if limit < 0 {
+        it.collect()
+    } else {
+        it.take(limit as usize).collect()
+    }
+}
+
+/// `ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]`
+pub fn zrange(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Auto, None);
+}
+
+/// `ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]`
+pub fn zrangestore(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 2, Some(argv[1]), RangeType::Auto, None);
+}
+
+/// `ZREVRANGE key start stop [WITHSCORES]`
+pub fn zrevrange(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Rank, Some(true));
+}
+
+/// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`
+pub fn zrangebyscore(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Score, Some(false));
+}
+
+/// `ZREVRANGEBYSCORE key max min [WITHSCORES] [LIMIT offset count]`
+pub fn zrevrangebyscore(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Score, Some(true));
+}
+
+/// `ZRANGEBYLEX key min max [LIMIT offset count]`
+pub fn zrangebylex(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Lex, Some(false));
+}
+
+/// `ZREVRANGEBYLEX key max min [LIMIT offset count]`
+pub fn zrevrangebylex(c: &mut Ctx, argv: &[&[u8]]) {
+    zrange_generic(c, argv, 1, None, RangeType::Lex, Some(true));
+}
+
+fn rank_generic(c: &mut Ctx, argv: &[&[u8]], rev: bool) {
+    let Ok(z) = zset_read(c, argv[1]) else { return };
+    let res = z.and_then(|z| {
+        z.rank(argv[2])
+            .map(|r| if rev { z.len() - 1 - r } else { r })
+    });
+    match res {
+        Some(r) => c.cl.reply.int(r as i64),
+        None => c.cl.reply.null(),
+    }
+}
+
+/// `ZRANK key member`
+pub fn zrank(c: &mut Ctx, argv: &[&[u8]]) {
+    rank_generic(c, argv, false);
+}
+
+/// `ZREVRANK key member`
+pub fn zrevrank(c: &mut Ctx, argv: &[&[u8]]) {
+    rank_generic(c, argv, true);
+}
+
+/// `ZREM key member [member ...]`
+pub fn zrem(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let (n, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.int(0),
+        Typed::Found(z) => (
+            argv[2..].iter().filter(|m| z.remove(m)).count(),
+            z.is_empty(),
+        ),
+    };
+    delete_if_empty(c.srv, db, argv[1], empty);
+    c.dirty(n as u64);
+    c.cl.reply.int(n as i64);
+}
+
+/// The engine behind ZREMRANGEBYRANK / BYSCORE / BYLEX.
+fn zremrange(c: &mut Ctx, argv: &[&[u8]], ty: RangeType) {
+    enum R {
+        Rank(i64, i64),
+        Score(ScoreRange),
+        Lex(LexRange),
+    }
+    let range = match ty {
+        RangeType::Score => match parse_score_range(argv[2], argv[3]) {
+            Ok(r) => R::Score(r),
+            Err(e) => return c.cl.reply.error(e),
+        },
+        RangeType::Lex => match parse_lex_range(argv[2], argv[3]) {
+            Ok(r) => R::Lex(r),
+            Err(e) => return c.cl.reply.error(e),
+        },
+        _ => match (arg_i64(argv[2]), arg_i64(argv[3])) {
+            (Ok(s), Ok(e)) => R::Rank(s, e),
+            (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+        },
+    };
+    let db = c.cl.db;
+    let (n, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.int(0),
+        Typed::Found(z) => {
+            let victims: Vec<Vec<u8>> = match range {
+                R::Rank(s, e) => match clamp_ranks(s, e, z.len()) {
+                    Some((s, e)) => z
+                        .range_by_rank(s, e, false)
+                        .into_iter()
+                        .map(|(m, _)| m)
+                        .collect(),
+                    None => Vec::new(),
+                },
+                R::Score(r) => z
+                    .filter(false, &|_, s| r.contains(s))
+                    .into_iter()
+                    .map(|(m, _)| m)
+                    .collect(),
+                R::Lex(r) => z
+                    .filter(false, &|m, _| r.contains(m))
+                    .into_iter()
+                    .map(|(m, _)| m)
+                    .collect(),
+            };
+            for m in &victims {
+                z.remove(m);
+            }
+            (victims.len(), z.is_empty())
+        }
+    };
+    delete_if_empty(c.srv, db, argv[1], empty);
+    c.dirty(n as u64);
+    c.cl.reply.int(n as i64);
+}
+
+/// `ZREMRANGEBYRANK key start stop`
+pub fn zremrangebyrank(c: &mut Ctx, argv: &[&[u8]]) {
+    zremrange(c, argv, RangeType::Rank);
+}
+
+/// `ZREMRANGEBYSCORE key min max`
+pub fn zremrangebyscore(c: &mut Ctx, argv: &[&[u8]]) {
+    zremrange(c, argv, RangeType::Score);
+}
+
+/// `ZREMRANGEBYLEX key min max`
+pub fn zremrangebylex(c: &mut Ctx, argv: &[&[u8]]) {
+    zremrange(c, argv, RangeType::Lex);
+}
+
+/// Pop up to `count` lowest (or highest) members of the set at `key`.
+/// `None` when the key is missing; `Err` after WRONGTYPE.
+fn pop_members(c: &mut Ctx, key: &[u8], count: usize, max: bool) -> Result<Option<Scored>, ()> {
+    let db = c.cl.db;
+    let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+        Typed::WrongType => {
+            c.cl.reply.error(ERR_WRONGTYPE);
+            return Err(());
+        }
+        Typed::Missing => return Ok(None),
+        Typed::Found(z) => {
+            let n = count.min(z.len());
+            if n == 0 {
+                return Ok(Some(Vec::new()));
+            }
+            let popped = z.range_by_rank(0, n - 1, max);
+            for (m, _) in &popped {
+                z.remove(m);
+            }
+            (popped, z.is_empty())
+        }
+    };
+    delete_if_empty(c.srv, db, key, empty);
+    c.dirty(popped.len() as u64);
+    Ok(Some(popped))
+}
+
+/// The engine behind ZPOPMIN and ZPOPMAX.
+fn zpop_generic(c: &mut Ctx, argv: &[&[u8]], max: bool) {
+    if argv.len() > 3 {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let count = if argv.len() == 3 {
+        match parse_i64(argv[2]) {
+            Some(n) if n >= 0 => Some(n as usize),
+            _ => {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR value is out of range, must be positive")
+            }
+        }
+    } else {
+        None
+    };
+    let popped = match pop_members(c, argv[1], count.unwrap_or(1), max) {
+        Err(()) => return,
+        Ok(None) => Vec::new(),
+        Ok(Some(p)) => p,
+    };
+    let out = &mut c.cl.reply;
+    if count.is_some() && out.is_resp3() {
+        reply_scored(out, &popped, true);
+    } else {
+        out.array(popped.len() * 2);
+        for (m, s) in &popped {
+            out.bulk(m);
+            out.double(*s);
+        }
+    }
+}
+
+/// `ZPOPMIN key [count]`
+pub fn zpopmin(c: &mut Ctx, argv: &[&[u8]]) {
+    zpop_generic(c, argv, false);
+}
+
+/// `ZPOPMAX key [count]`
+pub fn zpopmax(c: &mut Ctx, argv: &[&[u8]]) {
+    zpop_generic(c, argv, true);
+}
+
+/// The engine behind ZMPOP and BZMPOP: `argv[1]` is numkeys. Replies nothing
+/// when `blocking` and nothing could be popped.
+fn zmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
+    let numkeys = match parse_i64(argv[1]) {
+        Some(n) if n >= 1 => n as usize,
+        _ => return c.cl.reply.error("ERR numkeys should be greater than 0"),
+    };
+    let where_idx = 1 + numkeys + 1;
+    if where_idx >= argv.len() {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let max = if eq_ic(argv[where_idx], "min") {
+        false
+    } else if eq_ic(argv[where_idx], "max") {
+        true
+    } else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    };
+    let mut count: i64 = -1;
+    let mut j = where_idx + 1;
+    while j < argv.len() {
+        if count == -1 && eq_ic(argv[j], "count") && j + 1 < argv.len() {
+            j += 1;
+            count = match parse_i64(argv[j]) {
+                Some(n) if n >= 1 => n,
+                _ => return c.cl.reply.error("ERR count should be greater than 0"),
+            };
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let count = count.max(1) as usize;
+    for key in &argv[2..2 + numkeys] {
+        match pop_members(c, key, count, max) {
+            Err(()) => return,
+            Ok(None) => continue,
+            Ok(Some(p)) if p.is_empty() => continue,
+            Ok(Some(popped)) => {
+                let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+                c.propagate_as(vec![
+                    name.to_vec(),
+                    key.to_vec(),
+                    popped.len().to_string().into_bytes(),
+                ]);
+                let out = &mut c.cl.reply;
+                out.array(2);
+                out.bulk(key);
+                out.array(popped.len());
+                for (m, s) in &popped {
+                    out.array(2);
+                    out.bulk(m);
+                    out.double(*s);
+                }
+                return;
+            }
+        }
+    }
+    if !blocking {
+        c.cl.reply.null_array();
+    }
+}
+
+/// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`
+pub fn zmpop(c: &mut Ctx, argv: &[&[u8]]) {
+    zmpop_generic(c, argv, false);
+}
+
+/// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
+pub fn bzmpop(c: &mut Ctx, argv: &[&[u8]]) {
+    let deadline = match parse_timeout(argv[1], std::time::Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let before = c.cl.reply.buf.len();
+    zmpop_generic(c, &argv[1..], true);
+    if c.cl.reply.buf.len() == before {
+        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
+        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
+        block(c, &keys, deadline, argv);
+    }
+}
+
+/// The engine behind BZPOPMIN and BZPOPMAX: `[key, member, score]`.
+fn bzpop_generic(c: &mut Ctx, argv: &[&[u8]], max: bool) {
+    let deadline = match parse_timeout(argv[argv.len() - 1], std::time::Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let keys = &argv[1..argv.len() - 1];
+    for key in keys {
+        match pop_members(c, key, 1, max) {
+            Err(()) => return,
+            Ok(Some(p)) if !p.is_empty() => {
+                let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+                c.propagate_as(vec![name.to_vec(), key.to_vec()]);
+                let out = &mut c.cl.reply;
+                out.array(3);
+                out.bulk(key);
+                out.bulk(&p[0].0);
+                out.double(p[0].1);
+                return;
+            }
+            _ => continue,
+        }
+    }
+    block(c, keys, deadline, argv);
+}
+
+/// `BZPOPMIN key [key ...] timeout`
+pub fn bzpopmin(c: &mut Ctx, argv: &[&[u8]]) {
+    bzpop_generic(c, argv, false);
+}
+
+/// `BZPOPMAX key [key ...] timeout`
+pub fn bzpopmax(c: &mut Ctx, argv: &[&[u8]]) {
+    bzpop_generic(c, argv, true);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+fn aggregate(a: Aggregate, acc: f64, v: f64) -> f64 {
+    let r = match a {
+        Aggregate::Sum => acc + v,
+        Aggregate::Min => acc.min(v),
+        Aggregate::Max => acc.max(v),
+    };
+    if r.is_nan() {
+        0.0
+    } else {
+        r
+    }
+}
+
+/// The engine behind ZUNION, ZINTER, ZDIFF, their STORE forms and
+/// ZINTERCARD. `numkeys_idx` is where numkeys is; plain sets count as
+/// members with score 1.
+fn zsetop(
+    c: &mut Ctx,
+    argv: &[&[u8]],
+    numkeys_idx: usize,
+    dst: Option<&[u8]>,
+    op: SetOp,
+    cardinality: bool,
+) {
+    let setnum = match parse_i64(argv[numkeys_idx]) {
+        Some(n) => n,
+        None => return c.cl.reply.error(ERR_NOT_INT),
+    };
+    if setnum < 1 {
+        return c.cl.reply.error(&format!(
+            "ERR at least 1 input key is needed for '{}' command",
+            c.cmd.name
+        ));
+    }
+    let setnum = setnum as usize;
+    if setnum > argv.len() - (numkeys_idx + 1) {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let db = c.cl.db;
+    let mut sources: Vec<Option<Scored>> = Vec::with_capacity(setnum);
+    for key in &argv[numkeys_idx + 1..numkeys_idx + 1 + setnum] {
+        match lookup_read(c.srv, db, key) {
+            None => sources.push(None),
+            Some(e) => match e.boxed_mut() {
+                Some(Value::ZSet(z)) => sources.push(Some(
+                    z.items()
+                        .into_iter()
+                        .map(|(m, s)| (m.to_vec(), s))
+                        .collect(),
+                )),
+                Some(Value::Set(s)) => {
+                    sources.push(Some(s.members().into_iter().map(|m| (m, 1.0)).collect()))
+                }
+                _ => return c.cl.reply.error(ERR_WRONGTYPE),
+            },
+        }
+    }
+    let mut weights = vec![1.0; setnum];
+    let mut agg = Aggregate::Sum;
+    let mut withscores = false;
+    let mut limit = 0usize;
+    let mut j = numkeys_idx + 1 + setnum;
+    while j < argv.len() {
+        let remaining = argv.len() - j;
+        if op != SetOp::Diff && !cardinality && remaining > setnum && eq_ic(argv[j], "weights") {
+            j += 1;
+            for w in weights.iter_mut() {
+                match parse_score(argv[j]) {
+                    Some(v) => *w = v,
+                    None => return c.cl.reply.error("ERR weight value is not a float"),
+                }
+                j += 1;
+            }
+            continue;
+        } else if op != SetOp::Diff && !cardinality && remaining >= 2 && eq_ic(argv[j], "aggregate")
+        {
+            agg = if eq_ic(argv[j + 1], "sum") {
+                Aggregate::Sum
+            } else if eq_ic(argv[j + 1], "min") {
+                Aggregate::Min
+            } else if eq_ic(argv[j + 1], "max") {
+                Aggregate::Max
+            } else {
+                return c.cl.reply.error(ERR_SYNTAX);
+            };
+            j += 2;
+            continue;
+        } else if dst.is_none() && !cardinality && eq_ic(argv[j], "withscores") {
+            withscores = true;
+        } else if cardinality && remaining >= 2 && eq_ic(argv[j], "limit") {
+            j += 1;
+            limit = match parse_i64(argv[j]) {
+                Some(n) if n >= 0 => n as usize,
+                _ => return c.cl.reply.error("ERR LIMIT can't be negative"),
+            };
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let weigh = |s: f64, w: f64| {
+        let v = s * w;
+        if v.is_nan() {
+            0.0
+        } else {
+            v
+        }
+    };
+    let mut result: Vec<(Vec<u8>, f64)> = Vec::new();
+    match op {
+        SetOp::Union => {
+            let mut acc: std::collections::HashMap<Vec<u8>, f64> = std::collections::HashMap::new();
+            for (src, w) in sources.iter().zip(&weights) {
+                for (m, s) in src.iter().flatten() {
+                    let v = weigh(*s, *w);
+                    acc.entry(m.clone())
+                        .and_modify(|a| *a = aggregate(agg, *a, v))
+                        .or_insert(v);
+                }
+            }
+            result = acc.into_iter().collect();
+        }
+        SetOp::Inter => {
+            if sources.iter().all(|s| s.is_some()) {
+                let maps: Vec<std::collections::HashMap<&[u8], f64>> = sources
+                    .iter()
+                    .flatten()
+                    .map(|s| s.iter().map(|(m, sc)| (m.as_slice(), *sc)).collect())
+                    .collect();
+                for (m, s) in sources[0].iter().flatten() {
+                    let mut v = weigh(*s, weights[0]);
+                    let mut all = true;
+                    for (i, map) in maps.iter().enumerate().skip(1) {
+                        match map.get(m.as_slice()) {
+                            Some(o) => v = aggregate(agg, v, weigh(*o, weights[i])),
+                            None => {
+                                all = false;
+                                break;
+                            }
+                        }
+                    }
+                    if all {
+                        result.push((m.clone(), v));
+                        if cardinality && limit != 0 && result.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        SetOp::Diff => {
+            if let Some(Some(first)) = sources.first() {
+                let others: Vec<std::collections::HashSet<&[u8]>> = sources[1..]
+                    .iter()
+                    .flatten()
+                    .map(|s| s.iter().map(|(m, _)| m.as_slice()).collect())
+                    .collect();
+                for (m, s) in first {
+                    if !others.iter().any(|o| o.contains(m.as_slice())) {
+                        result.push((m.clone(), *s));
+                    }
+                }
+            }
+        }
+    }
+    if cardinality {
+        return c.cl.reply.int(result.len() as i64);
+    }
+    result.sort_by(|a, b| {
+        crate::db::zset::Score(a.1)
+            .cmp(&crate::db::zset::Score(b.1))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    match dst {
+        None => reply_scored(&mut c.cl.reply, &result, withscores),
+        Some(dst) => {
+            c.srv.dbs[db].delete(dst);
+            let n = result.len();
+            if n > 0 {
+                let (me, mv) = limits(c);
+                let maxlen = result.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+                let mut z = ZSet::with_hint(n, maxlen, me, mv);
+                for (m, s) in &result {
+                    z.insert(m, *s, me, mv);
+                }
+                create_value(c.srv, db, dst, Value::ZSet(z));
+            }
+            c.dirty(1);
+            c.cl.reply.int(n as i64);
+        }
+    }
+}
+
+/// `ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]`
+pub fn zunion(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 1, None, SetOp::Union, false);
+}
+
+/// `ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]`
+pub fn zinter(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 1, None, SetOp::Inter, false);
+}
+
+/// `ZDIFF numkeys key [key ...] [WITHSCORES]`
+pub fn zdiff(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 1, None, SetOp::Diff, false);
+}
+
+/// `ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS …] [AGGREGATE …]`
+pub fn zunionstore(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 2, Some(argv[1]), SetOp::Union, false);
+}
+
+/// `ZINTERSTORE destination numkeys key [key ...] [WEIGHTS …] [AGGREGATE …]`
+pub fn zinterstore(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 2, Some(argv[1]), SetOp::Inter, false);
+}
+
+/// `ZDIFFSTORE destination numkeys key [key ...]`
+pub fn zdiffstore(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 2, Some(argv[1]), SetOp::Diff, false);
+}
+
+/// `ZINTERCARD numkeys key [key ...] [LIMIT limit]`
+pub fn zintercard(c: &mut Ctx, argv: &[&[u8]]) {
+    zsetop(c, argv, 1, None, SetOp::Inter, true);
+}
+
+/// `ZRANDMEMBER key [count [WITHSCORES]]`
+pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
+    let mut count = None;
+    let mut withscores = false;
+    if argv.len() >= 3 {
+        let l = match parse_i64(argv[2]) {
+            Some(l) if l >= -i64::MAX => l,
+            Some(_) => return c.cl.reply.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"),
+            None => return c.cl.reply.error(ERR_NOT_INT),
+        };
+        if argv.len() > 4 || (argv.len() == 4 && !eq_ic(argv[3], "withscores")) {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        if argv.len() == 4 {
+            withscores = true;
+            if !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
+                return c.cl.reply.error("ERR value is out of range");
+            }
+        }
+        count = Some(l);
+    }
+    let items: Vec<(Vec<u8>, f64)> = match zset_read(c, argv[1]) {
+        Err(()) => return,
+        Ok(None) => {
+            return if count.is_some() {
+                c.cl.reply.array(0)
+            } else {
+                c.cl.reply.null()
+            };
+        }
+        Ok(Some(z)) => z
+            .items()
+            .into_iter()
+            .map(|(m, s)| (m.to_vec(), s))
+            .collect(),
+    };
+    let rng = &mut c.srv.rng;
+    let Some(l) = count else {
+        let (m, _) = &items[(rng.next_u64() as usize) % items.len()];
+        return c.cl.reply.bulk(m);
+    };
+    let picked: Vec<(Vec<u8>, f64)> = random_picks(&items, l, &mut || rng.next_u64())
+        .into_iter()
+        .cloned()
+        .collect();
+    reply_scored(&mut c.cl.reply, &picked, withscores);
+}
+
+/// `ZSCAN key cursor [MATCH pattern] [COUNT count]` — sorted sets are
+/// returned whole in one call (cursor 0), which SCAN's contract allows.
+pub fn zscan(c: &mut Ctx, argv: &[&[u8]]) {
+    if super::keys::parse_cursor(argv[2]).is_none() {
+        return c.cl.reply.error("ERR invalid cursor");
+    }
+    let items: Vec<(Vec<u8>, f64)> = match zset_read(c, argv[1]) {
+        Err(()) => return,
+        Ok(None) => Vec::new(),
+        Ok(Some(z)) => z
+            .items()
+            .into_iter()
+            .map(|(m, s)| (m.to_vec(), s))
+            .collect(),
+    };
+    let opts = match super::keys::parse_scan_options(argv, 3, false) {
+        Ok(o) => o,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let items: Vec<&(Vec<u8>, f64)> = items
+        .iter()
+        .filter(|(m, _)| opts.pattern.is_none_or(|p| glob_match(p, m, false)))
+        .collect();
+    let out = &mut c.cl.reply;
+    out.array(2);
+    out.bulk(b"0");
+    out.array(items.len() * 2);
+    for (m, s) in items {
+        out.bulk(m);
+        out.bulk(crate::protocol::reply::format_double(*s).as_bytes());
+    }
+}
