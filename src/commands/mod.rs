@@ -16,6 +16,7 @@ pub mod keys;
 pub mod list;
 pub mod server_cmds;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod table;
 pub mod zset;

@@ -2,8 +2,8 @@
 
 use super::*;
 use super::{
-    expire as ex, hash as h, keys as k, list as l, server_cmds as s, set as se, string as st,
-    zset as z,
+    expire as ex, hash as h, keys as k, list as l, server_cmds as s, set as se, sort as so,
+    string as st, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -221,6 +221,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("zintercard", -3, R, 0, 0, 0, z::zintercard, "sorted-set", "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", "O(N*K)"),
     cmd!("zrandmember", -2, R | RANDOM, 1, 1, 1, z::zrandmember, "sorted-set", "6.2.0", "Returns one or more random members from a sorted set.", "O(N)"),
     cmd!("zscan", -3, R | RANDOM, 1, 1, 1, z::zscan, "sorted-set", "2.8.0", "Iterates over members and scores of a sorted set.", "O(1) for every call. O(N) for a complete iteration."),
+    cmd!("sort", -2, WD, 1, 1, 1, so::sort, "generic", "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", "O(N+M*log(M))"),
+    cmd!("sort_ro", -2, R, 1, 1, 1, so::sort_ro, "generic", "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set.", "O(N+M*log(M))"),
     // keys
     cmd!("del", -2, W, 1, -1, 1, k::del, "generic", "1.0.0", "Deletes one or more keys.", "O(N) where N is the number of keys that will be removed."),
     cmd!("unlink", -2, WF, 1, -1, 1, k::unlink, "generic", "4.0.0", "Asynchronously deletes one or more keys.", "O(1) for each key removed regardless of its size."),

@@ -1,0 +1,235 @@
+//! SORT and SORT_RO over lists, sets and sorted sets, with BY and GET
+//! patterns (`weight_*`, `user:*->name`), LIMIT, ASC/DESC, ALPHA and STORE,
+//! following Redis's sortCommandGeneric.
+
+use super::*;
+use crate::db::{List, NodeLimit, Value, ValueRef};
+
+/// Look up the string (or hash field, with `->`) a BY/GET pattern names for
+/// `elem`. `#` is the element itself; a pattern without `*` names nothing.
+fn lookup_by_pattern(srv: &mut Server, db: usize, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
+    if pattern == b"#" {
+        return Some(elem.to_vec());
+    }
+    let star = pattern.iter().position(|&b| b == b'*')?;
+    let after = &pattern[star + 1..];
+    let (post, field) = match after.windows(2).position(|w| w == b"->") {
+        Some(i) if i + 2 < after.len() => (&after[..i], Some(&after[i + 2..])),
+        _ => (after, None),
+    };
+    let mut key = pattern[..star].to_vec();
+    key.extend_from_slice(elem);
+    key.extend_from_slice(post);
+    let e = lookup_read(srv, db, &key)?;
+    match field {
+        Some(f) => match e.value() {
+            ValueRef::Boxed(Value::Hash(h)) => h.get(f).map(|v| v.to_vec()),
+            _ => None,
+        },
+        None => super::string::string_bytes(e).map(|v| v.into_owned()),
+    }
+}
+
+/// C's strtod over the whole string (Redis converts sort keys with it).
+fn strtod_all(v: &[u8]) -> Option<f64> {
+    if v.contains(&0) {
+        return None;
+    }
+    let c = std::ffi::CString::new(v).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: NUL-terminated input; strtod leaves `end` inside it.
+    let d = unsafe { libc::strtod(c.as_ptr(), &mut end) };
+    let used = end as usize - c.as_ptr() as usize;
+    if used != v.len()
+        || d.is_nan()
+        || d.is_infinite()
+            && !String::from_utf8_lossy(v)
+                .to_ascii_lowercase()
+                .contains("inf")
+    {
+        return None;
+    }
+    Some(d)
+}
+
+fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
+    let db = c.cl.db;
+    let key = argv[1];
+    // The key must be a list, set or sorted set (missing means empty).
+    let (mut elems, kind): (Vec<Vec<u8>>, u8) = match lookup_read(c.srv, db, key) {
+        None => (Vec::new(), b'l'),
+        Some(e) => match e.value() {
+            ValueRef::Boxed(Value::List(l)) => (l.iter().map(|v| v.to_vec()).collect(), b'l'),
+            ValueRef::Boxed(Value::Set(s)) => (s.members(), b's'),
+            ValueRef::Boxed(Value::ZSet(z)) => (
+                z.items().into_iter().map(|(m, _)| m.to_vec()).collect(),
+                b'z',
+            ),
+            _ => return c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    };
+    let (mut desc, mut alpha, mut dontsort) = (false, false, false);
+    let (mut limit_start, mut limit_count) = (0i64, -1i64);
+    let mut store: Option<&[u8]> = None;
+    let mut sortby: Option<&[u8]> = None;
+    let mut gets: Vec<&[u8]> = Vec::new();
+    let mut j = 2;
+    while j < argv.len() {
+        let left = argv.len() - j - 1;
+        let a = argv[j];
+        if eq_ic(a, "asc") {
+            desc = false;
+        } else if eq_ic(a, "desc") {
+            desc = true;
+        } else if eq_ic(a, "alpha") {
+            alpha = true;
+        } else if eq_ic(a, "limit") && left >= 2 {
+            match (arg_i64(argv[j + 1]), arg_i64(argv[j + 2])) {
+                (Ok(s), Ok(n)) => {
+                    limit_start = s;
+                    limit_count = n;
+                }
+                (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
+            }
+            j += 2;
+        } else if eq_ic(a, "store") && left >= 1 && !readonly {
+            store = Some(argv[j + 1]);
+            j += 1;
+        } else if eq_ic(a, "by") && left >= 1 {
+            sortby = Some(argv[j + 1]);
+            if !argv[j + 1].contains(&b'*') {
+                dontsort = true;
+            }
+            j += 1;
+        } else if eq_ic(a, "get") && left >= 1 {
+            gets.push(argv[j + 1]);
+            j += 1;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    // Sets have no order of their own: sort them when storing, so that the
+    // result is the same on replicas.
+    if dontsort && kind == b's' && store.is_some() {
+        dontsort = false;
+        alpha = true;
+        sortby = None;
+    }
+    if dontsort && kind != b's' && desc {
+        elems.reverse();
+    }
+    let len = elems.len() as i64;
+    let mut start = limit_start.max(0);
+    let mut end = if limit_count < 0 {
+        len - 1
+    } else {
+        start.saturating_add(limit_count) - 1
+    };
+    if start >= len {
+        start = len - 1;
+        end = len - 2;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    if !dontsort {
+        // Sort keys: a number, or bytes (ALPHA), or absent (missing BY key).
+        let mut keyed: Vec<(Vec<u8>, Option<Vec<u8>>, f64)> = Vec::with_capacity(elems.len());
+        let mut conversion_error = false;
+        for e in elems.drain(..) {
+            let by = match sortby {
+                Some(p) => lookup_by_pattern(c.srv, db, p, &e),
+                None => Some(e.clone()),
+            };
+            let mut score = 0.0;
+            if !alpha {
+                if let Some(v) = &by {
+                    match strtod_all(v) {
+                        Some(d) => score = d,
+                        None => conversion_error = true,
+                    }
+                }
+            }
+            keyed.push((e, by, score));
+        }
+        if conversion_error {
+            return c
+                .cl
+                .reply
+                .error("ERR One or more scores can't be converted into double");
+        }
+        let by_pattern = sortby.is_some();
+        keyed.sort_by(|a, b| {
+            let cmp = if !alpha {
+                a.2.partial_cmp(&b.2)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then_with(|| a.0.cmp(&b.0))
+            } else if by_pattern {
+                match (&a.1, &b.1) {
+                    (None, None) => std::cmp::Ordering::Equal,
+                    (None, Some(_)) => std::cmp::Ordering::Less,
+                    (Some(_), None) => std::cmp::Ordering::Greater,
+                    (Some(x), Some(y)) => x.cmp(y),
+                }
+            } else {
+                a.0.cmp(&b.0)
+            };
+            if desc {
+                cmp.reverse()
+            } else {
+                cmp
+            }
+        });
+        elems = keyed.into_iter().map(|(e, _, _)| e).collect();
+    }
+    let picked: &[Vec<u8>] = if start <= end && start >= 0 {
+        &elems[start as usize..=end as usize]
+    } else {
+        &[]
+    };
+    let mut out: Vec<Option<Vec<u8>>> = Vec::new();
+    for e in picked {
+        if gets.is_empty() {
+            out.push(Some(e.clone()));
+        }
+        for g in &gets {
+            out.push(lookup_by_pattern(c.srv, db, g, e));
+        }
+    }
+    match store {
+        None => {
+            c.cl.reply.array(out.len());
+            for v in out {
+                match v {
+                    Some(v) => c.cl.reply.bulk(&v),
+                    None => c.cl.reply.null(),
+                }
+            }
+        }
+        Some(dst) => {
+            c.srv.dbs[db].delete(dst);
+            let n = out.len();
+            if n > 0 {
+                let limit = NodeLimit(c.srv.config.list_max_listpack_size);
+                let mut list = List::default();
+                for v in &out {
+                    list.push_back(v.as_deref().unwrap_or(b""), limit);
+                }
+                create_value(c.srv, db, dst, Value::List(list));
+            }
+            c.dirty(1);
+            c.cl.reply.int(n as i64);
+        }
+    }
+}
+
+/// `SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA] [STORE destination]`
+pub fn sort(c: &mut Ctx, argv: &[&[u8]]) {
+    sort_generic(c, argv, false);
+}
+
+/// `SORT_RO key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA]`
+pub fn sort_ro(c: &mut Ctx, argv: &[&[u8]]) {
+    sort_generic(c, argv, true);
+}
