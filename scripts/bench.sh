@@ -31,6 +31,8 @@
 #                          (default: "1000000 1500000 3000000")
 #   BENCH_SKIP_THROUGHPUT  1 = skip the throughput phase
 #   BENCH_SKIP_MEM         1 = skip the memory phase
+#   BENCH_SKIP_TYPES       1 = skip the data-type memory phase
+#                              (BENCH_TYPE_KINDS: hashes list intset strset zset)
 #   BENCH_SKIP_GROWTH      1 = skip the growth phase (keyspace grown to
 #                              BENCH_GROWTH_KEYS, default 10000000, under load)
 #   BENCH_RUN_TIMEOUT      seconds before one redis-benchmark / --pipe run is
@@ -56,7 +58,7 @@ is_number() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 # configuration
 # ---------------------------------------------------------------------------
 REDIS_BIN=${REDIS_BIN:-redis-server}
-BENCH_TESTS=${BENCH_TESTS:-set,get,incr,mset}
+BENCH_TESTS=${BENCH_TESTS:-set,get,incr,mset,lpush,lpop,sadd,spop,hset,zadd,zpopmin,lrange_100}
 BENCH_PIPELINES=${BENCH_PIPELINES:-1 16}
 BENCH_CLIENTS=${BENCH_CLIENTS:-50}
 BENCH_MEM_SIZES=${BENCH_MEM_SIZES:-1000000 1500000 3000000}
@@ -441,6 +443,60 @@ if [[ $BENCH_SKIP_MEM == 0 ]]; then
     echo "## Memory"
     echo
     python3 "$HELPER" memory-table "$MEM_RECORDS" || die "could not render memory table"
+    echo
+fi
+
+# ---------------------------------------------------------------------------
+# data types: resident memory of typical collections, side by side
+# ---------------------------------------------------------------------------
+BENCH_SKIP_TYPES=${BENCH_SKIP_TYPES:-0}
+BENCH_TYPE_KINDS=${BENCH_TYPE_KINDS:-hashes list intset strset zset}
+if [[ $BENCH_SKIP_TYPES == 0 ]]; then
+    log "data-type memory phase: $BENCH_TYPE_KINDS"
+    echo "## Data types: resident memory"
+    echo
+    echo "Each dataset is loaded into a fresh server with redis-cli --pipe; RSS and used_memory are"
+    echo "read from INFO before and after. (a) 100,000 hashes of 10 small fields, (b) one list of 1M"
+    echo "small items, (c) one set of 1M integers and one of 1M strings, (d) one sorted set of 1M members."
+    echo
+    echo "| dataset | kvstore RSS MB | redis RSS MB | RSS ratio | kvstore used_memory MB | redis used_memory MB | encoding (kv / redis) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+    for kind in $BENCH_TYPE_KINDS; do
+        resp="$WORK_DIR/types-$kind.resp"
+        read -r ncmds nkeys < <(python3 "$REPO_ROOT/scripts/gen_types.py" "$kind" "$resp") || die "gen_types $kind failed"
+        declare -A rss=() used=() enc=()
+        for side in kvstore redis; do
+            if [[ $side == kvstore ]]; then bin=$KVSTORE_BIN; else bin=$REDIS_BIN; fi
+            start_server "$side" "$bin"
+            sleep "$BENCH_SETTLE"
+            r0=$(info_field "$SRV_PORT" used_memory_rss)
+            u0=$(info_field "$SRV_PORT" used_memory)
+            out="$WORK_DIR/types-$kind-$side.out"
+            run_watched "$side" "$SRV_PID" "$SRV_DIR" "$resp" "$out" "$out.err" \
+                redis-cli -h 127.0.0.1 -p "$SRV_PORT" --pipe
+            grep -q "errors: 0, replies: $ncmds\$" <(tr -d '\r' <"$out") ||
+                die "$side: loading $kind: $(tr '\n' ' ' <"$out")"
+            dbsize=$(rcli "$SRV_PORT" dbsize | tr -d '\r')
+            [[ $dbsize == "$nkeys" ]] || die "$side: DBSIZE $dbsize after loading $kind, expected $nkeys"
+            sleep "$BENCH_SETTLE"
+            r1=$(info_field "$SRV_PORT" used_memory_rss)
+            u1=$(info_field "$SRV_PORT" used_memory)
+            somekey=$(rcli "$SRV_PORT" randomkey | tr -d '\r')
+            enc[$side]=$(rcli "$SRV_PORT" object encoding "$somekey" | tr -d '\r')
+            rss[$side]=$((r1 - r0))
+            used[$side]=$((u1 - u0))
+            stop_server "$side" "$SRV_PID"
+        done
+        rm -f -- "$resp"
+        python3 - "$kind" "${rss[kvstore]}" "${rss[redis]}" "${used[kvstore]}" "${used[redis]}" "${enc[kvstore]}" "${enc[redis]}" <<'PY'
+import sys
+k, rk, rr, uk, ur, ek, er = sys.argv[1:]
+mb = lambda b: "%.1f" % (int(b) / 1048576)
+ratio = "%.2f" % (int(rk) / int(rr)) if int(rr) else "-"
+print(f"| {k} | {mb(rk)} | {mb(rr)} | {ratio} | {mb(uk)} | {mb(ur)} | {ek} / {er} |")
+PY
+        unset rss used enc
+    done
     echo
 fi
 

@@ -526,7 +526,11 @@ fn zrange_generic(
                 Some((s, e)) => z.range_by_rank(s, e, rev),
                 None => Vec::new(),
             },
-            R::Score(r) => apply_limit(z.filter(rev, &|_, s| r.contains(s)), offset, limit),
+            R::Score(r) => apply_limit(
+                z.score_range(r.min, r.minex, r.max, r.maxex, rev),
+                offset,
+                limit,
+            ),
             R::Lex(r) => apply_limit(z.filter(rev, &|m, _| r.contains(m)), offset, limit),
         },
     };

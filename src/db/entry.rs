@@ -162,6 +162,22 @@ impl Entry {
         }
     }
 
+    /// The allocation's address (stable for the entry's lifetime), for
+    /// structures that index entries owned by a table.
+    pub fn as_raw(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+
+    /// The key of the entry at `p`.
+    ///
+    /// # Safety
+    /// `p` must come from [`Entry::as_raw`] of an entry that outlives `'a`.
+    pub unsafe fn key_at<'a>(p: *const u8) -> &'a [u8] {
+        let e = std::mem::ManuallyDrop::new(Entry(NonNull::new_unchecked(p as *mut u8)));
+        let k = e.key();
+        std::slice::from_raw_parts(k.as_ptr(), k.len())
+    }
+
     #[inline]
     pub fn key(&self) -> &[u8] {
         let (off, len) = self.key_off_len();

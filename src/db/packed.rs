@@ -81,6 +81,15 @@ impl Packed {
         Packed::default()
     }
 
+    /// An empty list with room for `bytes` bytes (list nodes are created
+    /// at their full size, so they fill without reallocating).
+    pub fn with_capacity(bytes: usize) -> Packed {
+        Packed {
+            buf: Vec::with_capacity(bytes),
+            count: 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.count as usize
     }
@@ -129,6 +138,11 @@ impl Packed {
     }
 
     pub fn push_back(&mut self, v: &[u8]) {
+        // Exact growth: small collections live here, and doubling would
+        // waste up to half of each one.
+        if self.buf.capacity() - self.buf.len() < varint_len(v.len()) + v.len() {
+            self.buf.reserve_exact(varint_len(v.len()) + v.len());
+        }
         put_varint(&mut self.buf, v.len());
         self.buf.extend_from_slice(v);
         self.count += 1;
@@ -142,6 +156,7 @@ impl Packed {
     pub fn insert(&mut self, i: usize, v: &[u8]) {
         let pos = self.offset_of(i.min(self.len()));
         let enc = encode(v);
+        self.buf.reserve_exact(enc.len());
         self.buf.splice(pos..pos, enc);
         self.count += 1;
     }

@@ -100,10 +100,10 @@ impl Clone for Value {
         match self {
             Value::Str(s) => Value::Str(s.clone()),
             Value::Hash(Hash::Packed(p)) => Value::Hash(Hash::Packed(p.clone())),
-            Value::Hash(Hash::Table(t)) => Value::Hash(Hash::Table(copy_table(t))),
+            Value::Hash(Hash::Table(t)) => Value::Hash(Hash::Table(Box::new(copy_table(t)))),
             Value::List(l) => Value::List(l.clone()),
             Value::Set(Set::Ints(v)) => Value::Set(Set::Ints(v.clone())),
-            Value::Set(Set::Table(t)) => Value::Set(Set::Table(copy_table(t))),
+            Value::Set(Set::Table(t)) => Value::Set(Set::Table(Box::new(copy_table(t)))),
             Value::ZSet(z) => Value::ZSet(z.clone()),
         }
     }
@@ -115,7 +115,7 @@ impl Clone for Value {
 #[derive(Debug)]
 pub enum Hash {
     Packed(Packed),
-    Table(Table),
+    Table(Box<Table>),
 }
 
 impl Default for Hash {
@@ -168,7 +168,7 @@ impl Hash {
             while let (Some(f), Some(v)) = (it.next(), it.next()) {
                 t.insert(Entry::new(f, NewValue::Str(v), false));
             }
-            *self = Hash::Table(t);
+            *self = Hash::Table(Box::new(t));
         }
     }
 
@@ -252,6 +252,18 @@ pub struct List {
 pub struct NodeLimit(pub i64);
 
 impl NodeLimit {
+    /// A new node: sized for the byte limit up front.
+    fn new_node(&self) -> Packed {
+        match self.0 {
+            n if n > 0 => Packed::new(),
+            -1 => Packed::with_capacity(4096),
+            -2 => Packed::with_capacity(8192),
+            -3 => Packed::with_capacity(16384),
+            -4 => Packed::with_capacity(32768),
+            _ => Packed::with_capacity(65536),
+        }
+    }
+
     fn fits(&self, node: &Packed, extra: usize) -> bool {
         if self.0 > 0 {
             node.len() < self.0 as usize
@@ -281,7 +293,13 @@ impl List {
         match self.nodes.back_mut() {
             Some(n) if limit.fits(n, v.len()) => n.push_back(v),
             _ => {
-                let mut n = Packed::new();
+                // A list's first node grows exactly (most lists are small);
+                // once a node has filled, later ones start at full size.
+                let mut n = if v.len() < 1024 && !self.nodes.is_empty() {
+                    limit.new_node()
+                } else {
+                    Packed::new()
+                };
                 n.push_back(v);
                 self.nodes.push_back(n);
             }
@@ -293,7 +311,11 @@ impl List {
         match self.nodes.front_mut() {
             Some(n) if limit.fits(n, v.len()) => n.push_front(v),
             _ => {
-                let mut n = Packed::new();
+                let mut n = if v.len() < 1024 && !self.nodes.is_empty() {
+                    limit.new_node()
+                } else {
+                    Packed::new()
+                };
                 n.push_back(v);
                 self.nodes.push_front(n);
             }
@@ -442,7 +464,7 @@ impl List {
 pub enum Set {
     /// Sorted integers (Redis's intset).
     Ints(Vec<i64>),
-    Table(Table),
+    Table(Box<Table>),
 }
 
 impl Default for Set {
@@ -482,7 +504,7 @@ impl Set {
                     false,
                 ));
             }
-            *self = Set::Table(t);
+            *self = Set::Table(Box::new(t));
         }
     }
 

@@ -7,7 +7,10 @@
 //! (Redis's skiplist + dict; the B-tree answers score and lex ranges in
 //! O(log n), rank-based access walks from the nearer end).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use super::entry::{Entry, NewValue, ValueRef};
+use super::table::Table;
 
 use super::packed::Packed;
 
@@ -31,18 +34,141 @@ impl Ord for Score {
     }
 }
 
-type Key = (Score, Box<[u8]>);
+/// A position in the order: a score and the member's entry in
+/// `Tree::members` (null sorts before every member of that score, `MAX_PTR`
+/// after, for range bounds). The member bytes are read through the pointer,
+/// so each member is stored once.
+#[derive(Clone, Copy, Debug)]
+struct OrderKey {
+    score: f64,
+    entry: *const u8,
+}
 
-#[derive(Debug, Clone, Default)]
+const MAX_PTR: *const u8 = usize::MAX as *const u8;
+
+impl OrderKey {
+    fn member(&self) -> &[u8] {
+        // SAFETY: real keys point at entries owned by the same Tree's table,
+        // which are removed from the order before they are freed.
+        unsafe { Entry::key_at(self.entry) }
+    }
+}
+
+impl PartialEq for OrderKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for OrderKey {}
+
+impl PartialOrd for OrderKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrderKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering::*;
+        match Score(self.score).cmp(&Score(other.score)) {
+            Equal => {}
+            o => return o,
+        }
+        if self.entry == other.entry {
+            return Equal;
+        }
+        match (self.entry, other.entry) {
+            (a, _) if a.is_null() => Less,
+            (_, b) if b.is_null() => Greater,
+            (a, _) if a == MAX_PTR => Greater,
+            (_, b) if b == MAX_PTR => Less,
+            _ => self.member().cmp(other.member()),
+        }
+    }
+}
+
+/// The large encoding: member → score in a keyspace-style table (the score
+/// lives in the entry), and the (score, member) order in a B-tree of
+/// pointers to those entries.
 pub struct Tree {
-    order: BTreeSet<Key>,
-    scores: HashMap<Box<[u8]>, f64, foldhash::fast::RandomState>,
+    order: BTreeSet<OrderKey>,
+    members: Table,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree {
+            order: BTreeSet::new(),
+            members: Table::new(crate::server::random_u64()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree")
+            .field("len", &self.order.len())
+            .finish()
+    }
+}
+
+fn entry_score(e: &Entry) -> f64 {
+    match e.value() {
+        ValueRef::Int(bits) => f64::from_bits(bits as u64),
+        _ => 0.0,
+    }
+}
+
+impl Tree {
+    fn score(&self, member: &[u8]) -> Option<f64> {
+        self.members.get(member).map(entry_score)
+    }
+
+    fn insert(&mut self, member: &[u8], score: f64) {
+        let e = Entry::new(member, NewValue::Int(score.to_bits() as i64), false);
+        let ptr = e.as_raw();
+        self.members.insert_new(e);
+        self.order.insert(OrderKey { score, entry: ptr });
+    }
+
+    fn remove(&mut self, member: &[u8]) -> bool {
+        let Some(e) = self.members.get(member) else {
+            return false;
+        };
+        let key = OrderKey {
+            score: entry_score(e),
+            entry: e.as_raw(),
+        };
+        self.order.remove(&key);
+        self.members.remove(member);
+        true
+    }
+
+    fn rank(&self, member: &[u8]) -> Option<usize> {
+        let e = self.members.get(member)?;
+        let key = OrderKey {
+            score: entry_score(e),
+            entry: e.as_raw(),
+        };
+        Some(self.order.range(..key).count())
+    }
+}
+
+impl Clone for Tree {
+    fn clone(&self) -> Tree {
+        let mut t = Tree::default();
+        for k in &self.order {
+            t.insert(k.member(), k.score);
+        }
+        t
+    }
 }
 
 #[derive(Debug, Clone)]
 pub enum ZSet {
     Packed(Packed),
-    Tree(Tree),
+    Tree(Box<Tree>),
 }
 
 fn score_bytes(s: f64) -> [u8; 8] {
@@ -65,7 +191,7 @@ impl ZSet {
         if hint <= max_entries && maxlen <= max_value {
             ZSet::Packed(Packed::new())
         } else {
-            ZSet::Tree(Tree::default())
+            ZSet::Tree(Box::default())
         }
     }
 
@@ -90,7 +216,11 @@ impl ZSet {
     pub fn heap_size(&self) -> usize {
         match self {
             ZSet::Packed(p) => p.heap_size(),
-            ZSet::Tree(t) => t.order.iter().map(|(_, m)| 2 * m.len() + 64).sum(),
+            ZSet::Tree(t) => {
+                t.order.len() * 24
+                    + t.members.overhead_bytes()
+                    + t.order.iter().map(|k| k.member().len() + 16).sum::<usize>()
+            }
         }
     }
 
@@ -105,18 +235,16 @@ impl ZSet {
                 }
                 None
             }
-            ZSet::Tree(t) => t.scores.get(member).copied(),
+            ZSet::Tree(t) => t.score(member),
         }
     }
 
     fn convert_to_tree(&mut self) {
         if let ZSet::Packed(p) = self {
-            let mut t = Tree::default();
+            let mut t = Box::<Tree>::default();
             let mut it = p.iter();
             while let (Some(m), Some(s)) = (it.next(), it.next()) {
-                let score = bytes_score(s);
-                t.order.insert((Score(score), m.into()));
-                t.scores.insert(m.into(), score);
+                t.insert(m, bytes_score(s));
             }
             *self = ZSet::Tree(t);
         }
@@ -145,10 +273,7 @@ impl ZSet {
                 p.insert(idx, member);
                 p.insert(idx + 1, &score_bytes(score));
             }
-            ZSet::Tree(t) => {
-                t.order.insert((Score(score), member.into()));
-                t.scores.insert(member.into(), score);
-            }
+            ZSet::Tree(t) => t.insert(member, score),
         }
     }
 
@@ -161,13 +286,7 @@ impl ZSet {
                 }
                 None => false,
             },
-            ZSet::Tree(t) => match t.scores.remove(member) {
-                Some(s) => {
-                    t.order.remove(&(Score(s), member.into()));
-                    true
-                }
-                None => false,
-            },
+            ZSet::Tree(t) => t.remove(member),
         }
     }
 
@@ -182,7 +301,7 @@ impl ZSet {
                 }
                 out
             }
-            ZSet::Tree(t) => t.order.iter().map(|(s, m)| (&m[..], s.0)).collect(),
+            ZSet::Tree(t) => t.order.iter().map(|k| (k.member(), k.score)).collect(),
         }
     }
 
@@ -196,7 +315,7 @@ impl ZSet {
                 .iter()
                 .skip(start)
                 .take(n)
-                .map(|(s, m)| (m.to_vec(), s.0))
+                .map(|k| (k.member().to_vec(), k.score))
                 .collect(),
             ZSet::Tree(t) => t
                 .order
@@ -204,7 +323,7 @@ impl ZSet {
                 .rev()
                 .skip(start)
                 .take(n)
-                .map(|(s, m)| (m.to_vec(), s.0))
+                .map(|k| (k.member().to_vec(), k.score))
                 .collect(),
             ZSet::Packed(_) => {
                 let items = self.items();
@@ -225,10 +344,48 @@ impl ZSet {
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
         match self {
             ZSet::Packed(_) => self.items().iter().position(|(m, _)| *m == member),
+            ZSet::Tree(t) => t.rank(member),
+        }
+    }
+
+    /// Elements with scores in `min..max` (bounds exclusive when flagged),
+    /// ascending or descending; the B-tree jumps straight to the range.
+    pub fn score_range(
+        &self,
+        min: f64,
+        minex: bool,
+        max: f64,
+        maxex: bool,
+        rev: bool,
+    ) -> Vec<(Vec<u8>, f64)> {
+        let inside = |s: f64| {
+            (if minex { s > min } else { s >= min }) && (if maxex { s < max } else { s <= max })
+        };
+        match self {
             ZSet::Tree(t) => {
-                let s = *t.scores.get(member)?;
-                Some(t.order.range(..(Score(s), member.into())).count())
+                let lo = OrderKey {
+                    score: min,
+                    entry: if minex { MAX_PTR } else { std::ptr::null() },
+                };
+                let hi = OrderKey {
+                    score: max,
+                    entry: if maxex { std::ptr::null() } else { MAX_PTR },
+                };
+                if lo > hi {
+                    return Vec::new();
+                }
+                let it = t
+                    .order
+                    .range(lo..=hi)
+                    .filter(|k| inside(k.score))
+                    .map(|k| (k.member().to_vec(), k.score));
+                if rev {
+                    it.rev().collect()
+                } else {
+                    it.collect()
+                }
             }
+            ZSet::Packed(_) => self.filter(rev, &|_, s| inside(s)),
         }
     }
 
