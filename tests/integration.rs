@@ -437,3 +437,30 @@ fn slow_reader_still_gets_every_reply() {
     }
     assert_eq!(conn.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn absurd_random_counts_are_refused_not_fatal() {
+    let s = start_kvstore(&[]);
+    let mut conn = Conn::connect(s.port);
+    conn.cmd_str(&["SADD", "s", "a"]);
+    conn.cmd_str(&["HSET", "h", "f", "v"]);
+    conn.cmd_str(&["ZADD", "z", "1", "m"]);
+    assert_eq!(
+        conn.cmd_str(&["SRANDMEMBER", "s", "-9223372036854775807"]),
+        b"-ERR value is out of range\r\n"
+    );
+    assert_eq!(
+        conn.cmd_str(&["HRANDFIELD", "h", "-4611686018427387903", "WITHVALUES"]),
+        b"-ERR value is out of range\r\n"
+    );
+    assert_eq!(
+        conn.cmd_str(&["ZRANDMEMBER", "z", "-100000000000"]),
+        b"-ERR value is out of range\r\n"
+    );
+    // Reasonable negative counts still repeat elements as Redis does.
+    assert_eq!(
+        conn.cmd_str(&["SRANDMEMBER", "s", "-3"]),
+        b"*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"
+    );
+    assert_eq!(conn.cmd_str(&["PING"]), b"+PONG\r\n");
+}

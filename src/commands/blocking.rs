@@ -22,15 +22,17 @@ pub fn parse_timeout(arg: &[u8], now: Instant) -> Result<Option<Instant>, &'stat
     let text = match long_double_add(None, arg) {
         Ok(t) => t,
         Err(ERR_NOT_FLOAT) => return Err("ERR timeout is not a float or out of range"),
-        Err(_) => return Err("ERR timeout is out of range"),
+        // Infinite: Redis 7.0's conversion makes it negative.
+        Err(_) => return Err("ERR timeout is negative"),
     };
     let secs: f64 = std::str::from_utf8(&text)
         .ok()
         .and_then(|t| t.parse().ok())
         .ok_or("ERR timeout is not a float or out of range")?;
     let ms = (secs * 1000.0).ceil();
-    if ms > i64::MAX as f64 {
-        return Err("ERR timeout is out of range");
+    if ms >= i64::MAX as f64 {
+        // Redis 7.0 converts this to a negative integer and says so.
+        return Err("ERR timeout is negative");
     }
     if ms < 0.0 {
         return Err("ERR timeout is negative");

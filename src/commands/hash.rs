@@ -268,6 +268,9 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
         if argv.len() > 4 || (argv.len() == 4 && !eq_ic(argv[3], "withvalues")) {
             return c.cl.reply.error(ERR_SYNTAX);
         }
+        if let Err(e) = check_random_count(l) {
+            return c.cl.reply.error(e);
+        }
         if argv.len() == 4 {
             withvalues = true;
             if !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
@@ -295,6 +298,19 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let picked: Vec<&(Vec<u8>, Vec<u8>)> = random_picks(&pairs, l, &mut || rng.next_u64());
     reply_pairs(&mut c.cl.reply, &picked, withvalues);
+}
+
+/// Most elements a negative-count HRANDFIELD/SRANDMEMBER/ZRANDMEMBER may
+/// return. Redis tries to build any such reply and runs out of memory on
+/// absurd counts; we refuse them instead, so no request can exhaust memory.
+pub const MAX_RANDOM_REPLY: u64 = 10_000_000;
+
+/// Refuse a random-pick count whose reply could not reasonably be built.
+pub fn check_random_count(count: i64) -> Result<(), &'static str> {
+    if count < 0 && count.unsigned_abs() > MAX_RANDOM_REPLY {
+        return Err("ERR value is out of range");
+    }
+    Ok(())
 }
 
 /// Choose elements the way Redis's *RANDMEMBER/HRANDFIELD with a count do:

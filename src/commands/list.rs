@@ -219,17 +219,19 @@ fn resolve_index(index: i64, len: usize) -> Option<usize> {
 
 /// `LINDEX key index`
 pub fn lindex(c: &mut Ctx, argv: &[&[u8]]) {
+    // Redis looks the key up before it parses the index.
+    let l = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.null(),
+        Typed::Found(l) => l,
+    };
     let index = match arg_i64(argv[2]) {
         Ok(i) => i,
         Err(e) => return c.cl.reply.error(e),
     };
-    match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
-        Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
-        Typed::Missing => c.cl.reply.null(),
-        Typed::Found(l) => match resolve_index(index, l.len()).and_then(|i| l.get(i)) {
-            Some(v) => c.cl.reply.bulk(v),
-            None => c.cl.reply.null(),
-        },
+    match resolve_index(index, l.len()).and_then(|i| l.get(i)) {
+        Some(v) => c.cl.reply.bulk(v),
+        None => c.cl.reply.null(),
     }
 }
 

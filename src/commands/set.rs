@@ -177,7 +177,12 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
     }
     let count = if argv.len() == 3 {
         match parse_i64(argv[2]) {
-            Some(l) if l >= -i64::MAX => Some(l),
+            Some(l) if l >= -i64::MAX => {
+                if let Err(e) = super::hash::check_random_count(l) {
+                    return c.cl.reply.error(e);
+                }
+                Some(l)
+            }
             Some(_) => return c.cl.reply.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"),
             None => return c.cl.reply.error(ERR_NOT_INT),
         }
@@ -326,11 +331,13 @@ fn set_op(c: &mut Ctx, keys: &[&[u8]], dst: Option<&[u8]>, op: Op) {
         Some(dst) => {
             let db = c.cl.db;
             let n = result.len();
-            c.srv.dbs[db].delete(dst);
+            let deleted = c.srv.dbs[db].delete(dst);
             if n > 0 {
                 create_value(c.srv, db, dst, Value::Set(result));
             }
-            c.dirty(1);
+            if n > 0 || deleted {
+                c.dirty(1);
+            }
             c.cl.reply.int(n as i64);
         }
     }

@@ -37,16 +37,16 @@ fn strtod_all(v: &[u8]) -> Option<f64> {
     }
     let c = std::ffi::CString::new(v).ok()?;
     let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: NUL-terminated input; strtod leaves `end` inside it.
-    let d = unsafe { libc::strtod(c.as_ptr(), &mut end) };
+    // SAFETY: NUL-terminated input; strtod leaves `end` inside it; errno is
+    // this thread's own.
+    let (d, erange) = unsafe {
+        *libc::__errno_location() = 0;
+        let d = libc::strtod(c.as_ptr(), &mut end);
+        (d, *libc::__errno_location() == libc::ERANGE)
+    };
     let used = end as usize - c.as_ptr() as usize;
-    if used != v.len()
-        || d.is_nan()
-        || d.is_infinite()
-            && !String::from_utf8_lossy(v)
-                .to_ascii_lowercase()
-                .contains("inf")
-    {
+    // Like Redis: any range error (overflow or underflow) fails the sort.
+    if used != v.len() || erange || d.is_nan() {
         return None;
     }
     Some(d)
@@ -55,19 +55,6 @@ fn strtod_all(v: &[u8]) -> Option<f64> {
 fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
     let db = c.cl.db;
     let key = argv[1];
-    // The key must be a list, set or sorted set (missing means empty).
-    let (mut elems, kind): (Vec<Vec<u8>>, u8) = match lookup_read(c.srv, db, key) {
-        None => (Vec::new(), b'l'),
-        Some(e) => match e.value() {
-            ValueRef::Boxed(Value::List(l)) => (l.iter().map(|v| v.to_vec()).collect(), b'l'),
-            ValueRef::Boxed(Value::Set(s)) => (s.members(), b's'),
-            ValueRef::Boxed(Value::ZSet(z)) => (
-                z.items().into_iter().map(|(m, _)| m.to_vec()).collect(),
-                b'z',
-            ),
-            _ => return c.cl.reply.error(ERR_WRONGTYPE),
-        },
-    };
     let (mut desc, mut alpha, mut dontsort) = (false, false, false);
     let (mut limit_start, mut limit_count) = (0i64, -1i64);
     let mut store: Option<&[u8]> = None;
@@ -109,6 +96,19 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
         }
         j += 1;
     }
+    // The key must be a list, set or sorted set (missing means empty).
+    let (mut elems, kind): (Vec<Vec<u8>>, u8) = match lookup_read(c.srv, db, key) {
+        None => (Vec::new(), b'l'),
+        Some(e) => match e.value() {
+            ValueRef::Boxed(Value::List(l)) => (l.iter().map(|v| v.to_vec()).collect(), b'l'),
+            ValueRef::Boxed(Value::Set(s)) => (s.members(), b's'),
+            ValueRef::Boxed(Value::ZSet(z)) => (
+                z.items().into_iter().map(|(m, _)| m.to_vec()).collect(),
+                b'z',
+            ),
+            _ => return c.cl.reply.error(ERR_WRONGTYPE),
+        },
+    };
     // Sets have no order of their own: sort them when storing, so that the
     // result is the same on replicas.
     if dontsort && kind == b's' && store.is_some() {
@@ -208,7 +208,7 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
             }
         }
         Some(dst) => {
-            c.srv.dbs[db].delete(dst);
+            let deleted = c.srv.dbs[db].delete(dst);
             let n = out.len();
             if n > 0 {
                 let limit = NodeLimit(c.srv.config.list_max_listpack_size);
@@ -218,7 +218,9 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
                 }
                 create_value(c.srv, db, dst, Value::List(list));
             }
-            c.dirty(1);
+            if n > 0 || deleted {
+                c.dirty(1);
+            }
             c.cl.reply.int(n as i64);
         }
     }

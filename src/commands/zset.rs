@@ -72,20 +72,6 @@ struct ScoreRange {
     maxex: bool,
 }
 
-impl ScoreRange {
-    fn contains(&self, v: f64) -> bool {
-        (if self.minex {
-            v > self.min
-        } else {
-            v >= self.min
-        }) && (if self.maxex {
-            v < self.max
-        } else {
-            v <= self.max
-        })
-    }
-}
-
 fn parse_bound(arg: &[u8]) -> Option<(f64, bool)> {
     let (ex, rest) = if arg.first() == Some(&b'(') {
         (true, &arg[1..])
@@ -392,7 +378,8 @@ pub fn zcount(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let Ok(z) = zset_read(c, argv[1]) else { return };
     let n = z.map_or(0, |z| {
-        z.items().iter().filter(|(_, s)| range.contains(*s)).count()
+        z.score_range(range.min, range.minex, range.max, range.maxex, false)
+            .len()
     });
     c.cl.reply.int(n as i64);
 }
@@ -538,7 +525,7 @@ fn zrange_generic(
         None => reply_scored(&mut c.cl.reply, &items, withscores),
         Some(dst) => {
             let db = c.cl.db;
-            c.srv.dbs[db].delete(dst);
+            let deleted = c.srv.dbs[db].delete(dst);
             let n = items.len();
             if n > 0 {
                 let (me, mv) = limits(c);
@@ -549,7 +536,9 @@ fn zrange_generic(
                 }
                 create_value(c.srv, db, dst, Value::ZSet(z));
             }
-            c.dirty(1);
+            if n > 0 || deleted {
+                c.dirty(1);
+            }
             c.cl.reply.int(n as i64);
         }
     }
@@ -676,7 +665,7 @@ fn zremrange(c: &mut Ctx, argv: &[&[u8]], ty: RangeType) {
                     None => Vec::new(),
                 },
                 R::Score(r) => z
-                    .filter(false, &|_, s| r.contains(s))
+                    .score_range(r.min, r.minex, r.max, r.maxex, false)
                     .into_iter()
                     .map(|(m, _)| m)
                     .collect(),
@@ -1025,6 +1014,14 @@ fn zsetop(
             v
         }
     };
+    // Like Redis, combine from the smallest input to the largest (this
+    // decides what inf * 0 style NaNs collapse to).
+    if op != SetOp::Diff {
+        let mut order: Vec<usize> = (0..sources.len()).collect();
+        order.sort_by_key(|&i| sources[i].as_ref().map_or(0, |s| s.len()));
+        sources = order.iter().map(|&i| sources[i].take()).collect();
+        weights = order.iter().map(|&i| weights[i]).collect();
+    }
     let mut result: Vec<(Vec<u8>, f64)> = Vec::new();
     match op {
         SetOp::Union => {
@@ -1051,7 +1048,8 @@ fn zsetop(
                     let mut all = true;
                     for (i, map) in maps.iter().enumerate().skip(1) {
                         match map.get(m.as_slice()) {
-                            Some(o) => v = aggregate(agg, v, weigh(*o, weights[i])),
+                            // Later inputs multiply without zeroing NaN first, as Redis does.
+                            Some(o) => v = aggregate(agg, v, *o * weights[i]),
                             None => {
                                 all = false;
                                 break;
@@ -1093,7 +1091,7 @@ fn zsetop(
     match dst {
         None => reply_scored(&mut c.cl.reply, &result, withscores),
         Some(dst) => {
-            c.srv.dbs[db].delete(dst);
+            let deleted = c.srv.dbs[db].delete(dst);
             let n = result.len();
             if n > 0 {
                 let (me, mv) = limits(c);
@@ -1104,7 +1102,9 @@ fn zsetop(
                 }
                 create_value(c.srv, db, dst, Value::ZSet(z));
             }
-            c.dirty(1);
+            if n > 0 || deleted {
+                c.dirty(1);
+            }
             c.cl.reply.int(n as i64);
         }
     }
@@ -1157,6 +1157,9 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
         };
         if argv.len() > 4 || (argv.len() == 4 && !eq_ic(argv[3], "withscores")) {
             return c.cl.reply.error(ERR_SYNTAX);
+        }
+        if let Err(e) = super::hash::check_random_count(l) {
+            return c.cl.reply.error(e);
         }
         if argv.len() == 4 {
             withscores = true;
