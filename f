@@ -1,2 +1,0 @@
-ERR syntax error
-
