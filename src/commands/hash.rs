@@ -386,20 +386,10 @@ pub fn hscan(c: &mut Ctx, argv: &[&[u8]]) {
             found = h.pairs();
             0
         }
-        Hash::Table(t) => {
-            let mut cur = cursor;
-            let mut iterations = opts.count * 10;
-            loop {
-                cur = t.scan(cur, &mut |e| {
-                    found.push((e.key().to_vec(), crate::db::value::entry_bytes(e).to_vec()))
-                });
-                iterations -= 1;
-                if cur == 0 || iterations == 0 || found.len() >= opts.count {
-                    break;
-                }
-            }
-            cur
-        }
+        Hash::Table(t) => super::keys::scan_table(t, cursor, opts.count, &mut |e| {
+            found.push((e.key().to_vec(), crate::db::value::entry_bytes(e).to_vec()));
+            found.len()
+        }),
     };
     if let Some(p) = opts.pattern {
         found.retain(|(f, _)| glob_match(p, f, false));

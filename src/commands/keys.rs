@@ -215,7 +215,28 @@ pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
     Some(if neg { v.wrapping_neg() } else { v })
 }
 
-/// Options shared by SCAN and (later) HSCAN/SSCAN/ZSCAN.
+/// Advance a SCAN over `table` from `cursor` until `visit` reports at least
+/// `count` collected items, the scan completes, or `count * 10` buckets were
+/// visited (Redis's bound for sparse tables). Returns the next cursor.
+/// SCAN, HSCAN and SSCAN share it.
+pub fn scan_table(
+    table: &crate::db::Table,
+    mut cursor: u64,
+    count: usize,
+    visit: &mut dyn FnMut(&crate::db::Entry) -> usize,
+) -> u64 {
+    let mut iterations = count.saturating_mul(10);
+    let mut collected = 0;
+    loop {
+        cursor = table.scan(cursor, &mut |e| collected = visit(e));
+        iterations -= 1;
+        if cursor == 0 || iterations == 0 || collected >= count {
+            return cursor;
+        }
+    }
+}
+
+/// Options shared by SCAN, HSCAN, SSCAN and ZSCAN.
 pub struct ScanOptions<'a> {
     pub count: usize,
     pub pattern: Option<&'a [u8]>,
@@ -269,15 +290,10 @@ pub fn scan(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let db = c.cl.db;
     let mut keys: Vec<Vec<u8>> = Vec::new();
-    let mut max_iterations = opts.count * 10;
-    let table = &c.srv.dbs[db].main;
-    loop {
-        cursor = table.scan(cursor, &mut |e| keys.push(e.key().to_vec()));
-        max_iterations -= 1;
-        if cursor == 0 || max_iterations == 0 || keys.len() >= opts.count {
-            break;
-        }
-    }
+    cursor = scan_table(&c.srv.dbs[db].main, cursor, opts.count, &mut |e| {
+        keys.push(e.key().to_vec());
+        keys.len()
+    });
     let mut out_keys = Vec::with_capacity(keys.len());
     for key in keys {
         if let Some(p) = opts.pattern {

@@ -161,28 +161,6 @@ pub fn llen(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
-/// Clamp a Redis start/stop pair to `0..len`; `None` when the range is empty.
-fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let (mut start, mut end) = (start, end);
-    if start < 0 {
-        start += len;
-    }
-    if end < 0 {
-        end += len;
-    }
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
-
 /// `LRANGE key start stop`
 pub fn lrange(c: &mut Ctx, argv: &[&[u8]]) {
     let (start, end) = match (arg_i64(argv[2]), arg_i64(argv[3])) {

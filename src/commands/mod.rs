@@ -379,6 +379,29 @@ pub fn type_name(e: &Entry) -> &'static str {
 
 // ---- argument parsing helpers ----
 
+/// Clamp a Redis start/stop index pair (negative = from the end) to
+/// `0..len`, as LRANGE, LTRIM and ZRANGE do; `None` when the range is empty.
+pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let (mut start, mut end) = (start, end);
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
 /// An argument as a signed 64-bit integer, or Redis's error.
 pub fn arg_i64(arg: &[u8]) -> Result<i64, &'static str> {
     parse_i64(arg).ok_or(ERR_NOT_INT)

@@ -431,18 +431,10 @@ pub fn sscan(c: &mut Ctx, argv: &[&[u8]]) {
             found = s.members();
             0
         }
-        Set::Table(t) => {
-            let mut cur = cursor;
-            let mut iterations = opts.count * 10;
-            loop {
-                cur = t.scan(cur, &mut |e| found.push(e.key().to_vec()));
-                iterations -= 1;
-                if cur == 0 || iterations == 0 || found.len() >= opts.count {
-                    break;
-                }
-            }
-            cur
-        }
+        Set::Table(t) => super::keys::scan_table(t, cursor, opts.count, &mut |e| {
+            found.push(e.key().to_vec());
+            found.len()
+        }),
     };
     if let Some(p) = opts.pattern {
         found.retain(|m| glob_match(p, m, false));

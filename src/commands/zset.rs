@@ -405,28 +405,6 @@ enum RangeType {
     Lex,
 }
 
-/// Clamp a rank range; `None` when empty.
-fn clamp_ranks(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let (mut s, mut e) = (start, end);
-    if s < 0 {
-        s += len;
-    }
-    if e < 0 {
-        e += len;
-    }
-    if s < 0 {
-        s = 0;
-    }
-    if s > e || s >= len {
-        return None;
-    }
-    if e >= len {
-        e = len - 1;
-    }
-    Some((s as usize, e as usize))
-}
-
 /// The engine behind every ZRANGE form (Redis's zrangeGenericCommand).
 /// `argv_start` is where `key min max` begin; `store` is ZRANGESTORE's
 /// destination; `preset` and `rev` fix the type/direction of legacy forms.
@@ -509,7 +487,7 @@ fn zrange_generic(
         Err(()) => return,
         Ok(None) => Vec::new(),
         Ok(Some(z)) => match range {
-            R::Rank(s, e) => match clamp_ranks(s, e, z.len()) {
+            R::Rank(s, e) => match clamp_range(s, e, z.len()) {
                 Some((s, e)) => z.range_by_rank(s, e, rev),
                 None => Vec::new(),
             },
@@ -656,7 +634,7 @@ fn zremrange(c: &mut Ctx, argv: &[&[u8]], ty: RangeType) {
         Typed::Missing => return c.cl.reply.int(0),
         Typed::Found(z) => {
             let victims: Vec<Vec<u8>> = match range {
-                R::Rank(s, e) => match clamp_ranks(s, e, z.len()) {
+                R::Rank(s, e) => match clamp_range(s, e, z.len()) {
                     Some((s, e)) => z
                         .range_by_rank(s, e, false)
                         .into_iter()
