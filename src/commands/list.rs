@@ -102,13 +102,9 @@ fn pop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
     if argv.len() > 3 {
         return c.cl.reply.error(&arity_error(c.cmd.name));
     }
-    let count = if argv.len() == 3 {
-        match positive_arg(argv[2], "ERR value is out of range, must be positive") {
-            Ok(n) => Some(n as usize),
-            Err(e) => return c.cl.reply.error(e),
-        }
-    } else {
-        None
+    let count = match optional_pop_count(argv, 2) {
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
     };
     let db = c.cl.db;
     let key = argv[1];
@@ -468,34 +464,17 @@ pub fn lmpop(c: &mut Ctx, argv: &[&[u8]]) {
 /// The engine behind LMPOP and BLMPOP: `argv[1]` is numkeys. When nothing
 /// could be popped and `blocking`, nothing is replied (the caller blocks).
 fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let numkeys = match parse_i64(argv[1]) {
-        Some(n) if n >= 1 => n as usize,
-        _ => return c.cl.reply.error("ERR numkeys should be greater than 0"),
+    let args = match parse_mpop(argv, |s| parse_end(s).is_some()) {
+        Ok(a) => a,
+        Err(e) => return c.cl.reply.error(e),
     };
-    let where_idx = 1 + numkeys + 1;
-    if where_idx >= argv.len() {
-        return c.cl.reply.error(ERR_SYNTAX);
-    }
-    let Some(end) = parse_end(argv[where_idx]) else {
+    // The side is checked before COUNT's value, as Redis does.
+    let Some(end) = parse_end(args.side) else {
         return c.cl.reply.error(ERR_SYNTAX);
     };
-    let mut count: i64 = -1;
-    let mut j = where_idx + 1;
-    while j < argv.len() {
-        if count == -1 && eq_ic(argv[j], "count") && j + 1 < argv.len() {
-            j += 1;
-            count = match parse_i64(argv[j]) {
-                Some(n) if n >= 1 => n,
-                _ => return c.cl.reply.error("ERR count should be greater than 0"),
-            };
-        } else {
-            return c.cl.reply.error(ERR_SYNTAX);
-        }
-        j += 1;
-    }
-    let count = count.max(1) as usize;
+    let count = args.count;
     let db = c.cl.db;
-    for key in &argv[2..2 + numkeys] {
+    for key in &args.keys {
         let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
             Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
             Typed::Missing => continue,

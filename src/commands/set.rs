@@ -109,18 +109,9 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() > 3 {
         return c.cl.reply.error(ERR_SYNTAX);
     }
-    let count = if argv.len() == 3 {
-        match parse_i64(argv[2]) {
-            Some(n) if n >= 0 => Some(n as usize),
-            _ => {
-                return c
-                    .cl
-                    .reply
-                    .error("ERR value is out of range, must be positive")
-            }
-        }
-    } else {
-        None
+    let count = match optional_pop_count(argv, 2) {
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
     };
     let db = c.cl.db;
     let key = argv[1];

@@ -711,18 +711,9 @@ fn zpop_generic(c: &mut Ctx, argv: &[&[u8]], max: bool) {
     if argv.len() > 3 {
         return c.cl.reply.error(ERR_SYNTAX);
     }
-    let count = if argv.len() == 3 {
-        match parse_i64(argv[2]) {
-            Some(n) if n >= 0 => Some(n as usize),
-            _ => {
-                return c
-                    .cl
-                    .reply
-                    .error("ERR value is out of range, must be positive")
-            }
-        }
-    } else {
-        None
+    let count = match optional_pop_count(argv, 2) {
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
     };
     let popped = match pop_members(c, argv[1], count.unwrap_or(1), max) {
         Err(()) => return,
@@ -754,37 +745,19 @@ pub fn zpopmax(c: &mut Ctx, argv: &[&[u8]]) {
 /// The engine behind ZMPOP and BZMPOP: `argv[1]` is numkeys. Replies nothing
 /// when `blocking` and nothing could be popped.
 fn zmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let numkeys = match parse_i64(argv[1]) {
-        Some(n) if n >= 1 => n as usize,
-        _ => return c.cl.reply.error("ERR numkeys should be greater than 0"),
+    let args = match parse_mpop(argv, |s| eq_ic(s, "min") || eq_ic(s, "max")) {
+        Ok(a) => a,
+        Err(e) => return c.cl.reply.error(e),
     };
-    let where_idx = 1 + numkeys + 1;
-    if where_idx >= argv.len() {
-        return c.cl.reply.error(ERR_SYNTAX);
-    }
-    let max = if eq_ic(argv[where_idx], "min") {
+    let max = if eq_ic(args.side, "min") {
         false
-    } else if eq_ic(argv[where_idx], "max") {
+    } else if eq_ic(args.side, "max") {
         true
     } else {
         return c.cl.reply.error(ERR_SYNTAX);
     };
-    let mut count: i64 = -1;
-    let mut j = where_idx + 1;
-    while j < argv.len() {
-        if count == -1 && eq_ic(argv[j], "count") && j + 1 < argv.len() {
-            j += 1;
-            count = match parse_i64(argv[j]) {
-                Some(n) if n >= 1 => n,
-                _ => return c.cl.reply.error("ERR count should be greater than 0"),
-            };
-        } else {
-            return c.cl.reply.error(ERR_SYNTAX);
-        }
-        j += 1;
-    }
-    let count = count.max(1) as usize;
-    for key in &argv[2..2 + numkeys] {
+    let count = args.count;
+    for key in &args.keys {
         match pop_members(c, key, count, max) {
             Err(()) => return,
             Ok(None) => continue,
