@@ -19,6 +19,7 @@ pub mod config;
 pub mod db;
 pub mod logging;
 pub mod memory;
+pub mod persistence;
 pub mod protocol;
 pub mod server;
 

@@ -65,6 +65,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = kvstore::persistence::snapshot::load_at_startup(&mut event_loop.srv) {
+        error!("{e}");
+        return ExitCode::FAILURE;
+    }
     match event_loop.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -19,7 +19,9 @@ fn encode_inline(cmd: &[Vec<u8>]) -> Option<Vec<u8>> {
     let plain = cmd
         .iter()
         .all(|a| !a.is_empty() && a.iter().all(|b| b.is_ascii_alphanumeric()));
-    if !plain || cmd.is_empty() {
+    // Longer inline requests are invalid (as in Redis): use RESP for those.
+    let line_len: usize = cmd.iter().map(|a| a.len() + 1).sum();
+    if !plain || cmd.is_empty() || line_len >= kvstore::protocol::parser::PROTO_INLINE_MAX_SIZE {
         return None;
     }
     let mut v = cmd.join(&b' ');

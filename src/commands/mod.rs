@@ -73,6 +73,7 @@ pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
 pub const ERR_STRING_TOO_LONG: &str =
     "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+pub const ERR_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 /// What a handler works with.
 pub struct Ctx<'a> {
@@ -200,6 +201,10 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         client.reply.error(&arity_error(cmd.name));
     } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
         client.reply.error(ERR_NOAUTH);
+    } else if (cmd.flags & WRITE != 0 || cmd.name == "ping")
+        && crate::persistence::snapshot::writes_refused(srv)
+    {
+        client.reply.error(ERR_MISCONF);
     } else if cmd.flags & DENYOOM != 0
         && srv.config.maxmemory > 0
         && srv.used_memory() as u64 > srv.config.maxmemory

@@ -240,6 +240,12 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
         n += d.len() as u64;
         d.clear();
     }
+    // Like Redis: a running background save is stale now, and with save
+    // points configured the (empty) dataset is saved right away.
+    crate::persistence::snapshot::kill_child(c.srv);
+    if !crate::persistence::snapshot::save_points(c.srv).is_empty() {
+        let _ = crate::persistence::snapshot::save(c.srv);
+    }
     c.dirty(n + 1);
     c.cl.reply.ok();
 }
@@ -252,6 +258,35 @@ pub fn time(c: &mut Ctx, _argv: &[&[u8]]) {
     c.cl.reply.array(2);
     c.cl.reply.bulk(now.as_secs().to_string().as_bytes());
     c.cl.reply.bulk(now.subsec_micros().to_string().as_bytes());
+}
+
+/// `SAVE` — write the snapshot now (blocking, as in Redis).
+pub fn save(c: &mut Ctx, _argv: &[&[u8]]) {
+    match crate::persistence::snapshot::save(c.srv) {
+        Ok(()) => c.cl.reply.ok(),
+        Err(e) if e.contains("in progress") => c.cl.reply.error(&format!("ERR {e}")),
+        Err(_) => c.cl.reply.error("ERR"),
+    }
+}
+
+/// `BGSAVE [SCHEDULE]` — snapshot in a forked child while the loop serves.
+pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
+    let schedule = match argv.len() {
+        1 => false,
+        2 if eq_ic(argv[1], "schedule") => true,
+        _ => return c.cl.reply.error(ERR_SYNTAX),
+    };
+    if c.srv.snapshot.child.is_some() {
+        if schedule {
+            c.srv.snapshot.scheduled = true;
+            return c.cl.reply.simple("Background saving scheduled");
+        }
+        return c.cl.reply.error("ERR Background save already in progress");
+    }
+    match crate::persistence::snapshot::bgsave(c.srv) {
+        Ok(()) => c.cl.reply.simple("Background saving started"),
+        Err(e) => c.cl.reply.error(&format!("ERR {e}")),
+    }
 }
 
 /// `LASTSAVE` — Unix time of the last successful save (startup until then).
@@ -731,8 +766,14 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
 fn info_section_persistence(srv: &crate::server::Server, out: &mut String) {
     let _ = write!(
         out,
-        "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-        srv.dirty, srv.lastsave_unix,
+        "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        srv.dirty,
+        srv.snapshot.child.is_some() as u8,
+        srv.lastsave_unix,
+        if srv.snapshot.last_bgsave_ok { "ok" } else { "err" },
+        srv.snapshot.last_bgsave_secs,
+        srv.snapshot.child.map_or(-1, |(_, t)| t.elapsed().as_secs() as i64),
+        srv.snapshot.saves,
     );
 }
 
@@ -740,7 +781,7 @@ fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
     let s = &srv.stats;
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
         s.total_connections_received,
         s.total_commands_processed,
         s.inst_ops.rate().round() as u64,
@@ -756,6 +797,8 @@ fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
         s.evicted_keys,
         s.keyspace_hits,
         s.keyspace_misses,
+        srv.snapshot.latest_fork_usec,
+        srv.snapshot.saves,
         s.total_error_replies,
         s.total_reads_processed,
         s.total_writes_processed,
@@ -1064,6 +1107,8 @@ const DEBUG_HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "RELOAD",
+    "    Save the RDB on disk and reload it back to memory.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -1084,6 +1129,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             ("sleep", 3),
             ("set-active-expire", 3),
             ("object", 3),
+            ("reload", -2),
         ],
     ) else {
         return;
@@ -1100,6 +1146,27 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
             }
             c.cl.reply.ok();
+        }
+        "reload" => {
+            // Save, empty the databases, load the file back.
+            use crate::persistence::{rdb, snapshot};
+            if let Err(e) = snapshot::save(c.srv) {
+                return c
+                    .cl
+                    .reply
+                    .error(&format!("ERR Error trying to save the DB: {e}"));
+            }
+            for d in &mut c.srv.dbs {
+                d.clear();
+            }
+            let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
+            match rdb::load_file(c.srv, &path) {
+                Ok(_) => c.cl.reply.ok(),
+                Err(e) => {
+                    c.cl.reply
+                        .error(&format!("ERR Error trying to load the RDB dump: {e}"))
+                }
+            }
         }
         "set-active-expire" => {
             c.srv.active_expire_enabled = parse_i64(argv[2]).unwrap_or(0) != 0;
@@ -1151,13 +1218,19 @@ pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
     if abort {
         return c.cl.reply.error("ERR No shutdown in progress.");
     }
-    c.srv.shutdown = Some(if nosave {
-        ShutdownMode::NoSave
-    } else if save {
-        ShutdownMode::Save
-    } else {
-        ShutdownMode::Default
-    });
+    use crate::persistence::snapshot;
+    let want_save = !nosave && (save || !snapshot::save_points(c.srv).is_empty());
+    if want_save {
+        snapshot::kill_child(c.srv);
+        if snapshot::save(c.srv).is_err() {
+            return c
+                .cl
+                .reply
+                .error("ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    // Saved above (or not wanted): the loop only has to stop.
+    c.srv.shutdown = Some(ShutdownMode::NoSave);
     // No reply: the connection closes as the server exits.
     c.cl.close_asap = true;
 }

@@ -176,6 +176,8 @@ pub struct Server {
     pub propagated: Option<Vec<Propagated>>,
     pub peak_memory: usize,
     pub lastsave_unix: i64,
+    /// Background saves and their status.
+    pub snapshot: crate::persistence::snapshot::SnapshotState,
     /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
     /// (slot, client id) so a slot reused in between is left alone.
     pub to_close: Vec<(usize, u64)>,
@@ -223,6 +225,7 @@ impl Server {
             propagated: None,
             peak_memory: 0,
             lastsave_unix: now / 1000,
+            snapshot: Default::default(),
             to_close: Vec::new(),
             cron_loops: 0,
             executable: std::env::current_exe()
@@ -324,6 +327,7 @@ impl Server {
         if self.active_expire_enabled {
             commands::expire::active_expire_cycle(self);
         }
+        crate::persistence::snapshot::cron(self);
         if self.config.activerehashing {
             for db in &mut self.dbs {
                 if db.main.is_rehashing() || db.expires.is_rehashing() {
@@ -451,8 +455,9 @@ impl EventLoop {
             }
             self.close_marked();
             if let Some(mode) = self.srv.shutdown {
-                self.shutdown(mode);
-                return Ok(());
+                if self.shutdown(mode) {
+                    return Ok(());
+                }
             }
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
             self.resume_unblocked();
@@ -787,14 +792,24 @@ impl EventLoop {
         }
     }
 
-    fn shutdown(&mut self, mode: ShutdownMode) {
+    /// Stop the server: a final snapshot when save points are configured
+    /// (or SAVE was given), unless NOSAVE. Returns false when the snapshot
+    /// failed and the server keeps running, as Redis does.
+    fn shutdown(&mut self, mode: ShutdownMode) -> bool {
         warn!("User requested shutdown...");
-        match mode {
-            ShutdownMode::NoSave => info!("Skipping save: NOSAVE requested"),
-            // Persistence plugs in here: a final snapshot when save points
-            // are configured, or SAVE was given.
-            ShutdownMode::Save | ShutdownMode::Default => {
-                info!("No persistence configured in this build: nothing to save")
+        use crate::persistence::snapshot;
+        snapshot::kill_child(&mut self.srv);
+        let save = match mode {
+            ShutdownMode::NoSave => false,
+            ShutdownMode::Save => true,
+            ShutdownMode::Default => !snapshot::save_points(&self.srv).is_empty(),
+        };
+        if save {
+            info!("Saving the final RDB snapshot before exiting.");
+            if let Err(e) = snapshot::save(&mut self.srv) {
+                warn!("Error trying to save the DB, can't exit: {e}");
+                self.srv.shutdown = None;
+                return false;
             }
         }
         for idx in 0..self.srv.clients.len() {
@@ -807,6 +822,7 @@ impl EventLoop {
             let _ = std::fs::remove_file(&self.srv.config.pidfile);
         }
         warn!("kvstore is now ready to exit, bye bye...");
+        true
     }
 }
 

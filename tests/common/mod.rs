@@ -57,8 +57,12 @@ fn wait_ready(port: u16, child: &mut Child) -> bool {
 
 /// Start kvstore with extra `--option value` arguments.
 pub fn start_kvstore(args: &[&str]) -> ServerProcess {
+    start_kvstore_in(tempfile::tempdir().unwrap(), args)
+}
+
+/// Start kvstore with `dir` as its data directory (kept by the process handle).
+pub fn start_kvstore_in(dir: tempfile::TempDir, args: &[&str]) -> ServerProcess {
     for _ in 0..5 {
-        let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvstore"));
         cmd.args([

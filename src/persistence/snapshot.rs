@@ -1,0 +1,212 @@
+//! Snapshot scheduling: SAVE, BGSAVE in a forked child (the loop keeps
+//! serving while the child writes the copy-on-write image), the `save`
+//! points, loading at startup, and the status INFO persistence reports.
+
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::rdb;
+use crate::server::{unix_time_ms, Server};
+
+/// Seconds to wait before retrying after a failed background save (Redis's
+/// CONFIG_BGSAVE_RETRY_DELAY).
+const BGSAVE_RETRY_DELAY_SECS: i64 = 5;
+
+/// State of snapshots, for INFO persistence and the cron.
+#[derive(Debug)]
+pub struct SnapshotState {
+    /// Running background save: child pid and start time.
+    pub child: Option<(libc::pid_t, Instant)>,
+    /// BGSAVE SCHEDULE asked for a save after the running one.
+    pub scheduled: bool,
+    pub last_bgsave_ok: bool,
+    pub last_bgsave_secs: i64,
+    pub latest_fork_usec: u64,
+    /// `dirty` when the running background save started.
+    pub dirty_at_start: u64,
+    pub saves: u64,
+    /// Unix time of the last background save attempt.
+    pub last_try_unix: i64,
+}
+
+impl Default for SnapshotState {
+    fn default() -> Self {
+        SnapshotState {
+            child: None,
+            scheduled: false,
+            last_bgsave_ok: true,
+            last_bgsave_secs: -1,
+            latest_fork_usec: 0,
+            dirty_at_start: 0,
+            saves: 0,
+            last_try_unix: 0,
+        }
+    }
+}
+
+/// The configured save points as (seconds, changes).
+pub fn save_points(srv: &Server) -> Vec<(i64, u64)> {
+    let nums: Vec<u64> = srv
+        .config
+        .save
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    nums.chunks(2)
+        .filter(|c| c.len() == 2)
+        .map(|c| (c[0] as i64, c[1]))
+        .collect()
+}
+
+/// SAVE: write the snapshot now, blocking (as Redis does).
+pub fn save(srv: &mut Server) -> Result<(), String> {
+    if srv.snapshot.child.is_some() {
+        return Err("Background save already in progress".into());
+    }
+    let start = Instant::now();
+    let dir = srv.config.dir.clone();
+    let name = srv.config.dbfilename.clone();
+    match rdb::save_to_file(srv, &dir, &name) {
+        Ok(()) => {
+            srv.dirty = 0;
+            srv.lastsave_unix = unix_time_ms() / 1000;
+            srv.snapshot.saves += 1;
+            srv.snapshot.last_bgsave_ok = true;
+            info!("DB saved on disk in {:.3}s", start.elapsed().as_secs_f64());
+            Ok(())
+        }
+        Err(e) => {
+            warn!("Failed saving the DB to {}: {e}", dir.join(&name).display());
+            Err(e.to_string())
+        }
+    }
+}
+
+/// BGSAVE: fork a child that writes the snapshot from the copy-on-write
+/// image of memory; the parent goes back to serving at once.
+pub fn bgsave(srv: &mut Server) -> Result<(), String> {
+    if srv.snapshot.child.is_some() {
+        return Err("Background save already in progress".into());
+    }
+    let start = Instant::now();
+    srv.snapshot.last_try_unix = unix_time_ms() / 1000;
+    // SAFETY: fork in a process whose other threads (jemalloc's, the
+    // reclaimer) hold no locks the child needs except the allocator's, which
+    // jemalloc makes fork-safe. The child only serialises memory, writes the
+    // file and exits with _exit, without logging.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        srv.snapshot.last_bgsave_ok = false;
+        warn!("Can't save in background: fork: {e}");
+        return Err(format!("fork failed: {e}"));
+    }
+    if pid == 0 {
+        let dir = srv.config.dir.clone();
+        let name = srv.config.dbfilename.clone();
+        let code = if rdb::save_to_file(srv, &dir, &name).is_ok() {
+            0
+        } else {
+            1
+        };
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    srv.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
+    srv.snapshot.child = Some((pid, start));
+    srv.snapshot.dirty_at_start = srv.dirty;
+    info!("Background saving started by pid {pid}");
+    Ok(())
+}
+
+/// Reap a finished background save (called from the cron).
+pub fn check_child(srv: &mut Server) {
+    let Some((pid, start)) = srv.snapshot.child else {
+        return;
+    };
+    let mut status = 0;
+    // SAFETY: waitpid on our own child, non-blocking.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if r == 0 {
+        return;
+    }
+    srv.snapshot.child = None;
+    srv.snapshot.last_bgsave_secs = start.elapsed().as_secs() as i64;
+    let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    if ok {
+        srv.dirty = srv.dirty.saturating_sub(srv.snapshot.dirty_at_start);
+        srv.lastsave_unix = unix_time_ms() / 1000;
+        srv.snapshot.saves += 1;
+        srv.snapshot.last_bgsave_ok = true;
+        info!("Background saving terminated with success");
+    } else {
+        srv.snapshot.last_bgsave_ok = false;
+        warn!("Background saving error (child pid {pid}, status {status})");
+        // A child killed half way leaves its temporary file behind.
+        let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
+    }
+}
+
+/// Stop a running background save (shutdown, FLUSHALL).
+pub fn kill_child(srv: &mut Server) {
+    if let Some((pid, _)) = srv.snapshot.child.take() {
+        // SAFETY: signalling and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+        let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
+    }
+}
+
+/// Cron work: reap the child, honour BGSAVE SCHEDULE and the save points.
+pub fn cron(srv: &mut Server) {
+    check_child(srv);
+    if srv.snapshot.child.is_some() {
+        return;
+    }
+    let now = unix_time_ms() / 1000;
+    if srv.snapshot.scheduled {
+        srv.snapshot.scheduled = false;
+        let _ = bgsave(srv);
+        return;
+    }
+    let retry_ok =
+        srv.snapshot.last_bgsave_ok || now - srv.snapshot.last_try_unix > BGSAVE_RETRY_DELAY_SECS;
+    for (secs, changes) in save_points(srv) {
+        if srv.dirty >= changes && now - srv.lastsave_unix >= secs && retry_ok {
+            info!("{changes} changes in {secs} seconds. Saving...");
+            let _ = bgsave(srv);
+            break;
+        }
+    }
+}
+
+/// Refuse writes after a failed background save (stop-writes-on-bgsave-error).
+pub fn writes_refused(srv: &Server) -> bool {
+    srv.config.stop_writes_on_bgsave_error
+        && !srv.snapshot.last_bgsave_ok
+        && !save_points(srv).is_empty()
+}
+
+/// Load `dir/dbfilename` if it exists. An unreadable or corrupt file is an
+/// error: the server must not start on half a dataset.
+pub fn load_at_startup(srv: &mut Server) -> Result<(), String> {
+    let path = srv.config.dir.join(&srv.config.dbfilename);
+    if !path.exists() {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let stats =
+        rdb::load_file(srv, &path).map_err(|e| format!("Bad RDB file {}: {e}", path.display()))?;
+    info!(
+        "DB loaded from disk: {:.3} seconds ({} keys, {} expired keys skipped, RDB version {})",
+        start.elapsed().as_secs_f64(),
+        stats.keys,
+        stats.expired_skipped,
+        stats.version
+    );
+    Ok(())
+}

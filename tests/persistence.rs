@@ -1,0 +1,213 @@
+//! RDB snapshots against the real binary and against Redis's own tools:
+//! data survives restarts, dumps move both ways between kvstore and
+//! redis-server 7.0, redis-check-rdb accepts ours, corrupt files are refused.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{start_kvstore_in, start_redis, Conn};
+use kvstore::config::Config;
+use kvstore::persistence::rdb;
+use kvstore::server::Server;
+
+/// A dataset with every type, compact and large encodings, and TTLs.
+fn fill(c: &mut Conn) {
+    c.cmd_str(&["SET", "str", "hello world"]);
+    c.cmd_str(&["SET", "int", "12345"]);
+    c.cmd_str(&["SET", "big", &"x".repeat(5000)]);
+    c.cmd_str(&["SET", "ttl", "v", "EX", "1000"]);
+    c.cmd_str(&["RPUSH", "list", "a", "b", "c", "1"]);
+    let many: Vec<String> = (0..600).map(|i| format!("item{i}")).collect();
+    let mut args = vec!["RPUSH", "biglist"];
+    args.extend(many.iter().map(|s| s.as_str()));
+    c.cmd_str(&args);
+    c.cmd_str(&["SADD", "ints", "1", "2", "3"]);
+    c.cmd_str(&["SADD", "strs", "a", "b", "c"]);
+    c.cmd_str(&["HSET", "hash", "f1", "v1", "f2", "2"]);
+    let mut args = vec!["HSET", "bighash"];
+    for s in &many {
+        args.push(s);
+        args.push(s);
+    }
+    c.cmd_str(&args);
+    c.cmd_str(&["ZADD", "zset", "1.5", "a", "2", "b", "-inf", "c"]);
+    let mut args = vec!["ZADD", "bigzset"];
+    let scores: Vec<String> = (0..300).map(|i| i.to_string()).collect();
+    for (s, m) in scores.iter().zip(&many) {
+        args.push(s);
+        args.push(m);
+    }
+    c.cmd_str(&args);
+    c.cmd_str(&["SELECT", "3"]);
+    c.cmd_str(&["SET", "in-db-3", "yes"]);
+    c.cmd_str(&["SELECT", "0"]);
+}
+
+/// Everything observable about the dataset, for comparing two servers.
+fn snapshot_of(c: &mut Conn) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for key in [
+        "str", "int", "big", "list", "biglist", "ints", "strs", "hash", "bighash", "zset",
+        "bigzset",
+    ] {
+        let ty = c.cmd_str(&["TYPE", key]);
+        out.push(ty.clone());
+        let v = match &ty[..] {
+            b"+string\r\n" => c.cmd_str(&["GET", key]),
+            b"+list\r\n" => c.cmd_str(&["LRANGE", key, "0", "-1"]),
+            b"+set\r\n" => c.cmd_str(&["SORT", key, "ALPHA"]),
+            b"+hash\r\n" => c.cmd_str(&["HMGET", key, "f1", "f2", "item0", "item599"]),
+            b"+zset\r\n" => c.cmd_str(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+            _ => b"?".to_vec(),
+        };
+        out.push(v);
+        out.push(c.cmd_str(&["HLEN", key]));
+    }
+    let ttl = String::from_utf8(c.cmd_str(&["TTL", "ttl"])).unwrap();
+    let ttl: i64 = ttl.trim_start_matches(':').trim().parse().unwrap();
+    assert!((990..=1000).contains(&ttl), "ttl {ttl}");
+    out.push(c.cmd_str(&["DBSIZE"]));
+    c.cmd_str(&["SELECT", "3"]);
+    out.push(c.cmd_str(&["GET", "in-db-3"]));
+    c.cmd_str(&["SELECT", "0"]);
+    out
+}
+
+#[test]
+fn data_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let s = start_kvstore_in(dir, &["--save", "3600 1"]);
+    let mut c = Conn::connect(s.port);
+    fill(&mut c);
+    let before = snapshot_of(&mut c);
+    // SHUTDOWN saves because save points are configured.
+    c.send_raw(b"SHUTDOWN\r\n");
+    assert!(c.try_read_reply().is_none());
+    let mut s = s;
+    let _ = s.child.wait();
+    assert!(path.join("dump.rdb").exists());
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    drop(s);
+    let s2 = start_kvstore_in(dir, &[]);
+    let mut c2 = Conn::connect(s2.port);
+    assert_eq!(snapshot_of(&mut c2), before);
+    // LASTSAVE and INFO report the save.
+    let info = String::from_utf8(c2.cmd_str(&["INFO", "persistence"])).unwrap();
+    assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+}
+
+#[test]
+fn bgsave_writes_in_the_background_and_debug_reload_round_trips() {
+    let s = start_kvstore_in(tempfile::tempdir().unwrap(), &[]);
+    let mut c = Conn::connect(s.port);
+    fill(&mut c);
+    let before = snapshot_of(&mut c);
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = String::from_utf8(c.cmd_str(&["INFO", "persistence"])).unwrap();
+        if info.contains("rdb_bgsave_in_progress:0") && info.contains("rdb_saves:1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(snapshot_of(&mut c), before);
+}
+
+#[test]
+fn dumps_move_both_ways_with_redis() {
+    let Some(redis) = start_redis(&["--hash-max-listpack-entries", "512"]) else {
+        return;
+    };
+    // Redis -> kvstore: Redis writes listpack, intset and quicklist2 encodings.
+    let mut r = Conn::connect(redis.port);
+    fill(&mut r);
+    let expected = snapshot_of(&mut r);
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let kv_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        redis.dir.path().join("dump.rdb"),
+        kv_dir.path().join("dump.rdb"),
+    )
+    .unwrap();
+    let kv = start_kvstore_in(kv_dir, &[]);
+    let mut k = Conn::connect(kv.port);
+    assert_eq!(
+        snapshot_of(&mut k),
+        expected,
+        "kvstore loading a Redis dump"
+    );
+
+    // kvstore -> redis-check-rdb and redis-server.
+    assert_eq!(k.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let dump = kv.dir.path().join("dump.rdb");
+    if let Some(check) = ["/usr/bin/redis-check-rdb", "/usr/local/bin/redis-check-rdb"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    {
+        let out = Command::new(check).arg(&dump).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("RDB looks OK"), "redis-check-rdb: {text}");
+    }
+    drop(r);
+    drop(redis);
+    // A fresh redis-server started on kvstore's directory loads its dump.
+    let kv_dir = kv.dir.path().to_str().unwrap().to_string();
+    let redis2 = start_redis(&["--dir", &kv_dir]).unwrap();
+    let mut r2 = Conn::connect(redis2.port);
+    assert_eq!(
+        snapshot_of(&mut r2),
+        expected,
+        "redis-server loading a kvstore dump"
+    );
+}
+
+/// Truncations and flipped bytes are refused with a message, never a panic.
+#[test]
+fn corrupt_dumps_are_refused_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_kvstore_in(dir, &[]);
+    let mut c = Conn::connect(s.port);
+    fill(&mut c);
+    c.cmd_str(&["SAVE"]);
+    let good = std::fs::read(s.dir.path().join("dump.rdb")).unwrap();
+    let mut srv = Server::new(Config::default());
+    assert!(rdb::load_bytes(&mut srv, &good).is_ok());
+    for cut in (0..good.len()).step_by(7) {
+        let mut srv = Server::new(Config::default());
+        let err =
+            rdb::load_bytes(&mut srv, &good[..cut]).expect_err("truncated dump must be refused");
+        assert!(err.contains("offset"), "{err}");
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..400 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut bad = good.clone();
+        let i = 9 + (rng as usize) % (bad.len() - 9);
+        bad[i] ^= 1 << ((rng >> 60) % 8);
+        let mut srv = Server::new(Config::default());
+        // Any flip is caught, by the parser or by the CRC.
+        assert!(
+            rdb::load_bytes(&mut srv, &bad).is_err(),
+            "flip at {i} accepted"
+        );
+    }
+    // A corrupt file stops the server from starting.
+    let bad_dir = tempfile::tempdir().unwrap();
+    std::fs::write(bad_dir.path().join("dump.rdb"), &good[..good.len() / 2]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .args(["--port", &common::free_port().to_string(), "--dir"])
+        .arg(bad_dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("Bad RDB file"), "{log}");
+}
