@@ -211,3 +211,32 @@ fn corrupt_dumps_are_refused_cleanly() {
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(log.contains("Bad RDB file"), "{log}");
 }
+
+#[test]
+fn check_rdb_subcommand_validates_dumps() {
+    let s = start_kvstore_in(tempfile::tempdir().unwrap(), &[]);
+    let mut c = Conn::connect(s.port);
+    fill(&mut c);
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let dump = s.dir.path().join("dump.rdb");
+    let out = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .arg("check-rdb")
+        .arg(&dump)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("RDB looks OK") && text.contains("keys read"),
+        "{text}"
+    );
+    let bytes = std::fs::read(&dump).unwrap();
+    let cut = s.dir.path().join("cut.rdb");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .arg("check-rdb")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("RDB ERROR DETECTED"));
+}

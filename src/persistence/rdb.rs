@@ -63,6 +63,8 @@ const OP_EOF: u8 = 255;
 struct RdbWriter<W: Write> {
     out: BufWriter<W>,
     crc: u64,
+    /// `rdbcompression`: LZF-compress strings longer than 20 bytes.
+    compress: bool,
 }
 
 impl<W: Write> RdbWriter<W> {
@@ -100,6 +102,15 @@ impl<W: Write> RdbWriter<W> {
                 }
             }
         }
+        // As Redis: LZF for strings over 20 bytes when it saves at least 4.
+        if self.compress && s.len() > 20 {
+            if let Some(c) = lzf::compress(s, s.len() - 4) {
+                self.raw(&[0xC3])?;
+                self.len(c.len() as u64)?;
+                self.len(s.len() as u64)?;
+                return self.raw(&c);
+            }
+        }
         self.len(s.len() as u64)?;
         self.raw(s)
     }
@@ -110,6 +121,7 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
     let mut r = RdbWriter {
         out: BufWriter::with_capacity(1 << 16, w),
         crc: 0,
+        compress: srv.config.rdbcompression,
     };
     r.raw(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
     let now_ms = crate::server::unix_time_ms();
