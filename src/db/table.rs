@@ -361,6 +361,17 @@ impl Table {
         }
     }
 
+    /// Size an empty table for `n` entries up front (loading a snapshot
+    /// whose RESIZEDB says how many keys follow), so loading never rehashes.
+    pub fn reserve(&mut self, n: usize) {
+        if self.len == 0 && self.rehash_idx.is_none() {
+            let size = (n / MAX_LOAD).max(INITIAL_SIZE).next_power_of_two();
+            if size > self.tabs[0].len() {
+                self.tabs[0] = Buckets::zeroed(size);
+            }
+        }
+    }
+
     fn expand_if_needed(&mut self) {
         if self.rehash_idx.is_some() {
             return;

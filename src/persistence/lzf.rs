@@ -28,10 +28,13 @@ fn push_literals(out: &mut Vec<u8>, mut lit: &[u8]) {
 pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
     let n = input.len();
     let mut out = Vec::with_capacity(max_out.min(n));
-    let mut table = vec![usize::MAX; 1 << HASH_BITS];
+    // A hash table sized to the input (most strings are short): allocating
+    // and clearing 16K slots per 100-byte value would dominate SAVE.
+    let bits = (usize::BITS - n.leading_zeros()).clamp(4, HASH_BITS);
+    let mut table = vec![usize::MAX; 1 << bits];
     let (mut i, mut lit_start) = (0usize, 0usize);
     while i + 2 < n {
-        let h = hash3(&input[i..]);
+        let h = hash3(&input[i..]) & ((1 << bits) - 1);
         let cand = table[h];
         table[h] = i;
         if cand != usize::MAX && i - cand <= MAX_OFF && input[cand..cand + 3] == input[i..i + 3] {
@@ -98,9 +101,17 @@ pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
                 return None;
             }
             let start = out.len() - back;
-            for k in 0..len {
-                let b = out[start + k];
-                out.push(b);
+            if back >= len {
+                out.extend_from_within(start..start + len);
+            } else if back == 1 {
+                // A run of one repeated byte.
+                let b = out[start];
+                out.resize(out.len() + len, b);
+            } else {
+                for k in 0..len {
+                    let b = out[start + k];
+                    out.push(b);
+                }
             }
         }
     }

@@ -514,7 +514,7 @@ fn type_name(t: u8) -> &'static str {
 }
 
 /// Read one value of type `t` into a boxed value or string.
-fn read_value(r: &mut Reader, t: u8, srv: &Server) -> R<Loaded> {
+fn read_value<'a>(r: &mut Reader<'a>, t: u8, srv: &Server) -> R<Loaded<'a>> {
     let cfg = &srv.config;
     let node = NodeLimit(cfg.list_max_listpack_size);
     let hash_lim = (
@@ -569,7 +569,7 @@ fn read_value(r: &mut Reader, t: u8, srv: &Server) -> R<Loaded> {
         Ok(Loaded::Value(Value::Set(s)))
     };
     match t {
-        T_STRING => Ok(Loaded::Str(r.string()?.into_owned())),
+        T_STRING => Ok(Loaded::Str(r.string()?)),
         T_LIST => {
             let n = r.count(1)?;
             let mut items = Vec::with_capacity(n.min(1 << 20));
@@ -646,8 +646,9 @@ fn read_value(r: &mut Reader, t: u8, srv: &Server) -> R<Loaded> {
     }
 }
 
-enum Loaded {
-    Str(Vec<u8>),
+enum Loaded<'a> {
+    /// A string value, borrowed from the mapped file when stored plain.
+    Str(Cow<'a, [u8]>),
     Value(Value),
 }
 
@@ -680,6 +681,9 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
         ..Default::default()
     };
     let now = crate::server::unix_time_ms();
+    // Progress for large files: a log line every couple of seconds.
+    let started = std::time::Instant::now();
+    let mut next_report = started + std::time::Duration::from_secs(2);
     let mut db = 0usize;
     let mut expire: Option<i64> = None;
     loop {
@@ -697,8 +701,13 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                 }
             }
             OP_RESIZEDB => {
-                r.len()?;
-                r.len()?;
+                let keys = r.len()?;
+                let expires = r.len()?;
+                // Size the tables once instead of growing them key by key
+                // (bounded by what the rest of the file could hold).
+                let left = (data.len() - r.pos) as u64;
+                srv.dbs[db].main.reserve(keys.min(left / 4) as usize);
+                srv.dbs[db].expires.reserve(expires.min(left / 12) as usize);
             }
             OP_AUX => {
                 r.string()?;
@@ -725,7 +734,7 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                 return r.fail("module data and functions are not supported");
             }
             t => {
-                let key = r.string()?.into_owned();
+                let key = r.string()?;
                 let at = r.pos;
                 let value = read_value(&mut r, t, srv).map_err(|e| {
                     if e.starts_with("offset") {
@@ -740,12 +749,6 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                     continue;
                 }
                 let d = &mut srv.dbs[db];
-                if d.main.get(&key).is_some() {
-                    return Err(format!(
-                        "offset {at}: duplicate key '{}'",
-                        String::from_utf8_lossy(&key)
-                    ));
-                }
                 let (entry, kind) = match value {
                     Loaded::Str(s) => (crate::commands::string::string_entry(&key, &s), 0),
                     Loaded::Value(v) => {
@@ -765,13 +768,28 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                         )
                     }
                 };
-                d.main.insert_new(entry);
+                if d.main.insert(entry).is_some() {
+                    return Err(format!(
+                        "offset {at}: duplicate key '{}'",
+                        String::from_utf8_lossy(&key)
+                    ));
+                }
                 if let Some(t) = ttl {
                     d.set_expire(&key, t);
                     stats.with_expire += 1;
                 }
                 stats.keys += 1;
                 stats.per_type[kind] += 1;
+                if stats.keys % 65536 == 0 && std::time::Instant::now() >= next_report {
+                    next_report += std::time::Duration::from_secs(2);
+                    let secs = started.elapsed().as_secs_f64().max(0.001);
+                    tracing::info!(
+                        "Loading RDB: {:.0}% ({} keys, {:.0} keys/s)",
+                        r.pos as f64 * 100.0 / data.len() as f64,
+                        stats.keys,
+                        stats.keys as f64 / secs
+                    );
+                }
             }
         }
     }
