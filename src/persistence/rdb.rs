@@ -780,7 +780,7 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                 }
                 stats.keys += 1;
                 stats.per_type[kind] += 1;
-                if stats.keys % 65536 == 0 && std::time::Instant::now() >= next_report {
+                if stats.keys.is_multiple_of(65536) && std::time::Instant::now() >= next_report {
                     next_report += std::time::Duration::from_secs(2);
                     let secs = started.elapsed().as_secs_f64().max(0.001);
                     tracing::info!(
