@@ -478,6 +478,132 @@ fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// Decode a ziplist (pre-7.0 compact encoding) into its elements.
+fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let bad = |what: &str| Err(format!("invalid ziplist: {what}"));
+    if zl.len() < 11 {
+        return bad("too short");
+    }
+    if u32::from_le_bytes(zl[0..4].try_into().unwrap()) as usize != zl.len() {
+        return bad("size header does not match");
+    }
+    let mut out = Vec::new();
+    let mut p = 10;
+    loop {
+        let Some(&first) = zl.get(p) else {
+            return bad("missing end marker");
+        };
+        if first == 0xFF {
+            break;
+        }
+        // prevlen: 1 byte, or 0xFE and 4 more.
+        p += if first == 0xFE { 5 } else { 1 };
+        let get = |from: usize, n: usize| zl.get(from..from + n).ok_or("truncated entry");
+        let Some(&enc) = zl.get(p) else {
+            return bad("truncated entry");
+        };
+        let (item, size): (Vec<u8>, usize) = match enc >> 6 {
+            0 => {
+                let n = (enc & 0x3f) as usize;
+                (get(p + 1, n)?.to_vec(), 1 + n)
+            }
+            1 => {
+                let n = (((enc & 0x3f) as usize) << 8)
+                    | *zl.get(p + 1).ok_or("truncated entry")? as usize;
+                (get(p + 2, n)?.to_vec(), 2 + n)
+            }
+            2 => {
+                let n = u32::from_be_bytes(get(p + 1, 4)?.try_into().unwrap()) as usize;
+                (get(p + 5, n)?.to_vec(), 5 + n)
+            }
+            _ => match enc {
+                0xC0 => (
+                    i16::from_le_bytes(get(p + 1, 2)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    3,
+                ),
+                0xD0 => (
+                    i32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    5,
+                ),
+                0xE0 => (
+                    i64::from_le_bytes(get(p + 1, 8)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    9,
+                ),
+                0xF0 => {
+                    let b = get(p + 1, 3)?;
+                    let v = (((b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16) << 8)
+                        as i32
+                        >> 8;
+                    (v.to_string().into_bytes(), 4)
+                }
+                0xFE => (
+                    (*zl.get(p + 1).ok_or("truncated entry")? as i8)
+                        .to_string()
+                        .into_bytes(),
+                    2,
+                ),
+                0xF1..=0xFD => (((enc & 0x0f) - 1).to_string().into_bytes(), 1),
+                _ => return bad("unknown entry encoding"),
+            },
+        };
+        out.push(item);
+        p += size;
+    }
+    Ok(out)
+}
+
+/// Decode a zipmap (the oldest compact hash encoding) into field, value, ….
+fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let bad = || Err("invalid zipmap".to_string());
+    let mut out = Vec::new();
+    let mut p = 1;
+    let read_len = |p: &mut usize| -> Option<usize> {
+        let b = *zm.get(*p)?;
+        if b < 254 {
+            *p += 1;
+            Some(b as usize)
+        } else if b == 254 {
+            let n = u32::from_le_bytes(zm.get(*p + 1..*p + 5)?.try_into().ok()?) as usize;
+            *p += 5;
+            Some(n)
+        } else {
+            None
+        }
+    };
+    loop {
+        match zm.get(p) {
+            None => return bad(),
+            Some(0xFF) => break,
+            _ => {}
+        }
+        let Some(klen) = read_len(&mut p) else {
+            return bad();
+        };
+        let Some(key) = zm.get(p..p + klen) else {
+            return bad();
+        };
+        p += klen;
+        let Some(vlen) = read_len(&mut p) else {
+            return bad();
+        };
+        let Some(&free) = zm.get(p) else { return bad() };
+        p += 1;
+        let Some(val) = zm.get(p..p + vlen) else {
+            return bad();
+        };
+        p += vlen + free as usize;
+        out.push(key.to_vec());
+        out.push(val.to_vec());
+    }
+    Ok(out)
+}
+
 /// Decode an intset into decimal strings.
 fn intset_items(is: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     if is.len() < 8 {
@@ -505,10 +631,6 @@ fn type_name(t: u8) -> &'static str {
     match t {
         T_MODULE | T_MODULE_2 => "module",
         T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2 | T_STREAM_LISTPACKS_3 => "stream",
-        T_HASH_ZIPMAP | T_HASH_ZIPLIST => "hash (zipmap/ziplist encoding)",
-        T_LIST_ZIPLIST | T_LIST_QUICKLIST => "list (ziplist encoding)",
-        T_ZSET_ZIPLIST => "zset (ziplist encoding)",
-        T_SET_LISTPACK => "set (listpack encoding)",
         _ => "unknown",
     }
 }
@@ -609,7 +731,31 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, srv: &Server) -> R<Loaded<'a>> {
             make_hash(items)
         }
         T_SET_INTSET => make_set(intset_items(&r.string()?)?),
+        T_LIST_ZIPLIST => Ok(make_list(&mut ziplist_items(&r.string()?)?.into_iter())),
+        T_HASH_ZIPLIST => make_hash(ziplist_items(&r.string()?)?),
+        T_HASH_ZIPMAP => make_hash(zipmap_items(&r.string()?)?),
+        T_ZSET_ZIPLIST => {
+            let items = ziplist_items(&r.string()?)?;
+            if !items.len().is_multiple_of(2) {
+                return Err("zset ziplist with an odd number of elements".into());
+            }
+            let mut pairs = Vec::with_capacity(items.len() / 2);
+            for p in items.chunks(2) {
+                let s = crate::commands::parse_f64(&p[1]).ok_or("invalid zset score")?;
+                pairs.push((p[0].clone(), s));
+            }
+            make_zset(pairs)
+        }
+        T_LIST_QUICKLIST => {
+            let nodes = r.count(1)?;
+            let mut items = Vec::new();
+            for _ in 0..nodes {
+                items.extend(ziplist_items(&r.string()?)?);
+            }
+            Ok(make_list(&mut items.into_iter()))
+        }
         T_HASH_LISTPACK => make_hash(listpack_items(&r.string()?)?),
+        T_SET_LISTPACK => make_set(listpack_items(&r.string()?)?),
         T_ZSET_LISTPACK => {
             let items = listpack_items(&r.string()?)?;
             if !items.len().is_multiple_of(2) {
@@ -824,6 +970,32 @@ mod tests {
         lp[0..4].copy_from_slice(&total.to_le_bytes());
         let items = listpack_items(&lp).unwrap();
         assert_eq!(items, vec![b"5".to_vec(), b"ab".to_vec(), b"-2".to_vec()]);
+    }
+
+    #[test]
+    fn decodes_ziplists_and_zipmaps() {
+        // Entries: "ab" (6-bit string), 7 (4-bit immediate), -300 (int16), end.
+        let mut zl = vec![0; 10];
+        zl.extend_from_slice(&[0x00, 0x02, b'a', b'b']);
+        zl.extend_from_slice(&[0x04, 0xF8]);
+        zl.extend_from_slice(&[0x02, 0xC0]);
+        zl.extend_from_slice(&(-300i16).to_le_bytes());
+        zl.push(0xFF);
+        let total = zl.len() as u32;
+        zl[0..4].copy_from_slice(&total.to_le_bytes());
+        zl[8..10].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(
+            ziplist_items(&zl).unwrap(),
+            vec![b"ab".to_vec(), b"7".to_vec(), b"-300".to_vec()]
+        );
+        assert!(ziplist_items(&zl[..zl.len() - 1]).is_err());
+        // zipmap: {"f": "vv"} with one free byte.
+        let zm = [1, 1, b'f', 2, 1, b'v', b'v', 0, 0xFF];
+        assert_eq!(
+            zipmap_items(&zm).unwrap(),
+            vec![b"f".to_vec(), b"vv".to_vec()]
+        );
+        assert!(zipmap_items(&zm[..5]).is_err());
     }
 
     #[test]
