@@ -808,8 +808,33 @@ pub fn load_file(srv: &mut Server, path: &Path) -> Result<LoadStats, String> {
     load_bytes(srv, &map)
 }
 
-/// Load an RDB image from memory (the mapped file).
-pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
+/// A load in progress: the loop runs it in slices so that clients get
+/// `-LOADING` meanwhile instead of waiting.
+#[derive(Debug)]
+pub struct LoadState {
+    pos: usize,
+    db: usize,
+    expire: Option<i64>,
+    now: i64,
+    pub stats: LoadStats,
+    started: std::time::Instant,
+    next_report: std::time::Instant,
+    pub done: bool,
+}
+
+impl LoadState {
+    /// Bytes of the file consumed so far.
+    pub fn loaded_bytes(&self) -> usize {
+        self.pos
+    }
+
+    pub fn started(&self) -> std::time::Instant {
+        self.started
+    }
+}
+
+/// Check the header of an RDB image and prepare to load it.
+pub fn load_begin(data: &[u8]) -> Result<LoadState, String> {
     let mut r = Reader { data, pos: 0 };
     let magic = r.bytes(9, "header")?;
     if &magic[..5] != b"REDIS" {
@@ -822,26 +847,48 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
     if !(MIN_VERSION..=MAX_VERSION).contains(&version) {
         return Err(format!("offset 5: unsupported RDB version {version}"));
     }
-    let mut stats = LoadStats {
-        version,
-        ..Default::default()
-    };
-    let now = crate::server::unix_time_ms();
-    // Progress for large files: a log line every couple of seconds.
     let started = std::time::Instant::now();
-    let mut next_report = started + std::time::Duration::from_secs(2);
-    let mut db = 0usize;
-    let mut expire: Option<i64> = None;
+    Ok(LoadState {
+        pos: r.pos,
+        db: 0,
+        expire: None,
+        now: crate::server::unix_time_ms(),
+        stats: LoadStats { version, ..Default::default() },
+        started,
+        next_report: started + std::time::Duration::from_secs(2),
+        done: false,
+    })
+}
+
+/// Load an RDB image from memory (the mapped file) in one go.
+pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
+    let mut st = load_begin(data)?;
+    while !st.done {
+        load_step(srv, data, &mut st, usize::MAX)?;
+    }
+    Ok(st.stats)
+}
+
+/// Load up to `max_keys` more keys of `data`; sets `st.done` at the end
+/// (after verifying the checksum).
+pub fn load_step(srv: &mut Server, data: &[u8], st: &mut LoadState, max_keys: usize) -> Result<(), String> {
+    let mut r = Reader { data, pos: st.pos };
+    let mut budget = max_keys;
     loop {
+        if budget == 0 {
+            st.pos = r.pos;
+            return Ok(());
+        }
         let op = r.u8("opcode")?;
         match op {
             OP_EOF => break,
             OP_SELECTDB => {
                 let at = r.pos;
-                db = r.len()? as usize;
-                if db >= srv.dbs.len() {
+                st.db = r.len()? as usize;
+                if st.db >= srv.dbs.len() {
                     return Err(format!(
-                        "offset {at}: database {db} out of range (databases is {})",
+                        "offset {at}: database {} out of range (databases is {})",
+                        st.db,
                         srv.dbs.len()
                     ));
                 }
@@ -852,20 +899,20 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                 // Size the tables once instead of growing them key by key
                 // (bounded by what the rest of the file could hold).
                 let left = (data.len() - r.pos) as u64;
-                srv.dbs[db].main.reserve(keys.min(left / 4) as usize);
-                srv.dbs[db].expires.reserve(expires.min(left / 12) as usize);
+                srv.dbs[st.db].main.reserve(keys.min(left / 4) as usize);
+                srv.dbs[st.db].expires.reserve(expires.min(left / 12) as usize);
             }
             OP_AUX => {
                 r.string()?;
                 r.string()?;
             }
             OP_EXPIRETIME_MS => {
-                expire = Some(i64::from_le_bytes(
+                st.expire = Some(i64::from_le_bytes(
                     r.bytes(8, "expire time")?.try_into().unwrap(),
                 ))
             }
             OP_EXPIRETIME => {
-                expire = Some(
+                st.expire = Some(
                     i32::from_le_bytes(r.bytes(4, "expire time")?.try_into().unwrap()) as i64
                         * 1000,
                 )
@@ -889,12 +936,13 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                         format!("offset {at}: key '{}': {e}", String::from_utf8_lossy(&key))
                     }
                 })?;
-                let ttl = expire.take();
-                if ttl.is_some_and(|t| t <= now) {
-                    stats.expired_skipped += 1;
+                budget -= 1;
+                let ttl = st.expire.take();
+                if ttl.is_some_and(|t| t <= st.now) {
+                    st.stats.expired_skipped += 1;
                     continue;
                 }
-                let d = &mut srv.dbs[db];
+                let d = &mut srv.dbs[st.db];
                 let (entry, kind) = match value {
                     Loaded::Str(s) => (crate::commands::string::string_entry(&key, &s), 0),
                     Loaded::Value(v) => {
@@ -922,25 +970,25 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
                 }
                 if let Some(t) = ttl {
                     d.set_expire(&key, t);
-                    stats.with_expire += 1;
+                    st.stats.with_expire += 1;
                 }
-                stats.keys += 1;
-                stats.per_type[kind] += 1;
-                if stats.keys.is_multiple_of(65536) && std::time::Instant::now() >= next_report {
-                    next_report += std::time::Duration::from_secs(2);
-                    let secs = started.elapsed().as_secs_f64().max(0.001);
+                st.stats.keys += 1;
+                st.stats.per_type[kind] += 1;
+                if st.stats.keys.is_multiple_of(65536) && std::time::Instant::now() >= st.next_report {
+                    st.next_report += std::time::Duration::from_secs(2);
+                    let secs = st.started.elapsed().as_secs_f64().max(0.001);
                     tracing::info!(
                         "Loading RDB: {:.0}% ({} keys, {:.0} keys/s)",
                         r.pos as f64 * 100.0 / data.len() as f64,
-                        stats.keys,
-                        stats.keys as f64 / secs
+                        st.stats.keys,
+                        st.stats.keys as f64 / secs
                     );
                 }
             }
         }
     }
     let body_end = r.pos;
-    if version >= 5 {
+    if st.stats.version >= 5 {
         let trailer = r.bytes(8, "CRC64 checksum")?;
         let stored = u64::from_le_bytes(trailer.try_into().unwrap());
         if stored != 0 && srv.config.rdbchecksum {
@@ -950,7 +998,9 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
             }
         }
     }
-    Ok(stats)
+    st.pos = r.pos;
+    st.done = true;
+    Ok(())
 }
 
 #[cfg(test)]
