@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = kvstore::persistence::snapshot::load_at_startup(&mut event_loop.srv) {
+    if let Err(e) = kvstore::persistence::snapshot::begin_startup_load(&mut event_loop.srv) {
         error!("{e}");
         return ExitCode::FAILURE;
     }

@@ -284,3 +284,91 @@ fn kill_during_bgsave_leaves_a_loadable_dump() {
         n.escape_ascii()
     );
 }
+
+/// While a dump loads, commands get Redis's LOADING error (INFO still
+/// works); once loaded, everything is there.
+#[test]
+fn clients_get_loading_while_a_dump_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_kvstore_in(dir, &[]);
+    let mut c = Conn::connect(s.port);
+    let value = "v".repeat(50);
+    for batch in 0..40 {
+        let mut args = vec!["MSET".to_string()];
+        for i in 0..10_000 {
+            args.push(format!("k:{batch}:{i}"));
+            args.push(value.clone());
+        }
+        let refs: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+        c.cmd_str(&refs);
+    }
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let mut s = s;
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    drop(s);
+    let port = common::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .args(["--port", &port.to_string(), "--save", "", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut conn = loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break Conn::connect(port);
+        }
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    loop {
+        let r = conn.cmd_str(&["GET", "k:39:9999"]);
+        if r == b"-LOADING Redis is loading the dataset in memory\r\n" {
+            let info = String::from_utf8(conn.cmd_str(&["INFO", "persistence"])).unwrap();
+            assert!(info.contains("loading:"), "{info}");
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        assert_eq!(r, format!("${}\r\n{}\r\n", value.len(), value).into_bytes());
+        break;
+    }
+    assert_eq!(conn.cmd_str(&["DBSIZE"]), b":400000\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A failed background save is reported, and with save points configured
+/// writes are refused (stop-writes-on-bgsave-error) until a save succeeds.
+#[test]
+fn failed_bgsave_stops_writes_until_a_save_succeeds() {
+    let s = start_kvstore_in(tempfile::tempdir().unwrap(), &["--save", "3600 1"]);
+    let mut c = Conn::connect(s.port);
+    let doomed = s.dir.path().join("doomed");
+    std::fs::create_dir(&doomed).unwrap();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "dir", doomed.to_str().unwrap()]),
+        b"+OK\r\n"
+    );
+    std::fs::remove_dir(&doomed).unwrap();
+    c.cmd_str(&["SET", "k", "v"]);
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = String::from_utf8(c.cmd_str(&["INFO", "persistence"])).unwrap();
+        if info.contains("rdb_last_bgsave_status:err") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = c.cmd_str(&["SET", "k", "w"]);
+    assert!(err.starts_with(b"-MISCONF "), "{}", err.escape_ascii());
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+    // Back to a working directory: SAVE succeeds and writes are accepted again.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "dir", s.dir.path().to_str().unwrap()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "k", "w"]), b"+OK\r\n");
+}

@@ -201,6 +201,10 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         client.reply.error(&arity_error(cmd.name));
     } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
         client.reply.error(ERR_NOAUTH);
+    } else if srv.loading.is_some() && cmd.flags & LOADING == 0 {
+        client
+            .reply
+            .error("LOADING Redis is loading the dataset in memory");
     } else if (cmd.flags & WRITE != 0 || cmd.name == "ping")
         && crate::persistence::snapshot::writes_refused(srv)
     {

@@ -763,10 +763,30 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
     );
 }
 
+/// The loading_* fields INFO shows while a dump loads.
+fn loading_fields(srv: &crate::server::Server) -> String {
+    let Some(l) = &srv.loading else {
+        return String::new();
+    };
+    let total = l.map.len().max(1);
+    let done = l.state.loaded_bytes();
+    let elapsed = l.state.started().elapsed().as_secs_f64();
+    let perc = done as f64 * 100.0 / total as f64;
+    let eta = if done > 0 {
+        (elapsed * (total - done) as f64 / done as f64) as u64
+    } else {
+        1
+    };
+    let start = crate::server::unix_time_ms() / 1000 - elapsed as i64;
+    format!("loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n")
+}
+
 fn info_section_persistence(srv: &crate::server::Server, out: &mut String) {
     let _ = write!(
         out,
-        "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\n{}current_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        srv.loading.is_some() as u8,
+        loading_fields(srv),
         srv.dirty,
         srv.snapshot.child.is_some() as u8,
         srv.lastsave_unix,
@@ -774,6 +794,8 @@ fn info_section_persistence(srv: &crate::server::Server, out: &mut String) {
         srv.snapshot.last_bgsave_secs,
         srv.snapshot.child.map_or(-1, |(_, t)| t.elapsed().as_secs() as i64),
         srv.snapshot.saves,
+        srv.rdb_last_load_expired,
+        srv.rdb_last_load_keys,
     );
 }
 

@@ -853,7 +853,10 @@ pub fn load_begin(data: &[u8]) -> Result<LoadState, String> {
         db: 0,
         expire: None,
         now: crate::server::unix_time_ms(),
-        stats: LoadStats { version, ..Default::default() },
+        stats: LoadStats {
+            version,
+            ..Default::default()
+        },
         started,
         next_report: started + std::time::Duration::from_secs(2),
         done: false,
@@ -871,7 +874,12 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
 
 /// Load up to `max_keys` more keys of `data`; sets `st.done` at the end
 /// (after verifying the checksum).
-pub fn load_step(srv: &mut Server, data: &[u8], st: &mut LoadState, max_keys: usize) -> Result<(), String> {
+pub fn load_step(
+    srv: &mut Server,
+    data: &[u8],
+    st: &mut LoadState,
+    max_keys: usize,
+) -> Result<(), String> {
     let mut r = Reader { data, pos: st.pos };
     let mut budget = max_keys;
     loop {
@@ -900,7 +908,9 @@ pub fn load_step(srv: &mut Server, data: &[u8], st: &mut LoadState, max_keys: us
                 // (bounded by what the rest of the file could hold).
                 let left = (data.len() - r.pos) as u64;
                 srv.dbs[st.db].main.reserve(keys.min(left / 4) as usize);
-                srv.dbs[st.db].expires.reserve(expires.min(left / 12) as usize);
+                srv.dbs[st.db]
+                    .expires
+                    .reserve(expires.min(left / 12) as usize);
             }
             OP_AUX => {
                 r.string()?;
@@ -923,8 +933,19 @@ pub fn load_step(srv: &mut Server, data: &[u8], st: &mut LoadState, max_keys: us
             OP_FREQ => {
                 r.u8("frequency")?;
             }
-            OP_MODULE_AUX | OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
-                return r.fail("module data and functions are not supported");
+            OP_FUNCTION2 => {
+                // A function library (Lua source). kvstore has no scripting
+                // engine: the library is read and dropped, loudly.
+                let code = r.string()?;
+                let name = String::from_utf8_lossy(&code)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                tracing::warn!("RDB holds a function library ({name}); functions are not supported, it is not loaded");
+            }
+            OP_MODULE_AUX | OP_FUNCTION_PRE_GA => {
+                return r.fail("module data and pre-7.0 function records are not supported");
             }
             t => {
                 let key = r.string()?;
@@ -974,7 +995,9 @@ pub fn load_step(srv: &mut Server, data: &[u8], st: &mut LoadState, max_keys: us
                 }
                 st.stats.keys += 1;
                 st.stats.per_type[kind] += 1;
-                if st.stats.keys.is_multiple_of(65536) && std::time::Instant::now() >= st.next_report {
+                if st.stats.keys.is_multiple_of(65536)
+                    && std::time::Instant::now() >= st.next_report
+                {
                     st.next_report += std::time::Duration::from_secs(2);
                     let secs = st.started.elapsed().as_secs_f64().max(0.001);
                     tracing::info!(

@@ -191,22 +191,56 @@ pub fn writes_refused(srv: &Server) -> bool {
         && !save_points(srv).is_empty()
 }
 
-/// Load `dir/dbfilename` if it exists. An unreadable or corrupt file is an
-/// error: the server must not start on half a dataset.
-pub fn load_at_startup(srv: &mut Server) -> Result<(), String> {
+/// Keys loaded per slice of the event loop while a dump loads at startup
+/// (a few milliseconds of work, so `-LOADING` replies stay prompt).
+const LOAD_SLICE_KEYS: usize = 10_000;
+
+/// A dump being loaded at startup, a slice per turn of the event loop.
+pub struct AsyncLoad {
+    pub map: memmap2::Mmap,
+    pub state: rdb::LoadState,
+    pub path: std::path::PathBuf,
+}
+
+/// Start loading `dir/dbfilename` (if it exists) in the background of the
+/// event loop: clients connecting meanwhile get `-LOADING`.
+pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
     let path = srv.config.dir.join(&srv.config.dbfilename);
     if !path.exists() {
         return Ok(());
     }
-    let start = Instant::now();
-    let stats =
-        rdb::load_file(srv, &path).map_err(|e| format!("Bad RDB file {}: {e}", path.display()))?;
+    let bad = |e: String| format!("Bad RDB file {}: {e}", path.display());
+    let file = std::fs::File::open(&path).map_err(|e| bad(e.to_string()))?;
+    // SAFETY: read-only mapping; dumps are replaced by rename, never rewritten in place.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?;
+    let state = rdb::load_begin(&map).map_err(bad)?;
+    info!("Loading RDB {} ({} bytes)", path.display(), map.len());
+    srv.loading = Some(AsyncLoad { map, state, path });
+    Ok(())
+}
+
+/// Load the next slice. `Ok(true)` while more remains; an error means the
+/// file is bad and the server must stop.
+pub fn continue_loading(srv: &mut Server) -> Result<bool, String> {
+    let Some(mut load) = srv.loading.take() else {
+        return Ok(false);
+    };
+    if let Err(e) = rdb::load_step(srv, &load.map, &mut load.state, LOAD_SLICE_KEYS) {
+        return Err(format!("Bad RDB file {}: {e}", load.path.display()));
+    }
+    if !load.state.done {
+        srv.loading = Some(load);
+        return Ok(true);
+    }
+    let stats = &load.state.stats;
     info!(
         "DB loaded from disk: {:.3} seconds ({} keys, {} expired keys skipped, RDB version {})",
-        start.elapsed().as_secs_f64(),
+        load.state.started().elapsed().as_secs_f64(),
         stats.keys,
         stats.expired_skipped,
         stats.version
     );
-    Ok(())
+    srv.rdb_last_load_keys = stats.keys;
+    srv.rdb_last_load_expired = stats.expired_skipped;
+    Ok(false)
 }

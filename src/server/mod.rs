@@ -178,6 +178,10 @@ pub struct Server {
     pub lastsave_unix: i64,
     /// Background saves and their status.
     pub snapshot: crate::persistence::snapshot::SnapshotState,
+    /// A dump being loaded at startup (commands get -LOADING meanwhile).
+    pub loading: Option<crate::persistence::snapshot::AsyncLoad>,
+    pub rdb_last_load_keys: u64,
+    pub rdb_last_load_expired: u64,
     /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
     /// (slot, client id) so a slot reused in between is left alone.
     pub to_close: Vec<(usize, u64)>,
@@ -226,6 +230,9 @@ impl Server {
             peak_memory: 0,
             lastsave_unix: now / 1000,
             snapshot: Default::default(),
+            loading: None,
+            rdb_last_load_keys: 0,
+            rdb_last_load_expired: 0,
             to_close: Vec::new(),
             cron_loops: 0,
             executable: std::env::current_exe()
@@ -324,10 +331,12 @@ impl Server {
         if used > self.peak_memory {
             self.peak_memory = used;
         }
-        if self.active_expire_enabled {
-            commands::expire::active_expire_cycle(self);
+        if self.loading.is_none() {
+            if self.active_expire_enabled {
+                commands::expire::active_expire_cycle(self);
+            }
+            crate::persistence::snapshot::cron(self);
         }
-        crate::persistence::snapshot::cron(self);
         if self.config.activerehashing {
             for db in &mut self.dbs {
                 if db.main.is_rehashing() || db.expires.is_rehashing() {
@@ -459,13 +468,22 @@ impl EventLoop {
                     return Ok(());
                 }
             }
+            if self.srv.loading.is_some() {
+                match crate::persistence::snapshot::continue_loading(&mut self.srv) {
+                    Ok(_) => {}
+                    Err(e) => return Err(io::Error::other(e)),
+                }
+            }
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
             self.resume_unblocked();
             let mut wake = next_cron;
             if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
                 wake = wake.min(deadline);
             }
-            let timeout = if self.srv.pending_reads.is_empty() && self.srv.unblocked.is_empty() {
+            let timeout = if self.srv.pending_reads.is_empty()
+                && self.srv.unblocked.is_empty()
+                && self.srv.loading.is_none()
+            {
                 wake.saturating_duration_since(Instant::now())
             } else {
                 Duration::ZERO
