@@ -73,6 +73,11 @@ pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
 /// Decompress `input` into exactly `out_len` bytes; `None` if the data is
 /// malformed or does not produce that length.
 pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    // A length the input cannot expand to is corrupt: refuse it before
+    // allocating (each input byte yields at most MAX_REF output bytes).
+    if out_len > input.len().saturating_mul(MAX_REF) {
+        return None;
+    }
     let mut out = Vec::with_capacity(out_len);
     let mut i = 0;
     while i < input.len() {
@@ -153,5 +158,7 @@ mod tests {
         assert_eq!(super::decompress(&data, 9).unwrap(), b"abcabcabc");
         assert!(super::decompress(&data, 10).is_none());
         assert!(super::decompress(&[0xe0, 0xff], 3).is_none());
+        // An absurd announced length is refused without allocating it.
+        assert!(super::decompress(&data, usize::MAX / 2).is_none());
     }
 }
