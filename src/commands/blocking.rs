@@ -70,6 +70,24 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
     });
 }
 
+/// The shared shape of BLMPOP and BZMPOP (`timeout numkeys key … <where>
+/// [COUNT n]`): try the non-blocking `pop` on `argv[1..]`, which replies
+/// nothing when every key is empty, and block on the keys in that case.
+pub fn block_mpop(c: &mut Ctx, argv: &[&[u8]], pop: fn(&mut Ctx, &[&[u8]], bool)) {
+    let deadline = match parse_timeout(argv[1], Instant::now()) {
+        Ok(d) => d,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let before = c.cl.reply.buf.len();
+    pop(c, &argv[1..], true);
+    if c.cl.reply.buf.len() == before {
+        // `pop` validated numkeys against argv before finding nothing.
+        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
+        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
+        block(c, &keys, deadline, argv);
+    }
+}
+
 /// Forget that `st` is blocked (served, timed out, unblocked or closed).
 pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     let Some(b) = st.blocked.take() else { return };
@@ -154,7 +172,7 @@ pub fn serve_blocked(srv: &mut Server) {
                 let served = client.st.reply.buf.len() != before;
                 if served {
                     unblock(srv, &mut client.st);
-                    srv.unblocked.push(slot);
+                    srv.unblocked.push((slot, id));
                     progress = true;
                 }
                 srv.clients[slot] = Some(client);
@@ -184,7 +202,7 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
         };
         client.st.reply.null_array();
         unblock(srv, &mut client.st);
-        srv.unblocked.push(slot);
+        srv.unblocked.push((slot, id));
         srv.clients[slot] = Some(client);
     }
 }
@@ -225,7 +243,7 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
             target.st.reply.null_array();
         }
         unblock(c.srv, &mut target.st);
-        c.srv.unblocked.push(slot);
+        c.srv.unblocked.push((slot, id));
     }
     c.srv.clients[slot] = Some(target);
     c.cl.reply.int(was_blocked as i64);

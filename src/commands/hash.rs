@@ -26,17 +26,12 @@ fn limits(c: &Ctx) -> (usize, usize) {
 /// The hash at `key` for writing, created if missing; `None` after a
 /// WRONGTYPE reply.
 fn hash_for_write<'s>(c: &'s mut Ctx, key: &[u8]) -> Option<&'s mut Hash> {
-    let db = c.cl.db;
-    match lookup_typed(c.srv, db, key, false, pick) {
-        Typed::WrongType => {
-            c.cl.reply.error(ERR_WRONGTYPE);
+    match lookup_or_create(c.srv, c.cl.db, key, pick, || Value::Hash(Hash::default())) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            c.cl.reply.error(e);
             None
         }
-        Typed::Found(_) => match lookup_typed(c.srv, db, key, false, pick) {
-            Typed::Found(h) => Some(h),
-            _ => None,
-        },
-        Typed::Missing => pick(create_value(c.srv, db, key, Value::Hash(Hash::default()))),
     }
 }
 

@@ -313,14 +313,15 @@ pub fn ltrim(c: &mut Ctx, argv: &[&[u8]]) {
         (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
     };
     let db = c.cl.db;
+    let limit = node_limit(c);
     let (removed, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => return c.cl.reply.ok(),
         Typed::Found(l) => {
             let before = l.len();
             match clamp_range(start, end, before) {
-                Some((s, e)) => l.trim(s, e),
-                None => l.trim(1, 0),
+                Some((s, e)) => l.trim(s, e, limit),
+                None => l.trim(1, 0, limit),
             }
             (before - l.len(), l.is_empty())
         }
@@ -598,15 +599,5 @@ pub fn brpoplpush(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`
 pub fn blmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    let deadline = match parse_timeout(argv[1], std::time::Instant::now()) {
-        Ok(d) => d,
-        Err(e) => return c.cl.reply.error(e),
-    };
-    let before = c.cl.reply.buf.len();
-    lmpop_generic(c, &argv[1..], true);
-    if c.cl.reply.buf.len() == before {
-        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
-        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
-        block(c, &keys, deadline, argv);
-    }
+    super::blocking::block_mpop(c, argv, lmpop_generic);
 }

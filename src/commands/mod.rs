@@ -371,6 +371,29 @@ pub fn create_value<'s>(
         .expect("value just inserted")
 }
 
+/// The collection at `key` for a write, created with `make` when missing,
+/// in one lookup. The error is WRONGTYPE's when the key holds another type.
+pub fn lookup_or_create<'s, T>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
+    make: impl FnOnce() -> crate::db::Value,
+) -> Result<&'s mut T, &'static str> {
+    let found: *mut T = match lookup_typed(srv, db, key, false, pick) {
+        Typed::WrongType => return Err(ERR_WRONGTYPE),
+        Typed::Found(v) => v,
+        Typed::Missing => std::ptr::null_mut(),
+    };
+    if found.is_null() {
+        return pick(create_value(srv, db, key, make())).ok_or(ERR_WRONGTYPE);
+    }
+    // SAFETY: `found` was borrowed from `srv` just above and nothing has run
+    // since; returning it directly is only refused by the borrow checker's
+    // conditional-return limitation.
+    Ok(unsafe { &mut *found })
+}
+
 /// Delete `key` if its collection became empty (Redis never keeps empty ones).
 pub fn delete_if_empty(srv: &mut Server, db: usize, key: &[u8], empty: bool) {
     if empty {

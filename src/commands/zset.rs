@@ -172,23 +172,15 @@ fn zset_for_write<'s>(
     hint: usize,
     maxlen: usize,
 ) -> Option<&'s mut ZSet> {
-    let db = c.cl.db;
     let (me, mv) = limits(c);
-    match lookup_typed(c.srv, db, key, false, pick) {
-        Typed::WrongType => {
-            c.cl.reply.error(ERR_WRONGTYPE);
+    match lookup_or_create(c.srv, c.cl.db, key, pick, || {
+        Value::ZSet(ZSet::with_hint(hint, maxlen, me, mv))
+    }) {
+        Ok(z) => Some(z),
+        Err(e) => {
+            c.cl.reply.error(e);
             None
         }
-        Typed::Found(_) => match lookup_typed(c.srv, db, key, false, pick) {
-            Typed::Found(z) => Some(z),
-            _ => None,
-        },
-        Typed::Missing => pick(create_value(
-            c.srv,
-            db,
-            key,
-            Value::ZSet(ZSet::with_hint(hint, maxlen, me, mv)),
-        )),
     }
 }
 
@@ -794,17 +786,7 @@ pub fn zmpop(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
 pub fn bzmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    let deadline = match parse_timeout(argv[1], std::time::Instant::now()) {
-        Ok(d) => d,
-        Err(e) => return c.cl.reply.error(e),
-    };
-    let before = c.cl.reply.buf.len();
-    zmpop_generic(c, &argv[1..], true);
-    if c.cl.reply.buf.len() == before {
-        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
-        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
-        block(c, &keys, deadline, argv);
-    }
+    super::blocking::block_mpop(c, argv, zmpop_generic);
 }
 
 /// The engine behind BZPOPMIN and BZPOPMAX: `[key, member, score]`.

@@ -290,8 +290,27 @@ impl List {
     }
 
     pub fn push_back(&mut self, v: &[u8], limit: NodeLimit) {
-        match self.nodes.back_mut() {
-            Some(n) if limit.fits(n, v.len()) => n.push_back(v),
+        self.push(v, false, limit);
+    }
+
+    pub fn push_front(&mut self, v: &[u8], limit: NodeLimit) {
+        self.push(v, true, limit);
+    }
+
+    fn push(&mut self, v: &[u8], front: bool, limit: NodeLimit) {
+        let end = if front {
+            self.nodes.front_mut()
+        } else {
+            self.nodes.back_mut()
+        };
+        match end {
+            Some(n) if limit.fits(n, v.len()) => {
+                if front {
+                    n.push_front(v)
+                } else {
+                    n.push_back(v)
+                }
+            }
             _ => {
                 // A list's first node grows exactly (most lists are small);
                 // once a node has filled, later ones start at full size.
@@ -301,23 +320,11 @@ impl List {
                     Packed::new()
                 };
                 n.push_back(v);
-                self.nodes.push_back(n);
-            }
-        }
-        self.len += 1;
-    }
-
-    pub fn push_front(&mut self, v: &[u8], limit: NodeLimit) {
-        match self.nodes.front_mut() {
-            Some(n) if limit.fits(n, v.len()) => n.push_front(v),
-            _ => {
-                let mut n = if v.len() < 1024 && !self.nodes.is_empty() {
-                    limit.new_node()
+                if front {
+                    self.nodes.push_front(n)
                 } else {
-                    Packed::new()
-                };
-                n.push_back(v);
-                self.nodes.push_front(n);
+                    self.nodes.push_back(n)
+                }
             }
         }
         self.len += 1;
@@ -433,7 +440,7 @@ impl List {
     }
 
     /// Keep only elements `start..=end` (already clamped); empty when start > end.
-    pub fn trim(&mut self, start: usize, end: usize) {
+    pub fn trim(&mut self, start: usize, end: usize, limit: NodeLimit) {
         if start > end || start >= self.len {
             self.nodes.clear();
             self.len = 0;
@@ -444,7 +451,7 @@ impl List {
             .into_iter()
             .map(|v| v.to_vec())
             .collect();
-        self.rebuild(keep.iter().map(|v| v.as_slice()), NodeLimit(-2));
+        self.rebuild(keep.iter().map(|v| v.as_slice()), limit);
     }
 
     /// Replace the contents with `items`.

@@ -198,7 +198,7 @@ pub struct Server {
     pub client_slots: std::collections::HashMap<u64, usize>,
     /// Clients just unblocked: their reply must be written and their
     /// buffered input processed.
-    pub unblocked: Vec<usize>,
+    pub unblocked: Vec<(usize, u64)>,
     /// Largest query/reply buffers seen recently (INFO clients).
     pub recent_max_input: usize,
     pub recent_max_output: usize,
@@ -606,8 +606,15 @@ impl EventLoop {
     /// commands they sent while blocked.
     fn resume_unblocked(&mut self) {
         while !self.srv.unblocked.is_empty() {
-            for idx in std::mem::take(&mut self.srv.unblocked) {
-                let Some(mut client) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+            for (idx, id) in std::mem::take(&mut self.srv.unblocked) {
+                // The slot may have been reused since: only resume the same client.
+                let same = self
+                    .srv
+                    .clients
+                    .get(idx)
+                    .and_then(|c| c.as_ref())
+                    .is_some_and(|c| c.st.id == id);
+                let Some(mut client) = same.then(|| self.srv.clients[idx].take()).flatten() else {
                     continue;
                 };
                 let mut close = false;
