@@ -275,6 +275,18 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
         count = Some(l);
     }
     let db = c.cl.db;
+    if count.is_none() {
+        // One random field: no need to copy the whole hash.
+        let mut rng = c.srv.rng.fork();
+        return match lookup_typed(c.srv, db, argv[1], true, pick) {
+            Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
+            Typed::Missing => c.cl.reply.null(),
+            Typed::Found(h) => match h.random_field(&mut || rng.next_u64()) {
+                Some(f) => c.cl.reply.bulk(&f),
+                None => c.cl.reply.null(),
+            },
+        };
+    }
     let pairs = match lookup_typed(c.srv, db, argv[1], true, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => {
@@ -287,10 +299,8 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
         Typed::Found(h) => h.pairs(),
     };
     let rng = &mut c.srv.rng;
-    let Some(l) = count else {
-        let (f, _) = &pairs[(rng.next_u64() as usize) % pairs.len()];
-        return c.cl.reply.bulk(f);
-    };
+    // The single-field form returned above.
+    let Some(l) = count else { return };
     let picked: Vec<&(Vec<u8>, Vec<u8>)> = random_picks(&pairs, l, &mut || rng.next_u64());
     reply_pairs(&mut c.cl.reply, &picked, withvalues);
 }

@@ -180,6 +180,18 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
     } else {
         None
     };
+    if count.is_none() {
+        // One random member: no need to copy the whole set.
+        let mut rng = c.srv.rng.fork();
+        return match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+            Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
+            Typed::Missing => c.cl.reply.null(),
+            Typed::Found(s) => match s.random(&mut || rng.next_u64()) {
+                Some(m) => c.cl.reply.bulk(&m),
+                None => c.cl.reply.null(),
+            },
+        };
+    }
     let members = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => {
@@ -192,18 +204,12 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
         Typed::Found(s) => s.members(),
     };
     let rng = &mut c.srv.rng;
-    match count {
-        None => {
-            let m = &members[(rng.next_u64() as usize) % members.len()];
-            c.cl.reply.bulk(m);
-        }
-        Some(l) => {
-            let picked = random_picks(&members, l, &mut || rng.next_u64());
-            c.cl.reply.array(picked.len());
-            for m in picked {
-                c.cl.reply.bulk(m);
-            }
-        }
+    // The single-member form returned above.
+    let Some(l) = count else { return };
+    let picked = random_picks(&members, l, &mut || rng.next_u64());
+    c.cl.reply.array(picked.len());
+    for m in picked {
+        c.cl.reply.bulk(m);
     }
 }
 

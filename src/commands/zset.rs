@@ -1102,6 +1102,18 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
         }
         count = Some(l);
     }
+    if count.is_none() {
+        // One random member: no need to copy the whole set.
+        let mut rng = c.srv.rng.fork();
+        let picked = match zset_read(c, argv[1]) {
+            Err(()) => return,
+            Ok(z) => z.and_then(|z| z.random_member(&mut || rng.next_u64())),
+        };
+        return match picked {
+            Some(m) => c.cl.reply.bulk(&m),
+            None => c.cl.reply.null(),
+        };
+    }
     let items: Vec<(Vec<u8>, f64)> = match zset_read(c, argv[1]) {
         Err(()) => return,
         Ok(None) => {
@@ -1118,10 +1130,8 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
             .collect(),
     };
     let rng = &mut c.srv.rng;
-    let Some(l) = count else {
-        let (m, _) = &items[(rng.next_u64() as usize) % items.len()];
-        return c.cl.reply.bulk(m);
-    };
+    // The single-member form returned above.
+    let Some(l) = count else { return };
     let picked: Vec<(Vec<u8>, f64)> = random_picks(&items, l, &mut || rng.next_u64())
         .into_iter()
         .cloned()

@@ -230,6 +230,18 @@ impl Hash {
         }
     }
 
+    /// A uniformly random field, without materialising the hash.
+    pub fn random_field(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        match self {
+            Hash::Packed(p) if !p.is_empty() => {
+                let i = (rand() as usize) % (p.len() / 2);
+                p.get(2 * i).map(|f| f.to_vec())
+            }
+            Hash::Packed(_) => None,
+            Hash::Table(t) => t.random_entry(rand).map(|e| e.key().to_vec()),
+        }
+    }
+
     pub fn pairs(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::with_capacity(self.len());
         self.for_each(&mut |k, v| out.push((k.to_vec(), v.to_vec())));

@@ -224,6 +224,18 @@ impl ZSet {
         }
     }
 
+    /// A uniformly random member, without materialising the set.
+    pub fn random_member(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        match self {
+            ZSet::Packed(p) if !p.is_empty() => {
+                let i = (rand() as usize) % (p.len() / 2);
+                p.get(2 * i).map(|m| m.to_vec())
+            }
+            ZSet::Packed(_) => None,
+            ZSet::Tree(t) => t.members.random_entry(rand).map(|e| e.key().to_vec()),
+        }
+    }
+
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match self {
             ZSet::Packed(p) => {
