@@ -60,6 +60,22 @@ pub struct Config {
     pub notify_keyspace_events: String,
     pub pidfile: String,
     pub protected_mode: bool,
+    /// Who may change protected configs (`dir`, `dbfilename`) at run time.
+    pub enable_protected_configs: Gate,
+    /// Who may run DEBUG.
+    pub enable_debug_command: Gate,
+    /// Who may run MODULE (there are no modules: the gate is kept for configs
+    /// written for Redis).
+    pub enable_module_command: Gate,
+    /// `rename-command old new` lines, in order (`new` empty: disabled).
+    pub rename_commands: Vec<(String, String)>,
+    /// Output buffer limits per client class (normal, replica, pubsub).
+    pub client_output_buffer_limit: [BufferLimit; 3],
+    pub lazyfree_lazy_eviction: bool,
+    pub lazyfree_lazy_server_del: bool,
+    pub replica_lazy_flush: bool,
+    /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
+    pub rdb_key_save_delay: i64,
     /// Path of the config file the server was started with, if any.
     pub config_file: Option<PathBuf>,
 }
@@ -113,6 +129,15 @@ impl Default for Config {
             notify_keyspace_events: String::new(),
             pidfile: String::new(),
             protected_mode: false,
+            enable_protected_configs: Gate::No,
+            enable_debug_command: Gate::No,
+            enable_module_command: Gate::No,
+            rename_commands: Vec::new(),
+            client_output_buffer_limit: [BufferLimit::default(); 3],
+            lazyfree_lazy_eviction: false,
+            lazyfree_lazy_server_del: false,
+            replica_lazy_flush: false,
+            rdb_key_save_delay: 0,
             config_file: None,
         };
         for opt in OPTIONS {
@@ -122,12 +147,132 @@ impl Default for Config {
     }
 }
 
+/// Who may use a dangerous facility (`enable-debug-command`,
+/// `enable-protected-configs`, `enable-module-command`): nobody, everybody,
+/// or only clients on a loopback address or the unix socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    No,
+    Yes,
+    Local,
+}
+
+impl Gate {
+    fn parse(v: &str) -> Result<Gate, String> {
+        match v.to_ascii_lowercase().as_str() {
+            "no" => Ok(Gate::No),
+            "yes" => Ok(Gate::Yes),
+            "local" => Ok(Gate::Local),
+            _ => Err("argument(s) must be one of the following: no, yes, local".into()),
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Gate::No => "no",
+            Gate::Yes => "yes",
+            Gate::Local => "local",
+        }
+        .into()
+    }
+
+    /// Does the gate let a client through? `local`: the client connected
+    /// from a loopback address or the unix socket.
+    pub fn allows(self, local: bool) -> bool {
+        match self {
+            Gate::No => false,
+            Gate::Yes => true,
+            Gate::Local => local,
+        }
+    }
+}
+
+/// The classes `client-output-buffer-limit` distinguishes, in its order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientClass {
+    Normal = 0,
+    Replica = 1,
+    PubSub = 2,
+}
+
+/// One class's output buffer limit: closed at once past `hard` bytes, or
+/// after staying past `soft` bytes for `soft_secs` seconds (0 = no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufferLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+fn format_buffer_limits(limits: &[BufferLimit; 3]) -> String {
+    let names = ["normal", "slave", "pubsub"];
+    names
+        .iter()
+        .zip(limits)
+        .map(|(n, l)| format!("{n} {} {} {}", l.hard, l.soft, l.soft_secs))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parse `<class> <hard> <soft> <soft seconds>` groups (Redis's syntax and
+/// error texts); classes not named keep their limits.
+fn parse_buffer_limits(v: &str, limits: &mut [BufferLimit; 3]) -> Result<(), String> {
+    let parts: Vec<&str> = v.split_whitespace().collect();
+    if parts.is_empty() || !parts.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut out = *limits;
+    for group in parts.chunks(4) {
+        let class = match group[0].to_ascii_lowercase().as_str() {
+            "normal" => ClientClass::Normal,
+            "slave" | "replica" => ClientClass::Replica,
+            "pubsub" => ClientClass::PubSub,
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        };
+        let bad = || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+        let hard = parse_memory(group[1]).map_err(|_| bad())?;
+        let soft = parse_memory(group[2]).map_err(|_| bad())?;
+        let soft_secs: u64 = group[3].parse().map_err(|_| bad())?;
+        out[class as usize] = BufferLimit {
+            hard,
+            soft,
+            soft_secs,
+        };
+    }
+    *limits = out;
+    Ok(())
+}
+
+/// A file name that must not be a path (`dbfilename`, `appendfilename`).
+fn base_name(v: &str, what: &str) -> Result<String, String> {
+    if v.contains('/') || v.contains('\\') {
+        return Err(format!("{what} can't be a path, just a filename"));
+    }
+    Ok(v.to_string())
+}
+
+/// An I/O error as Redis words it (`strerror`), without Rust's "(os error N)".
+pub fn os_error_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// How an option's value is written and read.
 pub struct OptionSpec {
     pub name: &'static str,
     pub default: &'static str,
     /// Can CONFIG SET change it while running?
     pub mutable: bool,
+    /// A protected config: CONFIG SET only where `enable-protected-configs`
+    /// allows it (it can make the server write files elsewhere).
+    pub protected: bool,
+    /// The value is several words written unquoted (`save 3600 1`, `bind a b`).
+    pub multi_arg: bool,
     pub get: fn(&Config) -> String,
     pub set: fn(&mut Config, &str) -> Result<(), String>,
     /// One-line description, used in the shipped kvstore.conf.
@@ -230,6 +375,18 @@ fn parse_save(v: &str) -> Result<String, String> {
     Ok(parts.join(" "))
 }
 
+/// Mark an option protected.
+const fn protected(mut o: OptionSpec) -> OptionSpec {
+    o.protected = true;
+    o
+}
+
+/// Mark an option as taking several words.
+const fn multi_arg(mut o: OptionSpec) -> OptionSpec {
+    o.multi_arg = true;
+    o
+}
+
 /// Give an option its older alias.
 const fn aliased(mut o: OptionSpec, alias: &'static str) -> OptionSpec {
     o.alias = Some(alias);
@@ -244,6 +401,8 @@ macro_rules! opt {
             mutable: $mutable,
             doc: $doc,
             alias: None,
+            protected: false,
+            multi_arg: false,
             get: |$c: &Config| $get,
             set: |$c2: &mut Config, $v: &str| {
                 $set;
@@ -255,14 +414,14 @@ macro_rules! opt {
 
 /// Every option the server knows, in the order kvstore.conf documents them.
 pub static OPTIONS: &[OptionSpec] = &[
-    opt!(
+    multi_arg(opt!(
         "bind",
         "127.0.0.1",
         false,
         "Addresses to listen on (space separated).",
         |c| c.bind.join(" "),
         |c, v| c.bind = v.split_whitespace().map(String::from).collect()
-    ),
+    )),
     opt!(
         "port",
         "6379",
@@ -422,30 +581,38 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c| c.logfile.clone(),
         |c, v| c.logfile = v.to_string()
     ),
-    opt!(
+    protected(opt!(
         "dir",
         "./",
         true,
-        "Working directory for data files.",
+        "Working directory for data files; it must exist. Protected: CONFIG SET only with enable-protected-configs.",
         |c| c.dir.display().to_string(),
         |c, v| c.dir = absolute_dir(v)?
-    ),
-    opt!(
+    )),
+    protected(opt!(
         "dbfilename",
         "dump.rdb",
         true,
-        "Snapshot file name, in dir.",
+        "Snapshot file name, in dir (a name, not a path). Protected like dir.",
         |c| c.dbfilename.clone(),
-        |c, v| c.dbfilename = v.to_string()
-    ),
+        |c, v| c.dbfilename = base_name(v, "dbfilename")?
+    )),
     opt!(
+        "rdb-key-save-delay",
+        "0",
+        true,
+        "Microseconds a background save sleeps per key (for tests; 0: none).",
+        |c| c.rdb_key_save_delay.to_string(),
+        |c, v| c.rdb_key_save_delay = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
+    ),
+    multi_arg(opt!(
         "save",
         "3600 1 300 100 60 10000",
         true,
         "Snapshot save points: pairs of <seconds> <changes> (\"\" disables).",
         |c| c.save.clone(),
         |c, v| c.save = parse_save(v)?
-    ),
+    )),
     opt!(
         "appendonly",
         "no",
@@ -465,7 +632,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         false,
         "Base name of the append-only files.",
         |c| c.appendfilename.clone(),
-        |c, v| c.appendfilename = v.to_string()
+        |c, v| c.appendfilename = base_name(v, "appendfilename")?
     ),
     opt!(
         "appendfsync",
@@ -492,18 +659,34 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.active_expire_effort = parse_int(v, 1, 10)?
     ),
     opt!(
+        "lazyfree-lazy-eviction",
+        "no",
+        true,
+        "Free evicted values in the background.",
+        |c| yes_no(c.lazyfree_lazy_eviction),
+        |c, v| c.lazyfree_lazy_eviction = parse_bool(v)?
+    ),
+    opt!(
         "lazyfree-lazy-expire",
         "no",
         true,
-        "Propagate expirations as UNLINK instead of DEL.",
+        "Free expired values in the background and propagate expirations as UNLINK.",
         |c| yes_no(c.lazyfree_lazy_expire),
         |c, v| c.lazyfree_lazy_expire = parse_bool(v)?
+    ),
+    opt!(
+        "lazyfree-lazy-server-del",
+        "no",
+        true,
+        "Free values a command replaces (SET over a big set, RENAME onto a key) in the background.",
+        |c| yes_no(c.lazyfree_lazy_server_del),
+        |c, v| c.lazyfree_lazy_server_del = parse_bool(v)?
     ),
     opt!(
         "lazyfree-lazy-user-del",
         "no",
         true,
-        "Make DEL behave like UNLINK.",
+        "Make DEL behave like UNLINK (large values freed in the background).",
         |c| yes_no(c.lazyfree_lazy_user_del),
         |c, v| c.lazyfree_lazy_user_del = parse_bool(v)?
     ),
@@ -514,6 +697,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Make FLUSHALL/FLUSHDB default to ASYNC.",
         |c| yes_no(c.lazyfree_lazy_user_flush),
         |c, v| c.lazyfree_lazy_user_flush = parse_bool(v)?
+    ),
+    opt!(
+        "replica-lazy-flush",
+        "no",
+        true,
+        "A replica empties its dataset in the background before a full sync.",
+        |c| yes_no(c.replica_lazy_flush),
+        |c, v| c.replica_lazy_flush = parse_bool(v)?
     ),
     opt!(
         "stop-writes-on-bgsave-error",
@@ -651,10 +842,42 @@ pub static OPTIONS: &[OptionSpec] = &[
         "protected-mode",
         "yes",
         true,
-        "Accepted for compatibility; kvstore binds to 127.0.0.1 by default.",
+        "While no password is set, refuse clients that are not on 127.0.0.1, ::1 or the unix socket.",
         |c| yes_no(c.protected_mode),
         |c, v| c.protected_mode = parse_bool(v)?
     ),
+    opt!(
+        "enable-protected-configs",
+        "no",
+        false,
+        "Allow CONFIG SET of protected configs (dir, dbfilename): no, yes, or local (loopback/unix clients).",
+        |c| c.enable_protected_configs.name(),
+        |c, v| c.enable_protected_configs = Gate::parse(v)?
+    ),
+    opt!(
+        "enable-debug-command",
+        "no",
+        false,
+        "Allow DEBUG: no, yes, or local (loopback/unix clients).",
+        |c| c.enable_debug_command.name(),
+        |c, v| c.enable_debug_command = Gate::parse(v)?
+    ),
+    opt!(
+        "enable-module-command",
+        "no",
+        false,
+        "Allow MODULE: no, yes, or local (kvstore loads no modules).",
+        |c| c.enable_module_command.name(),
+        |c, v| c.enable_module_command = Gate::parse(v)?
+    ),
+    multi_arg(opt!(
+        "client-output-buffer-limit",
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        true,
+        "Per class <class> <hard> <soft> <soft-seconds>: a client past hard bytes of pending output, or past soft bytes for soft-seconds, is closed (0: no limit).",
+        |c| format_buffer_limits(&c.client_output_buffer_limit),
+        |c, v| parse_buffer_limits(v, &mut c.client_output_buffer_limit)?
+    )),
     opt!(
         "daemonize",
         "no",
@@ -759,6 +982,18 @@ impl Config {
                 .iter()
                 .map(|a| String::from_utf8_lossy(a).to_string())
                 .collect();
+            // `rename-command <command> <new name>` may repeat; the command
+            // table applies the renames at startup (an empty name disables).
+            if name.eq_ignore_ascii_case("rename-command") {
+                let [from, to] = values.as_slice() else {
+                    return Err(format!(
+                        "Bad directive or wrong number of arguments at line {}: {line}",
+                        lineno + 1
+                    ));
+                };
+                self.rename_commands.push((from.clone(), to.clone()));
+                continue;
+            }
             let opt = find_option(&name).ok_or_else(|| {
                 format!(
                     "Bad directive or wrong number of arguments at line {}: '{name}'",
@@ -801,7 +1036,7 @@ impl Config {
             match find_option(name) {
                 Some(opt) => {
                     if written.insert(opt.name) {
-                        out.push_str(&format!("{} {}\n", opt.name, quote(&(opt.get)(self))));
+                        out.push_str(&config_line(opt, &(opt.get)(self)));
                     }
                 }
                 None => {
@@ -813,20 +1048,34 @@ impl Config {
         let defaults = Config::default();
         let mut header = false;
         for opt in OPTIONS {
-            if written.contains(opt.name) || (opt.get)(self) == (opt.get)(&defaults) {
+            // `dir` is always written, as Redis does: its default is relative
+            // to wherever the server happens to be started, so a file
+            // without it restarts in another directory with another dataset.
+            let is_default = (opt.get)(self) == (opt.get)(&defaults) && opt.name != "dir";
+            if written.contains(opt.name) || is_default {
                 continue;
             }
             if !header {
                 out.push_str("# Generated by CONFIG REWRITE\n");
                 header = true;
             }
-            out.push_str(&format!("{} {}\n", opt.name, quote(&(opt.get)(self))));
+            out.push_str(&config_line(opt, &(opt.get)(self)));
         }
         let tmp = path.with_extension("conf.tmp");
         std::fs::write(&tmp, out).map_err(|e| format!("Rewriting config file: {e}"))?;
         std::fs::rename(&tmp, path).map_err(|e| format!("Rewriting config file: {e}"))?;
         Ok(())
     }
+}
+
+/// One `name value` line of a config file; several-word options are written
+/// as separate words, as redis.conf has them.
+fn config_line(opt: &OptionSpec, value: &str) -> String {
+    if opt.multi_arg && !value.is_empty() {
+        let words: Vec<String> = value.split_whitespace().map(quote).collect();
+        return format!("{} {}\n", opt.name, words.join(" "));
+    }
+    format!("{} {}\n", opt.name, quote(value))
 }
 
 /// Quote a value for a config line when it needs it.
@@ -859,12 +1108,14 @@ pub fn default_config_text() -> String {
     );
     for opt in OPTIONS {
         out.push_str(&format!(
-            "# {}\n{} {}\n\n",
+            "# {}\n{}\n",
             opt.doc,
-            opt.name,
-            quote(opt.default)
+            config_line(opt, opt.default)
         ));
     }
+    out.push_str(
+        "# Rename a command, or disable it with an empty name (may repeat):\n# rename-command CONFIG \"\"\n",
+    );
     out
 }
 

@@ -116,3 +116,73 @@ pub fn init(loglevel: &str, logfile: &str) -> io::Result<()> {
         .try_init();
     Ok(())
 }
+
+/// A budget of log lines for one kind of event that a peer can trigger at
+/// will (failed AUTH, protocol errors, refused connections): at most `burst`
+/// lines per `period`, so one client sending garbage cannot fill the disk.
+/// The next line allowed after a quiet spell says how many were left out.
+#[derive(Debug)]
+pub struct RateLimit {
+    burst: u32,
+    period: std::time::Duration,
+    window_start: Option<std::time::Instant>,
+    in_window: u32,
+    suppressed: u64,
+}
+
+impl RateLimit {
+    pub const fn new(burst: u32, period: std::time::Duration) -> RateLimit {
+        RateLimit {
+            burst,
+            period,
+            window_start: None,
+            in_window: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// May a line be logged now? When it may, returns the number of lines
+    /// suppressed since the last one that was logged.
+    pub fn allow(&mut self, now: std::time::Instant) -> Option<u64> {
+        let fresh = self
+            .window_start
+            .is_none_or(|t| now.duration_since(t) >= self.period);
+        if fresh {
+            self.window_start = Some(now);
+            self.in_window = 0;
+        }
+        if self.in_window >= self.burst {
+            self.suppressed += 1;
+            return None;
+        }
+        self.in_window += 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// " (N similar lines suppressed)" when N > 0, for the end of a log line.
+pub fn suppressed_note(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" ({n} similar messages suppressed)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn rate_limit_allows_a_burst_per_period_and_counts_the_rest() {
+        let mut r = RateLimit::new(2, Duration::from_secs(1));
+        let t = Instant::now();
+        assert_eq!(r.allow(t), Some(0));
+        assert_eq!(r.allow(t), Some(0));
+        assert_eq!(r.allow(t), None);
+        assert_eq!(r.allow(t + Duration::from_millis(500)), None);
+        assert_eq!(r.allow(t + Duration::from_secs(1)), Some(2));
+        assert_eq!(r.allow(t + Duration::from_secs(1)), Some(0));
+    }
+}

@@ -37,15 +37,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = kvstore::commands::install_renames(&config.rename_commands) {
+        eprintln!("*** FATAL CONFIG FILE ERROR ***\n{e}");
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = kvstore::logging::init(&config.loglevel, &config.logfile) {
         eprintln!("Can't open the log file '{}': {e}", config.logfile);
         return ExitCode::FAILURE;
     }
-    // Data files are relative to `dir`, as in Redis.
-    if let Err(e) =
-        std::fs::create_dir_all(&config.dir).and_then(|_| std::env::set_current_dir(&config.dir))
-    {
-        error!("Can't chdir to '{}': {e}", config.dir.display());
+    // Data files are relative to `dir`, as in Redis; the directory must
+    // exist (a typo must not make the server write somewhere new).
+    if let Err(e) = std::env::set_current_dir(&config.dir) {
+        let why = kvstore::config::os_error_text(&e);
+        eprintln!(
+            "*** FATAL CONFIG FILE ERROR ***\nCan't chdir to '{}': {why}",
+            config.dir.display()
+        );
+        error!("Can't chdir to '{}': {why}", config.dir.display());
         return ExitCode::FAILURE;
     }
     if !config.pidfile.is_empty() {

@@ -101,7 +101,10 @@ fn data_survives_a_restart() {
 
 #[test]
 fn bgsave_writes_in_the_background_and_debug_reload_round_trips() {
-    let s = start_kvstore_in(tempfile::tempdir().unwrap(), &[]);
+    let s = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--enable-debug-command", "yes"],
+    );
     let mut c = Conn::connect(s.port);
     fill(&mut c);
     let before = snapshot_of(&mut c);
@@ -341,7 +344,10 @@ fn clients_get_loading_while_a_dump_loads() {
 /// writes are refused (stop-writes-on-bgsave-error) until a save succeeds.
 #[test]
 fn failed_bgsave_stops_writes_until_a_save_succeeds() {
-    let s = start_kvstore_in(tempfile::tempdir().unwrap(), &["--save", "3600 1"]);
+    let s = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--save", "3600 1", "--enable-protected-configs", "yes"],
+    );
     let mut c = Conn::connect(s.port);
     let doomed = s.dir.path().join("doomed");
     std::fs::create_dir(&doomed).unwrap();

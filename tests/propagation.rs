@@ -14,7 +14,7 @@ impl Harness {
     fn new() -> Harness {
         let mut srv = Server::new(Config::default());
         srv.propagated = Some(Vec::new());
-        let client = ClientState::new(1, -1, "test:0".into(), "test:0".into(), false, true);
+        let client = ClientState::new(1, -1, "test:0".into(), "test:0".into(), false, true, true);
         Harness { srv, client }
     }
 

@@ -2,15 +2,15 @@
 //! RANDOMKEY, TOUCH and OBJECT. They work on any value type.
 
 use super::*;
-use crate::db::{entry_with_key, ValueRef};
+use crate::db::{entry_with_key, FreeMode, ValueRef};
 
-/// The engine behind DEL and UNLINK: the number of keys removed.
-fn del_generic(c: &mut Ctx, argv: &[&[u8]]) {
+/// DEL and UNLINK: remove the keys, freeing their values as `mode` says.
+fn del_generic(c: &mut Ctx, argv: &[&[u8]], mode: FreeMode) {
     let db = c.cl.db;
     let mut deleted = 0;
     for key in &argv[1..] {
         expire_if_needed(c.srv, db, key);
-        if c.srv.dbs[db].delete(key) {
+        if c.srv.dbs[db].delete_with(key, mode) {
             deleted += 1;
         }
     }
@@ -18,15 +18,18 @@ fn del_generic(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.int(deleted as i64);
 }
 
-/// `DEL key [key ...]`
+/// `DEL key [key ...]` — values are freed in place, or in the background
+/// with `lazyfree-lazy-user-del yes`.
 pub fn del(c: &mut Ctx, argv: &[&[u8]]) {
-    del_generic(c, argv);
+    let mode = FreeMode::lazy_if(c.srv.config.lazyfree_lazy_user_del);
+    del_generic(c, argv, mode);
 }
 
-/// `UNLINK key [key ...]` — values are freed right away: our values are
-/// single allocations or flat vectors, so freeing does not stall the loop.
+/// `UNLINK key [key ...]` — the keys are gone at once; a big value (more
+/// than 64 elements) is freed by the lazyfree thread, so unlinking a
+/// 10M-member set does not stall the loop.
 pub fn unlink(c: &mut Ctx, argv: &[&[u8]]) {
-    del_generic(c, argv);
+    del_generic(c, argv, FreeMode::Lazy);
 }
 
 /// `EXISTS key [key ...]` — how many of the keys exist (repeats count).

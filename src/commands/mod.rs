@@ -117,7 +117,8 @@ impl<'a> Ctx<'a> {
     /// deletion (DEL, or UNLINK with lazyfree-lazy-expire) in place of the
     /// command, as Redis does for EXPIRE and GETEX.
     pub fn delete_already_expired(&mut self, key: &[u8]) {
-        self.srv.dbs[self.cl.db].delete(key);
+        let mode = crate::db::FreeMode::lazy_if(self.srv.config.lazyfree_lazy_expire);
+        self.srv.dbs[self.cl.db].delete_with(key, mode);
         let del: &[u8] = if self.srv.config.lazyfree_lazy_expire {
             b"UNLINK"
         } else {
@@ -137,14 +138,48 @@ impl<'a> Ctx<'a> {
 
 type CommandMap = HashMap<&'static [u8], &'static CommandSpec, foldhash::fast::RandomState>;
 
+/// The command table as clients name it: every command under its own name,
+/// unless `rename-command` gave it another one (or none).
+static MAP: OnceLock<CommandMap> = OnceLock::new();
+
 fn command_map() -> &'static CommandMap {
-    static MAP: OnceLock<CommandMap> = OnceLock::new();
     MAP.get_or_init(|| COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect())
 }
 
+/// Apply `rename-command` lines before the first command runs (once per
+/// process, from main). An empty new name disables the command. Errors name
+/// an unknown command, as Redis refuses to start on one.
+pub fn install_renames(renames: &[(String, String)]) -> Result<(), String> {
+    if renames.is_empty() {
+        return Ok(());
+    }
+    let mut map: CommandMap = COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect();
+    for (from, to) in renames {
+        let from_lc = from.to_ascii_lowercase();
+        let Some(spec) = map.remove(from_lc.as_bytes()) else {
+            return Err(format!("No such command in rename-command: {from}"));
+        };
+        if to.is_empty() {
+            continue;
+        }
+        let to_lc = to.to_ascii_lowercase();
+        if to_lc.len() > MAX_COMMAND_NAME || map.contains_key(to_lc.as_bytes()) {
+            return Err(format!("Target command name already exists: {to}"));
+        }
+        // The table lives for the whole process: leaking the new name once
+        // at startup is what gives it the table's 'static lifetime.
+        map.insert(Box::leak(to_lc.into_boxed_str()).as_bytes(), spec);
+    }
+    MAP.set(map)
+        .map_err(|_| "rename-command applied after the command table was in use".to_string())
+}
+
+/// Longest command name the lookup's stack buffer takes.
+const MAX_COMMAND_NAME: usize = 32;
+
 /// Find a command by name, case-insensitively.
 pub fn lookup_command(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut buf = [0u8; 32];
+    let mut buf = [0u8; MAX_COMMAND_NAME];
     if name.len() > buf.len() {
         return None;
     }
@@ -201,6 +236,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         client.reply.error(&arity_error(cmd.name));
     } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
         client.reply.error(ERR_NOAUTH);
+    } else if let Some(option) = protected_command_refused(srv, client, cmd) {
+        client.reply.error(&format!(
+            "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            cmd.name.to_ascii_uppercase()
+        ));
     } else if srv.loading.is_some() && cmd.flags & LOADING == 0 {
         client
             .reply
@@ -234,12 +274,28 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             ctx.force_propagate,
         );
         srv.dirty += dirty;
-        if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate {
+        if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
             let argv = rewrite.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
             srv.propagate(db, argv);
         }
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
+}
+
+/// DEBUG (which can stop the loop or reload the dataset) and MODULE run only
+/// where their `enable-*-command` option allows: the option's name when
+/// this client is refused.
+fn protected_command_refused(
+    srv: &Server,
+    client: &ClientState,
+    cmd: &CommandSpec,
+) -> Option<&'static str> {
+    let (gate, option) = match cmd.name {
+        "debug" => (srv.config.enable_debug_command, "enable-debug-command"),
+        "module" => (srv.config.enable_module_command, "enable-module-command"),
+        _ => return None,
+    };
+    (!gate.allows(client.is_local)).then_some(option)
 }
 
 // ---- keyspace access with expiry (Redis's lookupKey*, expireIfNeeded) ----
@@ -269,7 +325,8 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
 
 /// Remove an expired key and propagate its deletion.
 pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
-    srv.dbs[db].delete(key);
+    let mode = crate::db::FreeMode::lazy_if(srv.config.lazyfree_lazy_expire);
+    srv.dbs[db].delete_with(key, mode);
     srv.stats.expired_keys += 1;
     let del: &[u8] = if srv.config.lazyfree_lazy_expire {
         b"UNLINK"

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::keys::{encoding_name, reply_help, subcommand};
 use super::*;
 use crate::config::{find_option, OPTIONS};
+use crate::db::FreeMode;
 use crate::memory;
 use crate::protocol::Proto;
 use crate::server::ShutdownMode;
@@ -72,9 +73,22 @@ pub fn auth(c: &mut Ctx, argv: &[&[u8]]) {
         c.cl.authenticated = true;
         c.cl.reply.ok();
     } else {
-        tracing::warn!(client = %c.cl.addr, "Failed AUTH attempt");
-        c.cl.reply.error(ERR_WRONGPASS);
+        auth_failed(c, user);
     }
+}
+
+/// Count and log (within the log budget) a failed authentication.
+fn auth_failed(c: &mut Ctx, user: &[u8]) {
+    c.srv.stats.acl_access_denied_auth += 1;
+    if let Some(skipped) = c.srv.log_limits.auth.allow(std::time::Instant::now()) {
+        tracing::warn!(
+            client = %c.cl.addr,
+            "Failed AUTH attempt for user '{}'{}",
+            String::from_utf8_lossy(user),
+            crate::logging::suppressed_note(skipped)
+        );
+    }
+    c.cl.reply.error(ERR_WRONGPASS);
 }
 
 /// Client names may hold only printable ASCII without spaces.
@@ -120,7 +134,7 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
     }
     if let Some((user, pass)) = creds {
         if !check_password(c, user, pass) {
-            return c.cl.reply.error(ERR_WRONGPASS);
+            return auth_failed(c, user);
         }
         c.cl.authenticated = true;
     }
@@ -208,23 +222,27 @@ pub fn dbsize(c: &mut Ctx, _argv: &[&[u8]]) {
     c.cl.reply.int(n as i64);
 }
 
-/// Parse the optional ASYNC|SYNC of FLUSHDB/FLUSHALL.
-fn flush_flags(argv: &[&[u8]]) -> Result<(), &'static str> {
+/// Parse the optional ASYNC|SYNC of FLUSHDB/FLUSHALL; without it,
+/// `lazyfree-lazy-user-flush` decides.
+fn flush_flags(c: &Ctx, argv: &[&[u8]]) -> Result<FreeMode, &'static str> {
     match argv.len() {
-        1 => Ok(()),
-        2 if eq_ic(argv[1], "sync") || eq_ic(argv[1], "async") => Ok(()),
+        1 => Ok(FreeMode::lazy_if(c.srv.config.lazyfree_lazy_user_flush)),
+        2 if eq_ic(argv[1], "sync") => Ok(FreeMode::Sync),
+        2 if eq_ic(argv[1], "async") => Ok(FreeMode::Lazy),
         _ => Err(ERR_SYNTAX),
     }
 }
 
-/// `FLUSHDB [ASYNC | SYNC]`
+/// `FLUSHDB [ASYNC | SYNC]` — ASYNC swaps in an empty table at once and
+/// leaves freeing the old one to the lazyfree thread.
 pub fn flushdb(c: &mut Ctx, argv: &[&[u8]]) {
-    if let Err(e) = flush_flags(argv) {
-        return c.cl.reply.error(e);
-    }
+    let mode = match flush_flags(c, argv) {
+        Ok(m) => m,
+        Err(e) => return c.cl.reply.error(e),
+    };
     let db = c.cl.db;
     let n = c.srv.dbs[db].len() as u64;
-    c.srv.dbs[db].clear();
+    c.srv.dbs[db].clear_with(mode);
     c.dirty(n);
     c.force_propagation();
     c.cl.reply.ok();
@@ -232,13 +250,14 @@ pub fn flushdb(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `FLUSHALL [ASYNC | SYNC]`
 pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
-    if let Err(e) = flush_flags(argv) {
-        return c.cl.reply.error(e);
-    }
+    let mode = match flush_flags(c, argv) {
+        Ok(m) => m,
+        Err(e) => return c.cl.reply.error(e),
+    };
     let mut n = 0;
     for d in &mut c.srv.dbs {
         n += d.len() as u64;
-        d.clear();
+        d.clear_with(mode);
     }
     // Like Redis: a running background save is stale now, and with save
     // points configured the (empty) dataset is saved right away.
@@ -638,21 +657,30 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.config = backup;
             return c.cl.reply.error(&fail("can't set immutable config"));
         }
+        // Protected configs decide where the server writes files: only
+        // where `enable-protected-configs` lets this client change them.
+        if opt.protected && !backup.enable_protected_configs.allows(c.cl.is_local) {
+            c.srv.config = backup;
+            return c.cl.reply.error(&fail("can't set protected config"));
+        }
         let value = String::from_utf8_lossy(pair[1]).to_string();
         if let Err(why) = (opt.set)(&mut c.srv.config, &value) {
             c.srv.config = backup;
             return c.cl.reply.error(&fail(&why));
         }
     }
+    // Like Redis's chdir: the directory must exist; nothing is created.
     if c.srv.config.dir != backup.dir {
-        if let Err(e) = std::fs::create_dir_all(&c.srv.config.dir)
-            .and_then(|_| std::env::set_current_dir(&c.srv.config.dir))
-        {
-            let msg = format!("ERR CONFIG SET failed (possibly related to argument 'dir') - {e}");
+        if let Err(e) = std::env::set_current_dir(&c.srv.config.dir) {
+            let msg = format!(
+                "ERR CONFIG SET failed (possibly related to argument 'dir') - {}",
+                crate::config::os_error_text(&e)
+            );
             c.srv.config = backup;
             return c.cl.reply.error(&msg);
         }
     }
+    c.srv.apply_lazyfree_config();
     if c.srv.config.loglevel != backup.loglevel {
         crate::logging::set_level(&c.srv.config.loglevel);
     }
@@ -740,7 +768,7 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
     let h = memory::bytes_to_human;
     let _ = write!(
         out,
-        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\nused_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{frag:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\nused_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{frag:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
         h(used),
         h(rss),
         h(peak),
@@ -760,6 +788,8 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
         if stats.resident > 0 { rss as f64 / stats.resident as f64 } else { 0.0 },
         rss as i64 - stats.resident as i64,
         rss as i64 - used as i64,
+        crate::db::lazyfree::pending_objects(),
+        crate::db::lazyfree::freed_objects(),
     );
 }
 
@@ -803,7 +833,7 @@ fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
     let s = &srv.stats;
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
         s.total_connections_received,
         s.total_commands_processed,
         s.inst_ops.rate().round() as u64,
@@ -824,6 +854,8 @@ fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
         s.total_error_replies,
         s.total_reads_processed,
         s.total_writes_processed,
+        s.acl_access_denied_auth,
+        s.client_output_buffer_limit_disconnections,
     );
 }
 

@@ -234,17 +234,26 @@ fn set_generic(
         }
         return;
     }
-    set_string(&mut c.srv.dbs[db], key, val, flags.keepttl);
+    // A big value read into a buffer of its own becomes the stored value
+    // as it is: no copy, no second 500 MB allocation.
+    let entry = match c.cl.take_big_arg(val) {
+        Some(owned) => Entry::from_vec(key, owned, false),
+        None => string_entry(key, val),
+    };
+    c.srv.dbs[db].set(entry, flags.keepttl);
     c.dirty(1);
     if let Some(ms) = when {
         c.srv.dbs[db].set_expire(key, ms);
-        c.propagate_as(vec![
-            b"SET".to_vec(),
-            key.to_vec(),
-            val.to_vec(),
-            b"PXAT".to_vec(),
-            i64_bytes(ms),
-        ]);
+        // Only copy the value into a rewrite when something consumes it.
+        if c.srv.propagating() {
+            c.propagate_as(vec![
+                b"SET".to_vec(),
+                key.to_vec(),
+                val.to_vec(),
+                b"PXAT".to_vec(),
+                i64_bytes(ms),
+            ]);
+        }
     } else if flags.get {
         // Replicas need no GET: propagate the command without it.
         let argv: Vec<Vec<u8>> = argv
@@ -606,11 +615,15 @@ pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
             if let Err(e) = check_string_length(c, offset, val.len()) {
                 return c.cl.reply.error(e);
             }
+            // Zeroed pages come straight from the kernel (calloc), and the
+            // buffer becomes the value without a copy: only the bytes
+            // written are touched, even for a 512 MB string.
             let mut v = vec![0u8; offset + val.len()];
             v[offset..].copy_from_slice(val);
-            c.srv.dbs[db].set(Entry::new(key, NewValue::Str(&v), true), false);
+            let len = v.len();
+            c.srv.dbs[db].set(Entry::from_vec(key, v, true), false);
             c.dirty(1);
-            return c.cl.reply.int(v.len() as i64);
+            return c.cl.reply.int(len as i64);
         }
         Some(e) => {
             let Some(olen) = string_len(e) else {

@@ -75,6 +75,16 @@ pub enum NewValue<'a> {
 pub struct Entry(NonNull<u8>);
 
 impl Entry {
+    /// An entry for a string handed over as an owned buffer: a long one is
+    /// kept as it is (no copy of a 500 MB value), a short one is inlined.
+    pub fn from_vec(key: &[u8], value: Vec<u8>, raw: bool) -> Entry {
+        if value.len() > INLINE_MAX {
+            Entry::new(key, NewValue::Boxed(Box::new(Value::Str(value))), raw)
+        } else {
+            Entry::new(key, NewValue::Str(&value), raw)
+        }
+    }
+
     /// Allocate an entry for `key` holding `value`. Strings longer than
     /// [`INLINE_MAX`] are boxed automatically.
     pub fn new(key: &[u8], value: NewValue, raw: bool) -> Entry {

@@ -6,12 +6,14 @@
 //! access, counting hits and feeding replicas happen in `commands`.
 
 pub mod entry;
+pub mod lazyfree;
 pub mod packed;
 pub mod table;
 pub mod value;
 pub mod zset;
 
 pub use entry::{Entry, NewValue, ValueRef};
+pub use lazyfree::FreeMode;
 pub use table::Table;
 pub use value::{Hash, List, NodeLimit, Set, Value, ZSet};
 
@@ -25,6 +27,9 @@ pub struct Db {
     pub expires_cursor: u64,
     /// Running estimate of the average TTL (INFO keyspace `avg_ttl`).
     pub avg_ttl: i64,
+    /// How values that commands replace or empty are freed
+    /// (`lazyfree-lazy-server-del`).
+    pub server_del: FreeMode,
 }
 
 impl Db {
@@ -35,6 +40,7 @@ impl Db {
             expires: Table::new(seed ^ 0x9e37_79b9_7f4a_7c15),
             expires_cursor: 0,
             avg_ttl: 0,
+            server_del: FreeMode::Sync,
         }
     }
 
@@ -91,7 +97,8 @@ impl Db {
     }
 
     /// Store `entry` (overwriting any previous value). When `keep_ttl` the
-    /// existing TTL stays, otherwise it is removed as SET does.
+    /// existing TTL stays, otherwise it is removed as SET does. A replaced
+    /// value is freed as `lazyfree-lazy-server-del` says.
     pub fn set(&mut self, entry: Entry, keep_ttl: bool) {
         let Some(old) = self.main.insert(entry) else {
             return;
@@ -105,6 +112,7 @@ impl Db {
                 self.expires.remove(old.key());
             }
         }
+        lazyfree::free_entry(old, self.server_del);
     }
 
     /// Replace the value of an existing key, keeping its TTL and clock.
@@ -113,16 +121,27 @@ impl Db {
         if let Some(old) = self.main.get(key) {
             new.inherit_key_state(old);
         }
-        self.main.insert(new);
+        if let Some(old) = self.main.insert(new) {
+            lazyfree::free_entry(old, self.server_del);
+        }
     }
 
-    /// Delete a key. Returns whether it existed.
+    /// Delete a key as a side effect of a command (an emptied collection, a
+    /// RENAME target): freed as `lazyfree-lazy-server-del` says. Returns
+    /// whether it existed.
     pub fn delete(&mut self, key: &[u8]) -> bool {
+        self.delete_with(key, self.server_del)
+    }
+
+    /// Delete a key, freeing its value as `mode` says (UNLINK: lazily; DEL:
+    /// per `lazyfree-lazy-user-del`). Returns whether it existed.
+    pub fn delete_with(&mut self, key: &[u8], mode: FreeMode) -> bool {
         match self.main.remove(key) {
             Some(e) => {
                 if e.has_expire() {
                     self.expires.remove(key);
                 }
+                lazyfree::free_entry(e, mode);
                 true
             }
             None => false,
@@ -151,8 +170,17 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
-        self.main.clear();
-        self.expires.clear();
+        self.clear_with(FreeMode::Sync);
+    }
+
+    /// Empty the database (FLUSHDB); with `FreeMode::Lazy` the old tables
+    /// are swapped out in O(1) and freed by the lazyfree thread.
+    pub fn clear_with(&mut self, mode: FreeMode) {
+        let objects = self.main.len();
+        let (new_main, new_expires) = (self.main.empty_like(), self.expires.empty_like());
+        let main = std::mem::replace(&mut self.main, new_main);
+        let expires = std::mem::replace(&mut self.expires, new_expires);
+        lazyfree::free_tables(vec![main, expires], objects, mode);
         self.expires_cursor = 0;
         self.avg_ttl = 0;
     }

@@ -191,6 +191,16 @@ pub struct Table {
 unsafe impl Send for Table {}
 
 impl Table {
+    /// An empty table that hashes as this one does (a flushed database).
+    pub fn empty_like(&self) -> Table {
+        Table {
+            tabs: [Buckets::empty(), Buckets::empty()],
+            rehash_idx: None,
+            len: 0,
+            hasher: self.hasher,
+        }
+    }
+
     pub fn new(seed: u64) -> Table {
         Table {
             tabs: [Buckets::empty(), Buckets::empty()],

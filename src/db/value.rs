@@ -125,6 +125,14 @@ impl Default for Hash {
 }
 
 impl Hash {
+    /// Allocations freed when it is dropped (see `lazyfree`).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Hash::Packed(_) => 1,
+            Hash::Table(t) => t.len(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Hash::Packed(p) => p.len() / 2,
@@ -293,6 +301,11 @@ impl NodeLimit {
 }
 
 impl List {
+    /// Allocations freed when it is dropped: one per node (see `lazyfree`).
+    pub fn free_effort(&self) -> usize {
+        self.nodes.len()
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -493,6 +506,14 @@ impl Default for Set {
 }
 
 impl Set {
+    /// Allocations freed when it is dropped (see `lazyfree`).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Set::Ints(_) => 1,
+            Set::Table(t) => t.len(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Set::Ints(v) => v.len(),

@@ -186,6 +186,14 @@ fn before(a: (f64, &[u8]), b: (f64, &[u8])) -> bool {
 }
 
 impl ZSet {
+    /// Allocations freed when it is dropped (see `lazyfree`).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            ZSet::Packed(_) => 1,
+            ZSet::Tree(_) => self.len(),
+        }
+    }
+
     /// A new sorted set sized for `hint` members of at most `maxlen` bytes.
     pub fn with_hint(hint: usize, maxlen: usize, max_entries: usize, max_value: usize) -> ZSet {
         if hint <= max_entries && maxlen <= max_value {

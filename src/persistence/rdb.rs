@@ -146,6 +146,7 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
         r.raw(&[OP_RESIZEDB])?;
         r.len(db.len() as u64)?;
         r.len(db.expires.len() as u64)?;
+        let key_delay_us = srv.config.rdb_key_save_delay;
         let mut err = None;
         db.main.for_each(&mut |e| {
             if err.is_some() {
@@ -157,6 +158,9 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
                         r.raw(&[OP_EXPIRETIME_MS])?;
                         r.raw(&t.to_le_bytes())?;
                     }
+                }
+                if key_delay_us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us as u64));
                 }
                 write_entry(&mut r, e)
             })();
@@ -242,15 +246,54 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
 /// Write a snapshot to `dir/filename` crash-safely: a temporary file,
 /// fsynced, renamed over the target, and the directory fsynced, so a crash
 /// leaves either the old file or the new one.
-pub fn save_to_file(srv: &Server, dir: &Path, filename: &str) -> io::Result<()> {
-    let tmp = dir.join(format!("temp-{}.rdb", std::process::id()));
-    let file = File::create(&tmp)?;
+///
+/// `may_publish` is asked just before the rename: a background save whose
+/// parent has died says no, so it never replaces a newer dump written by a
+/// restarted server. Errors say what failed in Redis's words (the log shows
+/// them: ENOSPC, EACCES, …).
+pub fn save_to_file(
+    srv: &Server,
+    dir: &Path,
+    filename: &str,
+    may_publish: &dyn Fn() -> bool,
+) -> io::Result<()> {
+    use crate::config::os_error_text;
+    let tmp_name = format!("temp-{}.rdb", std::process::id());
+    let tmp = dir.join(&tmp_name);
+    let context = |e: io::Error, what: String| io::Error::new(e.kind(), what);
+    let file = File::create(&tmp).map_err(|e| {
+        let why = os_error_text(&e);
+        context(
+            e,
+            format!(
+                "Failed opening the temp RDB file {tmp_name} (in server root dir {}) for saving: {why}",
+                dir.display()
+            ),
+        )
+    })?;
     let res = write_rdb(srv, &file).and_then(|_| file.sync_all());
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
-        return Err(e);
+        let why = os_error_text(&e);
+        return Err(context(e, format!("Write error saving DB on disk: {why}")));
     }
-    fs::rename(&tmp, dir.join(filename))?;
+    if !may_publish() {
+        let _ = fs::remove_file(&tmp);
+        return Err(io::Error::other(
+            "the server that started this save is gone: not replacing the dump",
+        ));
+    }
+    fs::rename(&tmp, dir.join(filename)).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        let why = os_error_text(&e);
+        context(
+            e,
+            format!(
+                "Error moving temp DB file {tmp_name} on the final destination {filename} (in server root dir {}): {why}",
+                dir.display()
+            ),
+        )
+    })?;
     File::open(dir)?.sync_all()
 }
 

@@ -28,6 +28,8 @@ pub struct SnapshotState {
     pub saves: u64,
     /// Unix time of the last background save attempt.
     pub last_try_unix: i64,
+    /// Read end of a pipe on which a failing child writes why it failed.
+    pub child_errors: Option<std::fs::File>,
 }
 
 impl Default for SnapshotState {
@@ -41,6 +43,7 @@ impl Default for SnapshotState {
             dirty_at_start: 0,
             saves: 0,
             last_try_unix: 0,
+            child_errors: None,
         }
     }
 }
@@ -67,7 +70,7 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
     let start = Instant::now();
     let dir = srv.config.dir.clone();
     let name = srv.config.dbfilename.clone();
-    match rdb::save_to_file(srv, &dir, &name) {
+    match rdb::save_to_file(srv, &dir, &name, &|| true) {
         Ok(()) => {
             srv.dirty = 0;
             srv.lastsave_unix = unix_time_ms() / 1000;
@@ -91,6 +94,8 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
     }
     let start = Instant::now();
     srv.snapshot.last_try_unix = unix_time_ms() / 1000;
+    let parent = std::process::id() as libc::pid_t;
+    let (errors_rd, errors_wr) = error_pipe();
     // SAFETY: fork in a process whose other threads (jemalloc's, the
     // reclaimer) hold no locks the child needs except the allocator's, which
     // jemalloc makes fork-safe. The child only serialises memory, writes the
@@ -98,21 +103,40 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         let e = std::io::Error::last_os_error();
+        drop((errors_rd, errors_wr));
         srv.snapshot.last_bgsave_ok = false;
         warn!("Can't save in background: fork: {e}");
         return Err(format!("fork failed: {e}"));
     }
     if pid == 0 {
+        // Die with the parent: a child that outlives a killed server would
+        // race a restarted one. The parent may already be gone by the time
+        // the death signal is armed, so check after arming it.
+        // SAFETY: prctl/getppid have no memory effects.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+        let parent_alive = || unsafe { libc::getppid() } == parent;
+        if !parent_alive() {
+            // SAFETY: as below.
+            unsafe { libc::_exit(1) };
+        }
+        drop(errors_rd);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
-        let code = if rdb::save_to_file(srv, &dir, &name).is_ok() {
-            0
-        } else {
-            1
+        let code = match rdb::save_to_file(srv, &dir, &name, &parent_alive) {
+            Ok(()) => 0,
+            Err(e) => {
+                if let Some(mut w) = errors_wr {
+                    use std::io::Write;
+                    let _ = w.write_all(e.to_string().as_bytes());
+                }
+                1
+            }
         };
         // SAFETY: leaving the child without running the parent's destructors.
         unsafe { libc::_exit(code) };
     }
+    drop(errors_wr);
+    srv.snapshot.child_errors = errors_rd;
     srv.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
     srv.snapshot.child = Some((pid, start));
     srv.snapshot.dirty_at_start = srv.dirty;
@@ -132,6 +156,7 @@ pub fn check_child(srv: &mut Server) {
         return;
     }
     srv.snapshot.child = None;
+    let errors = srv.snapshot.child_errors.take();
     srv.snapshot.last_bgsave_secs = start.elapsed().as_secs() as i64;
     let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     if ok {
@@ -142,14 +167,53 @@ pub fn check_child(srv: &mut Server) {
         info!("Background saving terminated with success");
     } else {
         srv.snapshot.last_bgsave_ok = false;
-        warn!("Background saving error (child pid {pid}, status {status})");
+        let why = describe_child_failure(errors, status);
+        warn!("Background saving error (child pid {pid}): {why}");
         // A child killed half way leaves its temporary file behind.
         let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
     }
 }
 
+/// A pipe for the child's failure reason (`None`s if one cannot be made:
+/// the save still runs, only the reason is not reported).
+fn error_pipe() -> (Option<std::fs::File>, Option<std::fs::File>) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return (None, None);
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    unsafe {
+        (
+            Some(std::fs::File::from_raw_fd(fds[0])),
+            Some(std::fs::File::from_raw_fd(fds[1])),
+        )
+    }
+}
+
+/// Why a background save failed: what the child wrote on its error pipe,
+/// else how it ended.
+fn describe_child_failure(errors: Option<std::fs::File>, status: libc::c_int) -> String {
+    let mut text = String::new();
+    if let Some(mut f) = errors {
+        use std::io::Read;
+        // The child has exited, so its write end is closed and this ends.
+        let _ = f.by_ref().take(4096).read_to_string(&mut text);
+    }
+    if !text.is_empty() {
+        return text;
+    }
+    if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    }
+}
+
 /// Stop a running background save (shutdown, FLUSHALL).
 pub fn kill_child(srv: &mut Server) {
+    srv.snapshot.child_errors = None;
     if let Some((pid, _)) = srv.snapshot.child.take() {
         // SAFETY: signalling and reaping our own child.
         unsafe {

@@ -290,6 +290,11 @@ impl QueryBuffer {
             }
             return Ok(None);
         };
+        // The limit holds however the line arrived: in one read with its
+        // newline, or split across many.
+        if nl > PROTO_INLINE_MAX_SIZE {
+            return Err(ProtocolError::TooBigInline);
+        }
         let mut line = &rest[..nl];
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
@@ -383,12 +388,30 @@ impl QueryBuffer {
         }
     }
 
-    /// Take ownership of argument `i` of the ready command when it was read
-    /// into a buffer of its own (big bulks), avoiding a copy of large values.
-    pub fn take_owned_arg(&mut self, i: usize) -> Option<Vec<u8>> {
-        match self.spans.get(i)? {
-            Span::Owned(j) => Some(std::mem::take(&mut self.owned[*j])),
-            Span::Buf { .. } => None,
+    /// Fill `out` with the arguments of the ready command, as [`argv`]
+    /// does, and move the big arguments (read into buffers of their own)
+    /// into `big`, so that a handler can keep one without copying it.
+    ///
+    /// # Safety
+    /// The slices are given a lifetime they do not have. The caller must
+    /// stop using them before this buffer is parsed, consumed or compacted
+    /// again, and before the buffers moved into `big` are dropped or
+    /// changed (moving a `Vec` does not move its heap buffer, so moving
+    /// them is fine).
+    pub unsafe fn argv_detached(&mut self, out: &mut Vec<&'static [u8]>, big: &mut Vec<Vec<u8>>) {
+        out.clear();
+        for span in &self.spans {
+            let arg: &[u8] = match *span {
+                Span::Buf { start, len } => &self.buf[start..start + len],
+                Span::Owned(i) => &self.owned[i],
+            };
+            // SAFETY: see the function's contract.
+            out.push(unsafe { std::slice::from_raw_parts(arg.as_ptr(), arg.len()) });
+        }
+        for v in &mut self.owned {
+            if v.len() >= PROTO_MBULK_BIG_ARG {
+                big.push(std::mem::take(v));
+            }
         }
     }
 
@@ -584,6 +607,47 @@ mod tests {
         assert_eq!(cmds.len(), 2);
         assert_eq!(cmds[0][2], val);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn inline_line_over_the_limit_is_refused_even_with_its_newline() {
+        let mut q = QueryBuffer::new();
+        let mut line = vec![b'a'; PROTO_INLINE_MAX_SIZE + 1];
+        line.extend_from_slice(b"\r\n");
+        q.feed(&line);
+        assert_eq!(
+            q.parse(ParseLimits::default()),
+            Err(ProtocolError::TooBigInline)
+        );
+        let mut q = QueryBuffer::new();
+        let mut line = b"SET k ".to_vec();
+        line.resize(PROTO_INLINE_MAX_SIZE - 2, b'v');
+        line.extend_from_slice(b"\r\n");
+        q.feed(&line);
+        assert_eq!(q.parse(ParseLimits::default()), Ok(true));
+    }
+
+    #[test]
+    fn detached_big_arguments_keep_their_buffer() {
+        let mut q = QueryBuffer::new();
+        let val = vec![b'x'; PROTO_MBULK_BIG_ARG * 2];
+        let mut msg = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", val.len()).into_bytes();
+        msg.extend_from_slice(&val[..10]);
+        q.feed(&msg);
+        assert!(!q.parse(ParseLimits::default()).unwrap());
+        let mut rest = val[10..].to_vec();
+        rest.extend_from_slice(b"\r\n");
+        q.feed(&rest);
+        assert!(q.parse(ParseLimits::default()).unwrap());
+        let (mut argv, mut big) = (Vec::new(), Vec::new());
+        // SAFETY: argv is used only before the buffer is touched again.
+        unsafe { q.argv_detached(&mut argv, &mut big) };
+        assert_eq!(big.len(), 1);
+        assert_eq!(argv[2].as_ptr(), big[0].as_ptr());
+        assert_eq!(argv[2], &val[..]);
+        assert_eq!(argv[0], b"SET");
+        argv.clear();
+        q.consume();
     }
 
     #[test]

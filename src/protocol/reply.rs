@@ -80,6 +80,11 @@ impl Reply {
     }
 
     pub fn bulk(&mut self, data: &[u8]) {
+        // A big payload gets exactly the room it needs: doubling the buffer
+        // for a 100 MB value would hold 200 MB per reply.
+        if data.len() >= BIG_BULK {
+            self.buf.reserve_exact(data.len() + 32);
+        }
         self.header(b'$', data.len() as i64);
         self.buf.extend_from_slice(data);
         self.buf.extend_from_slice(b"\r\n");
@@ -189,6 +194,9 @@ impl Reply {
         self.bulk(&s);
     }
 }
+
+/// Bulk replies at least this long reserve exactly their size.
+const BIG_BULK: usize = 1 << 20;
 
 /// Buffer large enough for any i64 in decimal.
 pub type ItoaBuf = [u8; 20];

@@ -39,6 +39,9 @@ pub struct ClientState {
     pub laddr: String,
     pub fd: RawFd,
     pub is_unix: bool,
+    /// Connected from 127.0.0.1, ::1 or the unix socket (Redis's
+    /// `islocalClient`): what protected mode and the `local` gates accept.
+    pub is_local: bool,
     pub created: Instant,
     /// Last time the client sent a command (for `timeout` and CLIENT LIST idle).
     pub last_interaction: Instant,
@@ -57,6 +60,14 @@ pub struct ClientState {
     pub commands: u64,
     /// Set while the client waits in a blocking command (BLPOP, …).
     pub blocked: Option<Blocked>,
+    /// Since when the pending output has been past the soft limit.
+    pub obuf_soft_since: Option<Instant>,
+    /// Big bulk arguments of the running command, read into buffers of
+    /// their own: a handler may take one to store it without copying (SET
+    /// of a 500 MB value). The argument's slice still points into the
+    /// buffer afterwards, so the buffer must outlive the command (it does:
+    /// it now belongs to the keyspace entry the handler made).
+    pub big_args: Vec<Vec<u8>>,
 }
 
 /// What a blocked client waits for.
@@ -78,6 +89,7 @@ impl ClientState {
         addr: String,
         laddr: String,
         is_unix: bool,
+        is_local: bool,
         authenticated: bool,
     ) -> ClientState {
         let now = Instant::now();
@@ -93,6 +105,7 @@ impl ClientState {
             laddr,
             fd,
             is_unix,
+            is_local,
             created: now,
             last_interaction: now,
             last_cmd: "NULL",
@@ -103,7 +116,41 @@ impl ClientState {
             qbuf_free: 0,
             commands: 0,
             blocked: None,
+            obuf_soft_since: None,
+            big_args: Vec::new(),
         }
+    }
+
+    /// Take the buffer that argument `arg` (a slice of the running
+    /// command's argv) lives in, if it was read into one of its own (see
+    /// `big_args`).
+    pub fn take_big_arg(&mut self, arg: &[u8]) -> Option<Vec<u8>> {
+        let pos = self
+            .big_args
+            .iter()
+            .position(|v| v.as_ptr() == arg.as_ptr() && v.len() == arg.len())?;
+        Some(self.big_args.swap_remove(pos))
+    }
+
+    /// Has the pending output overcome `limit`: past its hard bytes, or
+    /// past its soft bytes for its seconds (Redis's
+    /// `checkClientOutputBufferLimits`)? Remembers when the soft limit was
+    /// first passed, and forgets it once the output is back under it.
+    pub fn output_limit_reached(
+        &mut self,
+        limit: crate::config::BufferLimit,
+        now: Instant,
+    ) -> bool {
+        let used = self.pending_output() as u64;
+        if limit.hard > 0 && used >= limit.hard {
+            return true;
+        }
+        if limit.soft > 0 && used >= limit.soft {
+            let since = *self.obuf_soft_since.get_or_insert(now);
+            return now.duration_since(since).as_secs() >= limit.soft_secs;
+        }
+        self.obuf_soft_since = None;
+        false
     }
 
     /// Bytes of reply not yet written.
@@ -158,4 +205,20 @@ pub struct Client {
     pub st: ClientState,
     /// Registered for writable events (only while output is stuck).
     pub write_interest: bool,
+    /// Not served (no reads, no commands) until its pending output drains
+    /// below the pause threshold: a client that never reads its replies
+    /// cannot make the server build an unbounded buffer.
+    pub input_paused: bool,
+}
+
+/// Is a peer address loopback in Redis's sense (exactly 127.0.0.1 or ::1,
+/// as `islocalClient` compares them)? IPv4-mapped 127.0.0.1 counts too.
+pub fn is_loopback_peer(addr: &std::net::SocketAddr) -> bool {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) => ip == std::net::Ipv4Addr::LOCALHOST,
+        std::net::IpAddr::V6(ip) => {
+            ip == std::net::Ipv6Addr::LOCALHOST
+                || ip.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST)
+        }
+    }
 }

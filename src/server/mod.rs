@@ -24,10 +24,10 @@ use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
 use crate::commands;
-use crate::config::Config;
+use crate::config::{ClientClass, Config};
 use crate::db::Db;
 use crate::protocol::ParseLimits;
-pub use client::{Blocked, Client, ClientState, Conn};
+pub use client::{is_loopback_peer, Blocked, Client, ClientState, Conn};
 
 /// Tokens at the top of the range are listeners and signals; clients use
 /// their slab index.
@@ -37,6 +37,11 @@ const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
 const MAX_READS_PER_TURN: usize = 16;
 /// Keep at most this much reply buffer capacity around on an idle client.
 const REPLY_BUF_KEEP: usize = 64 * 1024;
+/// A client with this much output not yet taken by its socket runs no more
+/// commands (and is not read from) until the output drains: a client that
+/// sends 50 GETs of a 100 MB value and never reads makes one reply, not a
+/// 5 GB buffer and a stalled loop.
+const OUTPUT_PAUSE_BYTES: usize = 256 * 1024;
 /// Time the cron spends on incremental rehashing per database.
 const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
 
@@ -58,6 +63,10 @@ pub struct Stats {
     pub total_error_replies: u64,
     pub total_reads_processed: u64,
     pub total_writes_processed: u64,
+    /// Failed AUTH/HELLO AUTH attempts (Redis's `acl_access_denied_auth`).
+    pub acl_access_denied_auth: u64,
+    /// Clients closed for overcoming their output buffer limit.
+    pub client_output_buffer_limit_disconnections: u64,
     /// Ring of (ops, input bytes, output bytes) per second samples.
     pub inst_ops: InstantMetric,
     pub inst_input: InstantMetric,
@@ -208,6 +217,28 @@ pub struct Server {
     /// Largest query/reply buffers seen recently (INFO clients).
     pub recent_max_input: usize,
     pub recent_max_output: usize,
+    /// Budgets for log lines that clients can trigger at will.
+    pub log_limits: LogLimits,
+}
+
+/// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
+/// log line.
+#[derive(Debug)]
+pub struct LogLimits {
+    pub auth: crate::logging::RateLimit,
+    pub protocol: crate::logging::RateLimit,
+    pub denied: crate::logging::RateLimit,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        let per_sec = |n| crate::logging::RateLimit::new(n, Duration::from_secs(1));
+        LogLimits {
+            auth: per_sec(5),
+            protocol: per_sec(5),
+            denied: per_sec(5),
+        }
+    }
 }
 
 impl Server {
@@ -215,7 +246,7 @@ impl Server {
         let seed = random_u64();
         let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
         let now = unix_time_ms();
-        Server {
+        let mut srv = Server {
             config,
             dbs,
             clients: Vec::new(),
@@ -252,6 +283,18 @@ impl Server {
             unblocked: Vec::new(),
             recent_max_input: 0,
             recent_max_output: 0,
+            log_limits: LogLimits::default(),
+        };
+        srv.apply_lazyfree_config();
+        srv
+    }
+
+    /// Hand the `lazyfree-lazy-server-del` setting down to the databases
+    /// (at startup and after CONFIG SET).
+    pub fn apply_lazyfree_config(&mut self) {
+        let mode = crate::db::FreeMode::lazy_if(self.config.lazyfree_lazy_server_del);
+        for db in &mut self.dbs {
+            db.server_del = mode;
         }
     }
 
@@ -259,6 +302,12 @@ impl Server {
     pub fn update_time(&mut self) {
         self.now_ms = unix_time_ms();
         crate::db::entry::set_lru_clock(commands::lru_clock(self.now_ms));
+    }
+
+    /// Does anything consume propagated writes? Callers skip building a
+    /// rewritten command (and copying its values) when nothing does.
+    pub fn propagating(&self) -> bool {
+        self.propagated.is_some()
     }
 
     /// Record a write for persistence and replicas.
@@ -314,6 +363,43 @@ impl Server {
         Some(c)
     }
 
+    /// Close a client that overcame its output buffer limit, logged as Redis
+    /// logs it; its buffer is freed at once since nothing more is written.
+    pub fn close_for_output_limit(&mut self, st: &mut ClientState) {
+        warn!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            st.info_line()
+        );
+        self.stats.client_output_buffer_limit_disconnections += 1;
+        st.close_asap = true;
+        st.reply.buf = Vec::new();
+        st.sent = 0;
+    }
+
+    /// The soft output limit also counts time while nothing is added (a
+    /// paused client runs no commands): check it once per cron tick.
+    fn check_output_limits_cron(&mut self, now: Instant) {
+        let limit = self.config.client_output_buffer_limit[ClientClass::Normal as usize];
+        if limit.soft == 0 && limit.hard == 0 {
+            return;
+        }
+        let mut over = Vec::new();
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            if let Some(c) = c {
+                if c.st.pending_output() > 0 && c.st.output_limit_reached(limit, now) {
+                    over.push(i);
+                }
+            }
+        }
+        for i in over {
+            if let Some(mut c) = self.clients[i].take() {
+                self.close_for_output_limit(&mut c.st);
+                self.to_close.push((i, c.st.id));
+                self.clients[i] = Some(c);
+            }
+        }
+    }
+
     /// Find a client's slab index by id.
     pub fn client_index(&self, id: u64) -> Option<usize> {
         self.client_slots.get(&id).copied()
@@ -350,6 +436,7 @@ impl Server {
                 }
             }
         }
+        self.check_output_limits_cron(now);
         if self.config.timeout > 0 {
             let limit = Duration::from_secs(self.config.timeout as u64);
             for (i, c) in self.clients.iter().enumerate() {
@@ -530,14 +617,20 @@ impl EventLoop {
                     let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                     let _ = s.set_nodelay(true);
                     set_keepalive(s.as_raw_fd(), self.srv.config.tcp_keepalive);
-                    (Conn::Tcp(s), a.to_string(), laddr, false)
+                    (
+                        Conn::Tcp(s),
+                        a.to_string(),
+                        laddr,
+                        false,
+                        is_loopback_peer(&a),
+                    )
                 }),
                 Listener::Unix(l) => l.accept().map(|(s, _)| {
                     let path = self.srv.config.unixsocket.clone();
-                    (Conn::Unix(s), format!("{path}:0"), path, true)
+                    (Conn::Unix(s), format!("{path}:0"), path, true, true)
                 }),
             };
-            let (mut conn, addr, laddr, is_unix) = match accepted {
+            let (mut conn, addr, laddr, is_unix, is_local) = match accepted {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -548,15 +641,30 @@ impl EventLoop {
             };
             self.srv.stats.total_connections_received += 1;
             if self.srv.connected_clients as i64 >= self.srv.config.maxclients {
-                let msg = b"-ERR max number of clients reached\r\n";
-                unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
+                reject_connection(&conn, b"-ERR max number of clients reached\r\n");
                 self.srv.stats.rejected_connections += 1;
+                continue;
+            }
+            // Protected mode (Redis's clientAcceptHandler): while the default
+            // user has no password, only local clients are served, whatever
+            // `bind` says.
+            if self.srv.config.protected_mode && self.srv.config.requirepass.is_empty() && !is_local
+            {
+                reject_connection(&conn, PROTECTED_MODE_DENIED);
+                self.srv.stats.rejected_connections += 1;
+                if let Some(skipped) = self.srv.log_limits.denied.allow(Instant::now()) {
+                    warn!(
+                        client = %addr,
+                        "Refused a non-local connection: protected mode is on and no password is set{}",
+                        crate::logging::suppressed_note(skipped)
+                    );
+                }
                 continue;
             }
             let id = self.srv.next_client_id;
             self.srv.next_client_id += 1;
             let authenticated = self.srv.config.requirepass.is_empty();
-            let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, authenticated);
+            let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
             // Register under the slot the client is about to take.
             let idx = self.srv.vacant_slot();
             let interest = Interest::READABLE;
@@ -573,6 +681,7 @@ impl EventLoop {
                 query: crate::protocol::QueryBuffer::new(),
                 st,
                 write_interest: false,
+                input_paused: false,
             });
             debug_assert_eq!(slot, idx);
             debug!(client = id, "Accepted connection");
@@ -588,8 +697,13 @@ impl EventLoop {
         if writable && client.st.pending_output() > 0 {
             close |= !self.write_client(idx, &mut client);
         }
+        // A paused client is served again once its output has drained.
+        let resume = client.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES;
+        if resume {
+            client.input_paused = false;
+        }
         let mut read_ok = true;
-        if readable && !close && !client.st.close_after_reply {
+        if (readable || resume) && !close && !client.st.close_after_reply && !client.input_paused {
             read_ok = self.read_client(idx, &mut client, read_closed);
         }
         // Replies to commands that arrived with the peer's FIN are still
@@ -625,7 +739,7 @@ impl EventLoop {
                 };
                 let mut close = false;
                 if client.st.blocked.is_none() && client.query.unparsed() > 0 {
-                    close |= !self.process_input(&mut client);
+                    close |= self.run_buffered(idx, &mut client).is_none();
                 }
                 if client.st.pending_output() > 0 {
                     close |= !self.write_client(idx, &mut client);
@@ -643,6 +757,14 @@ impl EventLoop {
     /// Read what the socket has and execute the complete commands. Returns
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
+        // Input left over from a pause runs before anything new is read.
+        if client.query.unparsed() > 0 {
+            match self.run_buffered(idx, client) {
+                None => return false,
+                Some(false) => return true,
+                Some(true) => {}
+            }
+        }
         for _ in 0..MAX_READS_PER_TURN {
             let (n, want) = match client.query.read_from_fd(client.conn.fd()) {
                 Ok(x) => x,
@@ -659,8 +781,10 @@ impl EventLoop {
             self.srv.stats.total_reads_processed += 1;
             self.srv.stats.total_net_input_bytes += n as u64;
             client.st.last_interaction = Instant::now();
-            if !self.process_input(client) {
-                return true;
+            match self.run_buffered(idx, client) {
+                None => return false,
+                Some(false) => return true,
+                Some(true) => {}
             }
             if client.query.len() as u64 > self.srv.config.client_query_buffer_limit {
                 warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
@@ -679,8 +803,35 @@ impl EventLoop {
         true
     }
 
-    /// Parse and run every complete command in the query buffer. Returns
-    /// false when the client stops accepting input (QUIT, protocol error).
+    /// Run the buffered commands, handing replies to the socket whenever
+    /// they pass [`OUTPUT_PAUSE_BYTES`]. `Some(true)`: go on reading;
+    /// `Some(false)`: stop reading for now (the output is stuck and the
+    /// client paused, or it accepts no more input); `None`: close it.
+    fn run_buffered(&mut self, idx: usize, client: &mut Client) -> Option<bool> {
+        loop {
+            if !self.process_input(client) {
+                return Some(false);
+            }
+            if client.st.close_asap {
+                return None;
+            }
+            if client.st.pending_output() < OUTPUT_PAUSE_BYTES {
+                return Some(true);
+            }
+            if !self.write_client(idx, client) {
+                return None;
+            }
+            if client.st.pending_output() >= OUTPUT_PAUSE_BYTES {
+                // Resumed by the writable event that drains it.
+                client.input_paused = true;
+                return Some(false);
+            }
+        }
+    }
+
+    /// Parse and run every complete command in the query buffer, until the
+    /// client's pending output passes [`OUTPUT_PAUSE_BYTES`]. Returns false
+    /// when the client stops accepting input (QUIT, protocol error).
     fn process_input(&mut self, client: &mut Client) -> bool {
         let limits = |c: &Client, srv: &Server| ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
@@ -691,6 +842,7 @@ impl EventLoop {
                 || client.st.close_asap
                 || client.st.blocked.is_some()
                 || self.srv.shutdown.is_some()
+                || client.st.pending_output() >= OUTPUT_PAUSE_BYTES
             {
                 break;
             }
@@ -699,7 +851,13 @@ impl EventLoop {
                 Ok(false) => break,
                 Err(e) => {
                     let msg = e.message();
-                    warn!(client = %client.st.addr, "{msg}");
+                    if let Some(skipped) = self.srv.log_limits.protocol.allow(Instant::now()) {
+                        warn!(
+                            client = %client.st.addr,
+                            "{msg}{}",
+                            crate::logging::suppressed_note(skipped)
+                        );
+                    }
                     client.st.reply.error(&msg);
                     self.srv.stats.total_error_replies += 1;
                     client.st.close_after_reply = true;
@@ -709,21 +867,27 @@ impl EventLoop {
             client.st.qbuf_len = client.query.unparsed();
             client.st.qbuf_free = client.query.capacity().saturating_sub(client.query.len());
             let mut argv = std::mem::take(&mut self.argv_scratch);
-            {
-                // SAFETY: the scratch vector only ever holds slices of this
-                // client's query buffer while the command runs; it is emptied
-                // before the buffer is touched again.
-                let scratch: &mut Vec<&[u8]> = unsafe { std::mem::transmute(&mut argv) };
-                client.query.argv(scratch);
-                let dirty = self.srv.dirty;
-                commands::execute(&mut self.srv, &mut client.st, scratch);
-                scratch.clear();
-                if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
-                    commands::blocking::serve_blocked(&mut self.srv);
-                }
+            // SAFETY: the slices are used only while the command runs and
+            // dropped (`argv.clear()`) before the query buffer is touched
+            // again; the big-argument buffers outlive them (they are
+            // dropped after, or taken into the keyspace by the handler).
+            unsafe {
+                client
+                    .query
+                    .argv_detached(&mut argv, &mut client.st.big_args)
+            };
+            let dirty = self.srv.dirty;
+            commands::execute(&mut self.srv, &mut client.st, &argv);
+            argv.clear();
+            client.st.big_args.clear();
+            if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
+                commands::blocking::serve_blocked(&mut self.srv);
             }
             self.argv_scratch = argv;
             client.query.consume();
+            if !self.check_output_limits(&mut client.st) {
+                break;
+            }
         }
         client.query.compact();
         let qlen = client.query.capacity();
@@ -731,6 +895,17 @@ impl EventLoop {
             self.srv.recent_max_input = qlen;
         }
         !client.st.close_after_reply
+    }
+
+    /// Enforce `client-output-buffer-limit` (normal class) after a reply
+    /// was added. Returns false when the client is to be closed.
+    fn check_output_limits(&mut self, st: &mut ClientState) -> bool {
+        let limit = self.srv.config.client_output_buffer_limit[ClientClass::Normal as usize];
+        if !st.output_limit_reached(limit, Instant::now()) {
+            return true;
+        }
+        self.srv.close_for_output_limit(st);
+        false
     }
 
     /// Write pending output. Returns false when the client must be closed.
@@ -777,6 +952,8 @@ impl EventLoop {
         }
         st.reply.buf.clear();
         st.sent = 0;
+        // Drained: whatever time over the soft output limit starts anew.
+        st.obuf_soft_since = None;
         if st.reply.buf.capacity() > REPLY_BUF_KEEP {
             st.reply.buf = Vec::new();
         }
@@ -855,6 +1032,17 @@ impl EventLoop {
         warn!("kvstore is now ready to exit, bye bye...");
         true
     }
+}
+
+/// Redis 7.0's reply to a client refused by protected mode, word for word
+/// (tools and people search for this text).
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Tell a connection we will not serve it why (best effort: one
+/// non-blocking write), before it is dropped and so closed.
+fn reject_connection(conn: &Conn, msg: &[u8]) {
+    // SAFETY: writing from a valid slice to a socket we own.
+    unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
 }
 
 fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
