@@ -1155,6 +1155,67 @@ mod tests {
     }
 
     #[test]
+    fn output_buffer_limits_parse_and_print_as_redis() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.get("client-output-buffer-limit").unwrap(),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        c.apply_text("client-output-buffer-limit normal 10mb 5mb 10\nclient-output-buffer-limit replica 1gb 0 0\n")
+            .unwrap();
+        assert_eq!(
+            c.client_output_buffer_limit[ClientClass::Normal as usize],
+            BufferLimit {
+                hard: 10 << 20,
+                soft: 5 << 20,
+                soft_secs: 10
+            }
+        );
+        assert_eq!(
+            c.client_output_buffer_limit[ClientClass::Replica as usize].hard,
+            1 << 30
+        );
+        let mut limits = c.client_output_buffer_limit;
+        assert!(parse_buffer_limits("normal 1 2", &mut limits).is_err());
+        assert!(parse_buffer_limits("normal 1 2 3 bogus 1 2 3", &mut limits).is_err());
+        // A failed group leaves every class as it was.
+        assert_eq!(limits, c.client_output_buffer_limit);
+    }
+
+    #[test]
+    fn file_names_are_not_paths_and_renames_accumulate() {
+        let mut c = Config::default();
+        for bad in ["../x.rdb", "/tmp/x.rdb", "dir/x.rdb"] {
+            let err = c.apply_text(&format!("dbfilename \"{bad}\"")).unwrap_err();
+            assert!(
+                err.contains("dbfilename can't be a path, just a filename"),
+                "{err}"
+            );
+        }
+        c.apply_text("rename-command CONFIG \"\"\nrename-command flushall nuke\n")
+            .unwrap();
+        assert_eq!(
+            c.rename_commands,
+            vec![
+                ("CONFIG".to_string(), String::new()),
+                ("flushall".to_string(), "nuke".to_string())
+            ]
+        );
+        assert!(c.apply_text("rename-command CONFIG").is_err());
+    }
+
+    #[test]
+    fn gates_allow_local_clients_only_when_local() {
+        let mut c = Config::default();
+        assert_eq!(c.enable_debug_command, Gate::No);
+        assert!(!c.enable_debug_command.allows(true));
+        c.apply_text("enable-debug-command local").unwrap();
+        assert!(c.enable_debug_command.allows(true));
+        assert!(!c.enable_debug_command.allows(false));
+        assert!(c.apply_text("enable-debug-command maybe").is_err());
+    }
+
+    #[test]
     fn shipped_config_file_is_current() {
         let shipped =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/kvstore.conf")).unwrap();

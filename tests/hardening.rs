@@ -525,6 +525,14 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
     let conf = conf_dir.path().join("kvstore.conf");
     std::fs::write(&conf, "# my settings\nmaxclients 500\n").unwrap();
     let port = common::free_port();
+    /// The server process, killed however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let start = |cwd: &std::path::Path, extra: &[&str]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
             .arg(&conf)
@@ -544,10 +552,10 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
             assert!(Instant::now() < deadline, "kvstore did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        child
+        Killed(child)
     };
     let port_s = port.to_string();
-    let mut first = start(
+    let first = start(
         conf_dir.path(),
         &[
             "--port",
@@ -575,11 +583,10 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
     );
     assert!(text.contains("hz 20"), "{text}");
     assert!(text.contains(&format!("port {port}")), "{text}");
-    first.kill().unwrap();
-    first.wait().unwrap();
+    drop(first);
     // Restart from the file alone, somewhere else: same data directory.
     let elsewhere = tempfile::tempdir().unwrap();
-    let mut second = start(elsewhere.path(), &[]);
+    let _second = start(elsewhere.path(), &[]);
     let mut c = Conn::connect(port);
     wait_for("the dump to load", || {
         c.cmd_str(&["GET", "greeting"]) == b"$5\r\nhello\r\n"
@@ -588,8 +595,6 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
         c.cmd_str(&["CONFIG", "GET", "hz"]),
         b"*2\r\n$2\r\nhz\r\n$2\r\n20\r\n"
     );
-    second.kill().unwrap();
-    second.wait().unwrap();
 }
 
 // ---- BGSAVE child ----

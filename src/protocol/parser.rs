@@ -18,6 +18,8 @@ pub const PROTO_INLINE_MAX_SIZE: usize = 64 * 1024;
 pub const PROTO_MBULK_BIG_ARG: usize = 32 * 1024;
 /// Size of one read from a socket.
 pub const PROTO_IOBUF_LEN: usize = 16 * 1024;
+/// Most bytes one read takes into a big argument's buffer.
+pub const PROTO_READ_MAX: usize = 256 * 1024;
 /// Largest multibulk count accepted (Redis's INT_MAX).
 pub const PROTO_MAX_MULTIBULK_LEN: i64 = i32::MAX as i64;
 /// Before AUTH, Redis bounds requests much harder.
@@ -137,7 +139,9 @@ impl QueryBuffer {
     pub fn read_from_fd(&mut self, fd: RawFd) -> io::Result<(usize, usize)> {
         let target = self.read_target();
         let spare = target.spare_capacity_mut();
-        let want = spare.len();
+        // Bounded so that reading a 500 MB argument is spread over many
+        // turns of the loop instead of copying it all in one.
+        let want = spare.len().min(PROTO_READ_MAX);
         // SAFETY: reading into the spare capacity of a Vec; only the bytes
         // the kernel reports as written are then marked initialised.
         let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, want) };
