@@ -14,9 +14,11 @@ thread_local! {
 }
 
 /// Net bytes allocated by the event-loop thread (all state lives there),
-/// plus the keyspace bucket arrays mapped outside the allocator.
+/// less what the lazyfree thread freed of it, plus the keyspace bucket
+/// arrays mapped outside the allocator.
 pub fn used_memory() -> usize {
-    crate::db::table::mapped_bucket_bytes() + thread_allocated()
+    let freed_elsewhere = crate::db::lazyfree::freed_bytes() as usize;
+    crate::db::table::mapped_bucket_bytes() + thread_allocated().saturating_sub(freed_elsewhere)
 }
 
 fn thread_allocated() -> usize {

@@ -373,6 +373,14 @@ fn protected_configs_and_debug_are_refused_by_default_as_in_redis() {
 }
 
 #[test]
+fn debug_is_refused_before_authentication_as_in_redis() {
+    same_replies_as_redis(
+        &["--requirepass", "pw"],
+        &[&["DEBUG", "SLEEP", "0"], &["CONFIG", "GET", "port"]],
+    );
+}
+
+#[test]
 fn protected_configs_when_enabled_refuse_paths_and_missing_dirs_as_in_redis() {
     same_replies_as_redis(
         &[
@@ -677,11 +685,18 @@ fn unlink_of_a_big_set_frees_it_in_the_background() {
     // Small values are freed in place, as Redis does.
     assert_eq!(info_field(&mut c, "memory", "lazyfreed_objects"), "0");
     fill_set(&mut c, "big", 100_000);
+    let used_before: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
     assert_eq!(c.cmd_str(&["UNLINK", "big"]), b":1\r\n");
     assert_eq!(c.cmd_str(&["EXISTS", "big"]), b":0\r\n");
     wait_for("the lazyfree thread", || {
         info_field(&mut c, "memory", "lazyfreed_objects") == "1"
     });
+    // What the thread freed no longer counts as used (maxmemory relies on it).
+    let used_after: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
+    assert!(
+        used_after * 2 < used_before,
+        "used_memory {used_before} -> {used_after}"
+    );
     assert_eq!(
         info_field(&mut c, "memory", "lazyfree_pending_objects"),
         "0"
@@ -807,6 +822,40 @@ fn a_client_that_never_reads_is_paused_not_buffered_without_bound() {
         r.read_exact(&mut body).unwrap();
         assert!(body[..VALUE].iter().all(|&b| b == b'x'));
         assert_eq!(&body[VALUE..], b"\r\n");
+    }
+}
+
+#[test]
+fn a_pipeline_of_big_replies_read_at_once_is_served_to_the_end() {
+    const VALUE: usize = 1 << 20;
+    const GETS: usize = 200;
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    let value = vec![b'y'; VALUE];
+    assert_eq!(c.cmd(&[b"SET", b"big", &value]), b"+OK\r\n");
+    for half_close in [false, true] {
+        let mut client = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut gets = Vec::new();
+        for _ in 0..GETS {
+            gets.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+        }
+        client.write_all(&gets).unwrap();
+        if half_close {
+            client.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let expected = (VALUE + format!("${VALUE}\r\n\r\n").len()) * GETS;
+        let got = if half_close {
+            // Every reply, then the server closes its side too.
+            read_until_closed(&mut client)
+        } else {
+            let mut buf = vec![0u8; expected];
+            client.read_exact(&mut buf).unwrap();
+            buf
+        };
+        assert_eq!(got.len(), expected, "half_close={half_close}");
     }
 }
 

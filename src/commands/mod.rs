@@ -163,7 +163,12 @@ pub fn install_renames(renames: &[(String, String)]) -> Result<(), String> {
             continue;
         }
         let to_lc = to.to_ascii_lowercase();
-        if to_lc.len() > MAX_COMMAND_NAME || map.contains_key(to_lc.as_bytes()) {
+        if to_lc.len() > MAX_COMMAND_NAME {
+            return Err(format!(
+                "Target command name is longer than {MAX_COMMAND_NAME} bytes: {to}"
+            ));
+        }
+        if map.contains_key(to_lc.as_bytes()) {
             return Err(format!("Target command name already exists: {to}"));
         }
         // The table lives for the whole process: leaking the new name once
@@ -234,13 +239,14 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let argc = argv.len() as i32;
     if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
         client.reply.error(&arity_error(cmd.name));
-    } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
-        client.reply.error(ERR_NOAUTH);
     } else if let Some(option) = protected_command_refused(srv, client, cmd) {
+        // Checked before authentication, as Redis does.
         client.reply.error(&format!(
             "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
             cmd.name.to_ascii_uppercase()
         ));
+    } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
+        client.reply.error(ERR_NOAUTH);
     } else if srv.loading.is_some() && cmd.flags & LOADING == 0 {
         client
             .reply

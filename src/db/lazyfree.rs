@@ -28,6 +28,10 @@ pub const LAZYFREE_THRESHOLD: usize = 64;
 static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// Objects the thread has freed (INFO `lazyfreed_objects`).
 static FREED: AtomicU64 = AtomicU64::new(0);
+/// Net bytes the thread has given back to the allocator. The event loop
+/// counts its own allocations (see `memory::used_memory`), so memory it
+/// allocated and this thread freed is subtracted with this.
+static FREED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Something unreachable from the keyspace, waiting to be dropped (the
 /// fields are never read: dropping them is the whole point).
@@ -51,6 +55,22 @@ pub fn pending_objects() -> usize {
 
 pub fn freed_objects() -> u64 {
     FREED.load(Ordering::Relaxed)
+}
+
+/// Bytes freed by the lazyfree thread, net of what it allocated itself.
+pub fn freed_bytes() -> u64 {
+    FREED_BYTES.load(Ordering::Relaxed)
+}
+
+/// The freeing thread's own allocator counters: (allocated, deallocated).
+fn thread_counters() -> Option<(
+    tikv_jemalloc_ctl::thread::ThreadLocal<u64>,
+    tikv_jemalloc_ctl::thread::ThreadLocal<u64>,
+)> {
+    Some((
+        tikv_jemalloc_ctl::thread::allocatedp::read().ok()?,
+        tikv_jemalloc_ctl::thread::deallocatedp::read().ok()?,
+    ))
 }
 
 /// How many allocations freeing this entry's value takes (Redis's
@@ -116,8 +136,13 @@ fn submit(job: Job) {
         std::thread::Builder::new()
             .name("kvstore-lazyfree".into())
             .spawn(move || {
+                let counters = thread_counters();
                 for Job(garbage, objects) in rx {
                     drop(garbage);
+                    if let Some((alloc, dealloc)) = &counters {
+                        let net = dealloc.get().saturating_sub(alloc.get());
+                        FREED_BYTES.store(net, Ordering::Relaxed);
+                    }
                     PENDING.fetch_sub(objects, Ordering::Relaxed);
                     FREED.fetch_add(objects as u64, Ordering::Relaxed);
                 }

@@ -155,8 +155,12 @@ pub fn check_child(srv: &mut Server) {
     if r == 0 {
         return;
     }
+    if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+        return;
+    }
     srv.snapshot.child = None;
-    let errors = srv.snapshot.child_errors.take();
+    // Only a reaped child has closed its end of the pipe.
+    let errors = srv.snapshot.child_errors.take().filter(|_| r == pid);
     srv.snapshot.last_bgsave_secs = start.elapsed().as_secs() as i64;
     let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     if ok {
@@ -183,6 +187,9 @@ fn error_pipe() -> (Option<std::fs::File>, Option<std::fs::File>) {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return (None, None);
     }
+    // The parent's end never blocks the loop, whatever the child does.
+    // SAFETY: fcntl on a descriptor we just created.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) };
     // SAFETY: both descriptors were just created and are owned by nobody else.
     unsafe {
         (

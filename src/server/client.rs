@@ -146,8 +146,13 @@ impl ClientState {
             return true;
         }
         if limit.soft > 0 && used >= limit.soft {
-            let since = *self.obuf_soft_since.get_or_insert(now);
-            return now.duration_since(since).as_secs() >= limit.soft_secs;
+            // As Redis: the first sighting only starts the clock, and the
+            // limit counts as reached once it has lasted more than its seconds.
+            let Some(since) = self.obuf_soft_since else {
+                self.obuf_soft_since = Some(now);
+                return false;
+            };
+            return now.duration_since(since).as_secs() > limit.soft_secs;
         }
         self.obuf_soft_since = None;
         false
@@ -209,6 +214,9 @@ pub struct Client {
     /// below the pause threshold: a client that never reads its replies
     /// cannot make the server build an unbounded buffer.
     pub input_paused: bool,
+    /// The peer has shut down its side (an event said so); reads go on
+    /// until they see the end of the stream.
+    pub peer_closed: bool,
 }
 
 /// Is a peer address loopback in Redis's sense (exactly 127.0.0.1 or ::1,

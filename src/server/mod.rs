@@ -686,6 +686,7 @@ impl EventLoop {
                 st,
                 write_interest: false,
                 input_paused: false,
+                peer_closed: false,
             });
             debug_assert_eq!(slot, idx);
             debug!(client = id, "Accepted connection");
@@ -706,9 +707,13 @@ impl EventLoop {
         if resume {
             client.input_paused = false;
         }
+        // A FIN reported once must be remembered: the read that sees it
+        // may come turns later (read budget, pause), with no new event.
+        client.peer_closed |= read_closed;
         let mut read_ok = true;
         if (readable || resume) && !close && !client.st.close_after_reply && !client.input_paused {
-            read_ok = self.read_client(idx, &mut client, read_closed);
+            let peer_closed = client.peer_closed;
+            read_ok = self.read_client(idx, &mut client, peer_closed);
         }
         // Replies to commands that arrived with the peer's FIN are still
         // written (best effort) before the connection is closed.
@@ -784,7 +789,7 @@ impl EventLoop {
                 }
             };
             if n == 0 {
-                return false;
+                return self.finish_after_eof(idx, client);
             }
             self.srv.stats.total_reads_processed += 1;
             self.srv.stats.total_net_input_bytes += n as u64;
@@ -813,6 +818,22 @@ impl EventLoop {
             self.srv.pending_reads.push(idx);
         }
         true
+    }
+
+    /// The peer shut down its side: it has sent all it will. Its buffered
+    /// commands still run and their replies are still written (a pipeline
+    /// sent with `nc -N` gets every answer), then the connection closes.
+    /// Returns false when it must close right away.
+    fn finish_after_eof(&mut self, idx: usize, client: &mut Client) -> bool {
+        match self.run_buffered(idx, client) {
+            None => false,
+            // Paused: the end of the stream is seen again once resumed.
+            Some(_) if client.input_paused => true,
+            Some(_) => {
+                client.st.close_after_reply = true;
+                true
+            }
+        }
     }
 
     /// Run the buffered commands, handing replies to the socket whenever
@@ -913,6 +934,10 @@ impl EventLoop {
     /// was added. Returns false when the client is to be closed.
     fn check_output_limits(&mut self, st: &mut ClientState) -> bool {
         let limit = self.srv.config.client_output_buffer_limit[ClientClass::Normal as usize];
+        // The default (0 0 0) costs nothing per command, not even a clock read.
+        if limit.hard == 0 && limit.soft == 0 {
+            return true;
+        }
         if !st.output_limit_reached(limit, Instant::now()) {
             return true;
         }
@@ -941,6 +966,7 @@ impl EventLoop {
                 let e = io::Error::last_os_error();
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
+                        self.resume_if_drained(idx, client);
                         if !client.write_interest {
                             client.write_interest = true;
                             return self.set_interest(
@@ -969,11 +995,27 @@ impl EventLoop {
         if st.reply.buf.capacity() > REPLY_BUF_KEEP {
             st.reply.buf = Vec::new();
         }
+        // Drained by a write no writable event asked for (writable interest
+        // is dropped just below): no event will come to resume a paused
+        // client, so queue it for the next turn here.
+        self.resume_if_drained(idx, client);
         if client.write_interest {
             client.write_interest = false;
             return self.set_interest(idx, client, Interest::READABLE);
         }
         true
+    }
+
+    /// A paused client whose output fell below the pause threshold is
+    /// served again from the next turn (its buffered input, then its
+    /// socket, which it was not read from meanwhile).
+    fn resume_if_drained(&mut self, idx: usize, client: &mut Client) {
+        if client.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES {
+            client.input_paused = false;
+            if !self.srv.pending_reads.contains(&idx) {
+                self.srv.pending_reads.push(idx);
+            }
+        }
     }
 
     /// Change what the client's socket is polled for. False if that failed.
