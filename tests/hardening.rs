@@ -373,6 +373,31 @@ fn protected_configs_and_debug_are_refused_by_default_as_in_redis() {
 }
 
 #[test]
+fn module_is_gated_and_loads_nothing_as_a_failed_load_in_redis() {
+    same_replies_as_redis(
+        &[],
+        &[
+            &["MODULE", "LIST"],
+            &["MODULE", "HELP"],
+            &["MODULE", "LOAD", "/nonexistent/module.so"],
+            &["MODULE", "UNLOAD", "nosuchmodule"],
+        ],
+    );
+    same_replies_as_redis(
+        &["--enable-module-command", "yes"],
+        &[
+            &["MODULE", "LIST"],
+            &["MODULE", "HELP"],
+            &["MODULE", "LOAD", "/nonexistent/module.so"],
+            &["MODULE", "LOADEX", "/nonexistent/module.so", "ARGS", "x"],
+            &["MODULE", "UNLOAD", "nosuchmodule"],
+            &["MODULE", "LOAD"],
+            &["MODULE", "NOSUCH"],
+        ],
+    );
+}
+
+#[test]
 fn debug_is_refused_before_authentication_as_in_redis() {
     same_replies_as_redis(
         &["--requirepass", "pw"],

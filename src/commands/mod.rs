@@ -239,7 +239,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let argc = argv.len() as i32;
     if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
         client.reply.error(&arity_error(cmd.name));
-    } else if let Some(option) = protected_command_refused(srv, client, cmd) {
+    } else if let Some(option) = protected_command_refused(srv, client, cmd, argv) {
         // Checked before authentication, as Redis does.
         client.reply.error(&format!(
             "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
@@ -288,17 +288,24 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     srv.stats.total_error_replies += client.reply.errors - errors_before;
 }
 
-/// DEBUG (which can stop the loop or reload the dataset) and MODULE run only
-/// where their `enable-*-command` option allows: the option's name when
-/// this client is refused.
+/// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,
+/// LOADEX and UNLOAD run only where their `enable-*-command` option allows
+/// (Redis's CMD_PROTECTED): the option's name when this client is refused.
 fn protected_command_refused(
     srv: &Server,
     client: &ClientState,
     cmd: &CommandSpec,
+    argv: &[&[u8]],
 ) -> Option<&'static str> {
     let (gate, option) = match cmd.name {
         "debug" => (srv.config.enable_debug_command, "enable-debug-command"),
-        "module" => (srv.config.enable_module_command, "enable-module-command"),
+        "module"
+            if argv
+                .get(1)
+                .is_some_and(|sub| ["load", "loadex", "unload"].iter().any(|p| eq_ic(sub, p))) =>
+        {
+            (srv.config.enable_module_command, "enable-module-command")
+        }
         _ => return None,
     };
     (!gate.allows(client.is_local)).then_some(option)

@@ -1251,6 +1251,58 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
+// ---- MODULE ----
+
+const MODULE_HELP: &[&str] = &[
+    "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LIST",
+    "    Return a list of loaded modules.",
+    "LOAD <path> [<arg> ...]",
+    "    Load a module library from <path>, passing to it any optional arguments.",
+    "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+    "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+    "UNLOAD <name>",
+    "    Unload a module.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// `MODULE LIST|LOAD|LOADEX|UNLOAD|HELP` — kvstore loads no Redis modules
+/// (their API is Redis's C internals): the list is empty and a load fails
+/// as a failed load does in Redis, with the reason in the log. Only where
+/// `enable-module-command` allows it at all.
+pub fn module(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("help", 2),
+            ("list", 2),
+            ("load", -3),
+            ("loadex", -3),
+            ("unload", 3),
+        ],
+    ) else {
+        return;
+    };
+    match sub {
+        "help" => reply_help(c, MODULE_HELP),
+        "list" => c.cl.reply.array(0),
+        "unload" => {
+            c.cl.reply
+                .error("ERR Error unloading module: no such module with that name")
+        }
+        _ => {
+            tracing::warn!(
+                "Module {} failed to load: kvstore does not load Redis modules",
+                String::from_utf8_lossy(argv[2])
+            );
+            c.cl.reply
+                .error("ERR Error loading the extension. Please check the server logs.");
+        }
+    }
+}
+
 /// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
 pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
     let (mut nosave, mut save, mut abort) = (false, false, false);

@@ -265,6 +265,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("command", -1, LOADING | STALE, 0, 0, 0, s::command, "server", "2.8.13", "Returns detailed information about all commands.", "O(N) where N is the total number of Redis commands"),
     cmd!("config", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, s::config, "server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand."),
     cmd!("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, s::debug, "server", "1.0.0", "A container for debugging commands.", "Depends on subcommand."),
+    cmd!("module", -2, ADMIN | NOSCRIPT, 0, 0, 0, s::module, "server", "4.0.0", "A container for module commands.", "Depends on subcommand."),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, 0, 0, 0, s::shutdown, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
     cmd!("save", 1, ADMIN | NOSCRIPT, 0, 0, 0, s::save, "server", "1.0.0", "Synchronously saves the database(s) to disk.", "O(N) where N is the total number of keys in all databases"),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, s::bgsave, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", "O(1)"),
