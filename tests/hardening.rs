@@ -884,6 +884,55 @@ fn a_pipeline_of_big_replies_read_at_once_is_served_to_the_end() {
     }
 }
 
+/// A long value is handed to replies by reference: a reply still waiting
+/// for its reader must show the value as it was when the GET ran, whatever
+/// is done to the key afterwards.
+#[test]
+fn a_pending_reply_keeps_the_value_it_was_made_from() {
+    const VALUE: usize = 8 << 20;
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    let mut value = vec![b'a'; VALUE];
+    value[0] = b'<';
+    value[VALUE - 1] = b'>';
+    assert_eq!(c.cmd(&[b"SET", b"big", &value]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"SET", b"other", &value]), b"+OK\r\n");
+    // Two readers that do not read yet, one GET each (a paused client runs
+    // nothing more, so one command per reader).
+    let mut readers = Vec::new();
+    for key in ["big", "other"] {
+        let mut r = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        r.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        r.write_all(format!("GET {key}\r\n").as_bytes()).unwrap();
+        readers.push(r);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Change both values in place, then replace one and delete the other.
+    assert_eq!(
+        c.cmd_str(&["SETRANGE", "big", "0", "ZZ"]),
+        format!(":{VALUE}\r\n").as_bytes()
+    );
+    assert_eq!(
+        c.cmd_str(&["APPEND", "other", "tail"]),
+        format!(":{}\r\n", VALUE + 4).as_bytes()
+    );
+    assert_eq!(c.cmd_str(&["GETRANGE", "big", "0", "2"]), b"$3\r\nZZa\r\n");
+    assert_eq!(c.cmd_str(&["SET", "big", "small now"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["DEL", "other"]), b":1\r\n");
+    for (i, reader) in readers.into_iter().enumerate() {
+        let mut r = std::io::BufReader::new(reader);
+        let mut header = Vec::new();
+        std::io::BufRead::read_until(&mut r, b'\n', &mut header).unwrap();
+        assert_eq!(header, format!("${VALUE}\r\n").as_bytes(), "reader {i}");
+        let mut body = vec![0u8; VALUE + 2];
+        r.read_exact(&mut body).unwrap();
+        assert!(
+            body[..VALUE] == value[..],
+            "reader {i}'s reply changed under it"
+        );
+    }
+}
+
 #[test]
 fn output_buffer_hard_limit_closes_the_client_at_once() {
     const VALUE: usize = 12 << 20;

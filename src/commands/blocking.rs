@@ -78,9 +78,9 @@ pub fn block_mpop(c: &mut Ctx, argv: &[&[u8]], pop: fn(&mut Ctx, &[&[u8]], bool)
         Ok(d) => d,
         Err(e) => return c.cl.reply.error(e),
     };
-    let before = c.cl.reply.buf.len();
+    let before = c.cl.reply.len();
     pop(c, &argv[1..], true);
-    if c.cl.reply.buf.len() == before {
+    if c.cl.reply.len() == before {
         // `pop` validated numkeys against argv before finding nothing.
         let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
         let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
@@ -167,9 +167,9 @@ pub fn serve_blocked(srv: &mut Server) {
                     .map(|b| b.argv.clone())
                     .unwrap_or_default();
                 let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                let before = client.st.reply.buf.len();
+                let before = client.st.reply.len();
                 execute_with(srv, &mut client.st, &refs, true);
-                let served = client.st.reply.buf.len() != before;
+                let served = client.st.reply.len() != before;
                 if served {
                     unblock(srv, &mut client.st);
                     srv.unblocked.push((slot, id));

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use super::*;
-use crate::db::{Db, Entry, NewValue, Value, ValueRef};
+use crate::db::{Db, Entry, NewValue, Str, Value, ValueRef};
 use crate::protocol::reply::{fmt_i64, itoa_buf};
 
 extern "C" {
@@ -59,7 +59,11 @@ fn reply_string(out: &mut crate::protocol::Reply, e: &Entry) -> bool {
     match e.value() {
         ValueRef::Str(s) => out.bulk(s),
         ValueRef::Int(n) => out.bulk_i64(n),
-        ValueRef::Boxed(Value::Str(s)) => out.bulk(s),
+        // A long string is handed to the reply, not copied into it.
+        ValueRef::Boxed(Value::Str(s)) => match s.shared() {
+            Some(bytes) => out.bulk_shared(bytes),
+            None => out.bulk(s),
+        },
         #[allow(unreachable_patterns)]
         ValueRef::Boxed(_) => {
             out.error(ERR_WRONGTYPE);
@@ -502,10 +506,14 @@ fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
             .and_then(string_bytes)
             .map(|v| v.into_owned())
             .unwrap_or_default();
-        db.replace_value(key, NewValue::Boxed(Box::new(Value::Str(cur))), true);
+        db.replace_value(
+            key,
+            NewValue::Boxed(Box::new(Value::Str(Str::new(cur)))),
+            true,
+        );
     }
     match db.main.get_mut(key).and_then(|e| e.boxed_mut()) {
-        Some(Value::Str(v)) => v,
+        Some(Value::Str(v)) => v.make_mut(),
         #[allow(unreachable_patterns)]
         _ => unreachable!("value was just boxed as a string"),
     }

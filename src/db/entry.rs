@@ -22,7 +22,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::value::Value;
+use super::value::{Str, Value};
 
 const OFF_NEXT: usize = 0;
 const OFF_TAG: usize = 8;
@@ -79,7 +79,11 @@ impl Entry {
     /// kept as it is (no copy of a 500 MB value), a short one is inlined.
     pub fn from_vec(key: &[u8], value: Vec<u8>, raw: bool) -> Entry {
         if value.len() > INLINE_MAX {
-            Entry::new(key, NewValue::Boxed(Box::new(Value::Str(value))), raw)
+            Entry::new(
+                key,
+                NewValue::Boxed(Box::new(Value::Str(Str::new(value)))),
+                raw,
+            )
         } else {
             Entry::new(key, NewValue::Str(&value), raw)
         }
@@ -90,7 +94,7 @@ impl Entry {
     pub fn new(key: &[u8], value: NewValue, raw: bool) -> Entry {
         let value = match value {
             NewValue::Str(s) if s.len() > INLINE_MAX => {
-                NewValue::Boxed(Box::new(Value::Str(s.to_vec())))
+                NewValue::Boxed(Box::new(Value::Str(Str::new(s.to_vec()))))
             }
             v => v,
         };
@@ -381,7 +385,7 @@ mod tests {
         assert_eq!(e.key(), &key[..]);
         assert!(e.boxed_mut().is_some());
         match e.value() {
-            ValueRef::Boxed(Value::Str(s)) => assert_eq!(s, &val),
+            ValueRef::Boxed(Value::Str(s)) => assert_eq!(&s[..], &val[..]),
             _ => panic!("expected boxed string"),
         }
     }

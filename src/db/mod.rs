@@ -15,7 +15,7 @@ pub mod zset;
 pub use entry::{Entry, NewValue, ValueRef};
 pub use lazyfree::FreeMode;
 pub use table::Table;
-pub use value::{Hash, List, NodeLimit, Set, Value, ZSet};
+pub use value::{Hash, List, NodeLimit, Set, Str, Value, ZSet};
 
 /// One logical database (SELECT index).
 pub struct Db {

@@ -20,11 +20,72 @@ pub use super::zset::ZSet;
 #[derive(Debug)]
 pub enum Value {
     /// A string longer than an entry can hold inline.
-    Str(Vec<u8>),
+    Str(Str),
     Hash(Hash),
     List(List),
     Set(Set),
     ZSet(ZSet),
+}
+
+/// Strings at least this long are reference-counted (see [`Str`]).
+pub const SHARED_STR_MIN: usize = 64 * 1024;
+
+/// The bytes of a long string value.
+///
+/// One of [`SHARED_STR_MIN`] bytes or more is reference-counted, so that a
+/// reply can hold it while its client reads instead of copying it: GET of a
+/// 100 MB value costs no copy, however slowly the client reads. A write to
+/// it copies the bytes only while a reply still holds them (copy on write),
+/// so every reply shows the value as it was when the reply was made. Shorter
+/// strings (hash fields, members) stay plain vectors: no count to pay for.
+#[derive(Debug, Clone)]
+pub enum Str {
+    Owned(Vec<u8>),
+    Shared(std::sync::Arc<Vec<u8>>),
+}
+
+impl Str {
+    /// Keep `bytes` as they are (no copy), shared when long.
+    pub fn new(bytes: Vec<u8>) -> Str {
+        if bytes.len() >= SHARED_STR_MIN {
+            Str::Shared(std::sync::Arc::new(bytes))
+        } else {
+            Str::Owned(bytes)
+        }
+    }
+
+    /// The bytes for writing: copied first only if a reply still holds them.
+    pub fn make_mut(&mut self) -> &mut Vec<u8> {
+        match self {
+            Str::Owned(v) => v,
+            Str::Shared(a) => std::sync::Arc::make_mut(a),
+        }
+    }
+
+    /// The shared bytes, for a reply to hold.
+    pub fn shared(&self) -> Option<&std::sync::Arc<Vec<u8>>> {
+        match self {
+            Str::Owned(_) => None,
+            Str::Shared(a) => Some(a),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        match self {
+            Str::Owned(v) => v.capacity(),
+            Str::Shared(a) => a.capacity(),
+        }
+    }
+}
+
+impl std::ops::Deref for Str {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Str::Owned(v) => v,
+            Str::Shared(a) => a,
+        }
+    }
 }
 
 impl Value {

@@ -5,7 +5,8 @@
 //! client negotiated with HELLO. A RESP3 map becomes a flat array in RESP2, a
 //! double becomes a bulk string, and a null becomes `$-1` or `*-1` as Redis does.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
+use std::sync::Arc;
 
 /// Protocol version negotiated by HELLO.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,12 +16,20 @@ pub enum Proto {
 }
 
 /// An output buffer that encodes replies for one client.
+///
+/// Replies are bytes in `buf`, except long string values, which are held
+/// by reference (`shared`: the offset in `buf` where each goes, and the
+/// bytes) and written from where they live, so a 100 MB GET is never
+/// copied. The bytes to send are `buf` with each shared piece spliced in
+/// at its offset; [`len`](Reply::len) counts both.
 #[derive(Debug)]
 pub struct Reply {
     pub buf: Vec<u8>,
     pub proto: Proto,
     /// Error replies written so far (INFO `total_error_replies`).
     pub errors: u64,
+    shared: Vec<(usize, Arc<Vec<u8>>)>,
+    shared_len: usize,
 }
 
 impl Default for Reply {
@@ -35,7 +44,77 @@ impl Reply {
             buf: Vec::new(),
             proto,
             errors: 0,
+            shared: Vec::new(),
+            shared_len: 0,
         }
+    }
+
+    /// Bytes of reply held, shared pieces included.
+    pub fn len(&self) -> usize {
+        self.buf.len() + self.shared_len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held by reference (not in `buf`).
+    pub fn shared_len(&self) -> usize {
+        self.shared_len
+    }
+
+    /// Forget every reply (all written, or the client is going away).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.shared.clear();
+        self.shared_len = 0;
+    }
+
+    /// All the bytes in order, as one vector (tests and in-process callers).
+    pub fn take_bytes(&mut self) -> Vec<u8> {
+        if self.shared.is_empty() {
+            return std::mem::take(&mut self.buf);
+        }
+        let mut out = Vec::with_capacity(self.len());
+        let mut at = 0;
+        for (off, bytes) in &self.shared {
+            out.extend_from_slice(&self.buf[at..*off]);
+            out.extend_from_slice(bytes);
+            at = *off;
+        }
+        out.extend_from_slice(&self.buf[at..]);
+        self.clear();
+        out
+    }
+
+    /// The bytes from `from` on, as slices for one `writev` (at most
+    /// `max` of them).
+    pub fn io_slices<'a>(&'a self, from: usize, max: usize, out: &mut Vec<IoSlice<'a>>) {
+        out.clear();
+        let mut pos = 0; // position in the whole stream
+        let mut at = 0; // position in buf
+        let push = |piece: &'a [u8], pos: &mut usize, out: &mut Vec<IoSlice<'a>>| {
+            let end = *pos + piece.len();
+            if end > from && !piece.is_empty() && out.len() < max {
+                let skip = from.saturating_sub(*pos);
+                out.push(IoSlice::new(&piece[skip..]));
+            }
+            *pos = end;
+        };
+        for (off, bytes) in &self.shared {
+            push(&self.buf[at..*off], &mut pos, out);
+            push(bytes, &mut pos, out);
+            at = *off;
+        }
+        push(&self.buf[at..], &mut pos, out);
+    }
+
+    /// A bulk string whose bytes are held by reference until written.
+    pub fn bulk_shared(&mut self, data: &Arc<Vec<u8>>) {
+        self.header(b'$', data.len() as i64);
+        self.shared.push((self.buf.len(), Arc::clone(data)));
+        self.shared_len += data.len();
+        self.buf.extend_from_slice(b"\r\n");
     }
 
     pub fn is_resp3(&self) -> bool {
@@ -192,6 +271,31 @@ impl Reply {
         let mut s = Vec::new();
         let _ = s.write_fmt(args);
         self.bulk(&s);
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+
+    #[test]
+    fn shared_pieces_are_spliced_in_order() {
+        let mut r = Reply::new(Proto::Resp2);
+        r.ok();
+        let big = Arc::new(b"hello".to_vec());
+        r.bulk_shared(&big);
+        r.int(7);
+        r.bulk_shared(&big);
+        let whole = b"+OK\r\n$5\r\nhello\r\n:7\r\n$5\r\nhello\r\n".to_vec();
+        assert_eq!(r.len(), whole.len());
+        for from in 0..=whole.len() {
+            let mut slices = Vec::new();
+            r.io_slices(from, 64, &mut slices);
+            let joined: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+            assert_eq!(joined, &whole[from..], "from {from}");
+        }
+        assert_eq!(r.take_bytes(), whole);
+        assert!(r.is_empty());
     }
 }
 

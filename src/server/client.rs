@@ -51,7 +51,7 @@ pub struct ClientState {
     pub close_after_reply: bool,
     /// Close as soon as possible, without writing (CLIENT KILL).
     pub close_asap: bool,
-    /// Bytes of `reply.buf` already written to the socket.
+    /// Bytes of the reply (see `Reply::len`) already written to the socket.
     pub sent: usize,
     /// Query buffer size, copied in for CLIENT LIST while the client runs.
     pub qbuf_len: usize,
@@ -160,7 +160,7 @@ impl ClientState {
 
     /// Bytes of reply not yet written.
     pub fn pending_output(&self) -> usize {
-        self.reply.buf.len() - self.sent
+        self.reply.len() - self.sent
     }
 
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
@@ -193,8 +193,8 @@ impl ClientState {
             self.qbuf_free,
             self.qbuf_len + self.qbuf_free,
             self.pending_output(),
-            self.reply.buf.capacity(),
-            self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + std::mem::size_of::<Client>(),
+            self.reply.buf.capacity() + self.reply.shared_len(),
+            self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + self.reply.shared_len() + std::mem::size_of::<Client>(),
             self.last_cmd,
             if self.reply.is_resp3() { 3 } else { 2 },
             self.lib_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),

@@ -39,6 +39,8 @@ const MAX_READS_PER_TURN: usize = 16;
 /// hundreds of turns, each a few milliseconds of copying and page faults,
 /// instead of stalling everybody else while it is read.
 const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
+/// Pieces handed to one writev (replies holding shared values).
+const IOVECS_PER_WRITE: usize = 64;
 /// Keep at most this much reply buffer capacity around on an idle client.
 const REPLY_BUF_KEEP: usize = 64 * 1024;
 /// A client with this much output not yet taken by its socket runs no more
@@ -332,7 +334,7 @@ impl Server {
     pub fn execute_detached(&mut self, client: &mut ClientState, argv: &[&[u8]]) -> Vec<u8> {
         self.update_time();
         commands::execute(self, client, argv);
-        std::mem::take(&mut client.reply.buf)
+        client.reply.take_bytes()
     }
 
     /// The slab index the next inserted client will get.
@@ -376,6 +378,7 @@ impl Server {
         );
         self.stats.client_output_buffer_limit_disconnections += 1;
         st.close_asap = true;
+        st.reply.clear();
         st.reply.buf = Vec::new();
         st.sent = 0;
     }
@@ -952,15 +955,30 @@ impl EventLoop {
         if out > self.srv.recent_max_output {
             self.srv.recent_max_output = out;
         }
-        while st.sent < st.reply.buf.len() {
-            let rest = &st.reply.buf[st.sent..];
-            // SAFETY: writing from a valid slice to a socket we own.
-            let n = unsafe {
-                libc::write(
-                    client.conn.fd(),
-                    rest.as_ptr() as *const libc::c_void,
-                    rest.len(),
-                )
+        while st.sent < st.reply.len() {
+            let n = if st.reply.shared_len() == 0 {
+                let rest = &st.reply.buf[st.sent..];
+                // SAFETY: writing from a valid slice to a socket we own.
+                unsafe {
+                    libc::write(
+                        client.conn.fd(),
+                        rest.as_ptr() as *const libc::c_void,
+                        rest.len(),
+                    )
+                }
+            } else {
+                // Shared values are written from where they live.
+                let mut slices = Vec::new();
+                st.reply.io_slices(st.sent, IOVECS_PER_WRITE, &mut slices);
+                // SAFETY: IoSlice is ABI-compatible with iovec; every slice
+                // borrows the reply, which outlives the call.
+                unsafe {
+                    libc::writev(
+                        client.conn.fd(),
+                        slices.as_ptr() as *const libc::iovec,
+                        slices.len() as libc::c_int,
+                    )
+                }
             };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -988,7 +1006,7 @@ impl EventLoop {
             self.srv.stats.total_net_output_bytes += n as u64;
             st.sent += n as usize;
         }
-        st.reply.buf.clear();
+        st.reply.clear();
         st.sent = 0;
         // Drained: whatever time over the soft output limit starts anew.
         st.obuf_soft_since = None;
