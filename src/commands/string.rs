@@ -492,9 +492,10 @@ fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'stat
     }
 }
 
-/// Get mutable access to a string value as a growable buffer, converting the
-/// entry to a boxed "raw" string (Redis's dbUnshareStringValue).
-fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
+/// Get mutable access to a string value as a growable buffer with room for
+/// `final_len` bytes, converting the entry to a boxed "raw" string (Redis's
+/// dbUnshareStringValue); a value a pending reply holds is copied first.
+fn unshare_string<'d>(db: &'d mut Db, key: &[u8], final_len: usize) -> &'d mut Vec<u8> {
     let needs_box = !matches!(
         db.main.get(key).map(|e| e.value()),
         Some(ValueRef::Boxed(Value::Str(_)))
@@ -513,7 +514,10 @@ fn unshare_string<'d>(db: &'d mut Db, key: &[u8]) -> &'d mut Vec<u8> {
         );
     }
     match db.main.get_mut(key).and_then(|e| e.boxed_mut()) {
-        Some(Value::Str(v)) => v.make_mut(),
+        Some(Value::Str(v)) => {
+            let additional = final_len.saturating_sub(v.len());
+            v.make_mut(additional)
+        }
         #[allow(unreachable_patterns)]
         _ => unreachable!("value was just boxed as a string"),
     }
@@ -551,7 +555,7 @@ pub fn append(c: &mut Ctx, argv: &[&[u8]]) {
         return c.cl.reply.error(e);
     }
     let d = &mut c.srv.dbs[db];
-    let buf = unshare_string(d, key);
+    let buf = unshare_string(d, key, cur_len + val.len());
     buf.extend_from_slice(val);
     let total = buf.len();
     compact_string(d, key);
@@ -646,7 +650,7 @@ pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
         return c.cl.reply.error(e);
     }
     let d = &mut c.srv.dbs[db];
-    let buf = unshare_string(d, key);
+    let buf = unshare_string(d, key, offset + val.len());
     if buf.len() < offset + val.len() {
         buf.resize(offset + val.len(), 0);
     }

@@ -46,7 +46,9 @@ struct Job(Garbage, usize);
 
 // SAFETY: a job holds the only pointers to its allocations (the entry or
 // tables were unlinked from the keyspace before being queued), so moving it
-// to another thread shares nothing; jemalloc frees from any thread.
+// to another thread shares nothing; jemalloc frees from any thread. The one
+// exception is a long string a pending reply also holds, and that is an
+// `Arc`, whose count is atomic.
 unsafe impl Send for Job {}
 
 pub fn pending_objects() -> usize {

@@ -54,11 +54,30 @@ impl Str {
         }
     }
 
-    /// The bytes for writing: copied first only if a reply still holds them.
-    pub fn make_mut(&mut self) -> &mut Vec<u8> {
+    /// The bytes for writing, with room for `additional` more: copied first
+    /// (once, into a buffer of the final size) only if a reply still holds
+    /// them. A string that has grown long becomes shared.
+    pub fn make_mut(&mut self, additional: usize) -> &mut Vec<u8> {
+        if let Str::Owned(v) = self {
+            if v.len() + additional >= SHARED_STR_MIN {
+                *self = Str::Shared(std::sync::Arc::new(std::mem::take(v)));
+            }
+        }
         match self {
-            Str::Owned(v) => v,
-            Str::Shared(a) => std::sync::Arc::make_mut(a),
+            Str::Owned(v) => {
+                v.reserve(additional);
+                v
+            }
+            Str::Shared(a) => {
+                if std::sync::Arc::get_mut(a).is_none() {
+                    let mut copy = Vec::with_capacity(a.len() + additional);
+                    copy.extend_from_slice(a);
+                    *a = std::sync::Arc::new(copy);
+                }
+                let v = std::sync::Arc::get_mut(a).expect("unique after the copy");
+                v.reserve(additional);
+                v
+            }
         }
     }
 
@@ -675,5 +694,29 @@ impl Set {
             Set::Ints(_) => None,
             Set::Table(t) => t.random_entry(rand).map(|e| e.key().to_vec()),
         }
+    }
+}
+
+#[cfg(test)]
+mod str_tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_shared_and_copied_only_while_held() {
+        let mut s = Str::new(vec![b'a'; 10]);
+        assert!(s.shared().is_none());
+        // Growing past the threshold makes it shared, without a copy held.
+        s.make_mut(SHARED_STR_MIN).resize(SHARED_STR_MIN + 10, b'b');
+        let held = std::sync::Arc::clone(s.shared().expect("shared once long"));
+        // A writer while a reply holds it gets its own copy.
+        s.make_mut(1).push(b'c');
+        assert_eq!(held.len(), SHARED_STR_MIN + 10);
+        assert_eq!(s.len(), SHARED_STR_MIN + 11);
+        assert!(!std::sync::Arc::ptr_eq(&held, s.shared().unwrap()));
+        // Unheld, it is written in place.
+        drop(held);
+        let before = s.shared().unwrap().as_ptr();
+        s.make_mut(0)[0] = b'z';
+        assert_eq!(s.shared().unwrap().as_ptr(), before);
     }
 }

@@ -30,6 +30,19 @@ pub struct Reply {
     pub errors: u64,
     shared: Vec<(usize, Arc<Vec<u8>>)>,
     shared_len: usize,
+    /// Where writing has got to among the shared pieces, so each write
+    /// starts there instead of rescanning a reply of a million pieces.
+    cursor: Cursor,
+}
+
+/// A position in a reply with shared pieces: the first piece not entirely
+/// written, the offset in `buf` of the text before it, and that text's
+/// position in the whole stream.
+#[derive(Debug, Default, Clone, Copy)]
+struct Cursor {
+    piece: usize,
+    at: usize,
+    pos: usize,
 }
 
 impl Default for Reply {
@@ -46,6 +59,7 @@ impl Reply {
             errors: 0,
             shared: Vec::new(),
             shared_len: 0,
+            cursor: Cursor::default(),
         }
     }
 
@@ -68,6 +82,7 @@ impl Reply {
         self.buf.clear();
         self.shared.clear();
         self.shared_len = 0;
+        self.cursor = Cursor::default();
     }
 
     /// All the bytes in order, as one vector (tests and in-process callers).
@@ -87,26 +102,48 @@ impl Reply {
         out
     }
 
-    /// The bytes from `from` on, as slices for one `writev` (at most
-    /// `max` of them).
+    /// Move the write cursor past every shared piece that ends at or
+    /// before stream position `from` (which only grows between clears).
+    pub fn seek(&mut self, from: usize) {
+        let c = &mut self.cursor;
+        while let Some((off, bytes)) = self.shared.get(c.piece) {
+            let piece_end = c.pos + (off - c.at) + bytes.len();
+            if piece_end > from {
+                break;
+            }
+            c.pos = piece_end;
+            c.at = *off;
+            c.piece += 1;
+        }
+    }
+
+    /// The bytes from stream position `from` on (at or after the cursor,
+    /// see [`seek`](Reply::seek)), as at most `max` slices for one `writev`.
     pub fn io_slices<'a>(&'a self, from: usize, max: usize, out: &mut Vec<IoSlice<'a>>) {
         out.clear();
-        let mut pos = 0; // position in the whole stream
-        let mut at = 0; // position in buf
-        let push = |piece: &'a [u8], pos: &mut usize, out: &mut Vec<IoSlice<'a>>| {
-            let end = *pos + piece.len();
-            if end > from && !piece.is_empty() && out.len() < max {
-                let skip = from.saturating_sub(*pos);
-                out.push(IoSlice::new(&piece[skip..]));
+        let Cursor {
+            piece,
+            mut at,
+            mut pos,
+        } = self.cursor;
+        let add = |bytes: &'a [u8], pos: &mut usize, out: &mut Vec<IoSlice<'a>>| {
+            let end = *pos + bytes.len();
+            if end > from && !bytes.is_empty() {
+                out.push(IoSlice::new(&bytes[from.saturating_sub(*pos)..]));
             }
             *pos = end;
         };
-        for (off, bytes) in &self.shared {
-            push(&self.buf[at..*off], &mut pos, out);
-            push(bytes, &mut pos, out);
+        for (off, bytes) in &self.shared[piece.min(self.shared.len())..] {
+            add(&self.buf[at..*off], &mut pos, out);
+            add(bytes, &mut pos, out);
             at = *off;
+            if out.len() >= max {
+                out.truncate(max);
+                return;
+            }
         }
-        push(&self.buf[at..], &mut pos, out);
+        add(&self.buf[at..], &mut pos, out);
+        out.truncate(max);
     }
 
     /// A bulk string whose bytes are held by reference until written.
@@ -289,10 +326,17 @@ mod shared_tests {
         let whole = b"+OK\r\n$5\r\nhello\r\n:7\r\n$5\r\nhello\r\n".to_vec();
         assert_eq!(r.len(), whole.len());
         for from in 0..=whole.len() {
+            r.seek(from);
             let mut slices = Vec::new();
             r.io_slices(from, 64, &mut slices);
             let joined: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
             assert_eq!(joined, &whole[from..], "from {from}");
+            // With fewer slices allowed, a prefix of the same bytes.
+            r.io_slices(from, 1, &mut slices);
+            assert!(slices.len() <= 1);
+            let first: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+            assert!(whole[from..].starts_with(&first));
+            assert_eq!(first.is_empty(), from == whole.len());
         }
         assert_eq!(r.take_bytes(), whole);
         assert!(r.is_empty());

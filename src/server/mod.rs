@@ -968,6 +968,7 @@ impl EventLoop {
                 }
             } else {
                 // Shared values are written from where they live.
+                st.reply.seek(st.sent);
                 let mut slices = Vec::new();
                 st.reply.io_slices(st.sent, IOVECS_PER_WRITE, &mut slices);
                 // SAFETY: IoSlice is ABI-compatible with iovec; every slice
