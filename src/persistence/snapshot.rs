@@ -97,7 +97,8 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
     let parent = std::process::id() as libc::pid_t;
     let (errors_rd, errors_wr) = error_pipe();
     // SAFETY: fork in a process whose other threads (jemalloc's, the
-    // reclaimer) hold no locks the child needs except the allocator's, which
+    // reclaimer, the lazyfree thread) hold no locks the child needs except
+    // the allocator's, which
     // jemalloc makes fork-safe. The child only serialises memory, writes the
     // file and exits with _exit, without logging.
     let pid = unsafe { libc::fork() };
