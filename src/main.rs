@@ -76,12 +76,14 @@ fn main() -> ExitCode {
     };
     if let Err(e) = kvstore::persistence::snapshot::begin_startup_load(&mut event_loop.srv) {
         error!("{e}");
+        eprintln!("{e}");
         return ExitCode::FAILURE;
     }
     match event_loop.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("Event loop failed: {e}");
+            eprintln!("{e}");
             ExitCode::FAILURE
         }
     }

@@ -273,10 +273,9 @@ impl Drop for TestHost {
 /// its own address, as a client on another machine would connect.
 #[test]
 fn protected_mode_refuses_a_client_on_another_host() {
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let host = match TestHost::create() {
         Ok(h) => h,
-        Err(e) if !in_ci => {
+        Err(e) if !common::in_ci() => {
             eprintln!(
                 "SKIPPED: cannot create a test host namespace (needs root and iproute2): {e}"
             );

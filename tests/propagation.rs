@@ -70,9 +70,13 @@ fn expire_family_becomes_pexpireat() {
     assert_eq!(h.run(&["EXPIRE", "k", "100"]), ":1\r\n");
     let p = h.take();
     assert!(p[0].starts_with("0:PEXPIREAT k "), "{p:?}");
-    h.run(&["PEXPIRE", "k", "5000", "GT"]);
+    // GT with a shorter time changes nothing, so nothing is propagated
+    // (Redis replies 0 and propagates nothing); a longer one is.
+    assert_eq!(h.run(&["PEXPIRE", "k", "5000", "GT"]), ":0\r\n");
+    assert_eq!(h.take(), Vec::<String>::new());
+    assert_eq!(h.run(&["PEXPIRE", "k", "500000", "GT"]), ":1\r\n");
     let p = h.take();
-    assert!(p.is_empty() || p[0].starts_with("0:PEXPIREAT k "), "{p:?}");
+    assert!(p.len() == 1 && p[0].starts_with("0:PEXPIREAT k "), "{p:?}");
     h.run(&["EXPIREAT", "k", "99999999999"]);
     assert_eq!(h.take(), vec!["0:PEXPIREAT k 99999999999000".to_string()]);
     // An expiry in the past deletes the key and is propagated as DEL.

@@ -95,26 +95,48 @@ pub fn start_kvstore_in(dir: tempfile::TempDir, args: &[&str]) -> ServerProcess 
     panic!("kvstore did not start");
 }
 
-/// Path of a real redis-server, if installed.
-pub fn redis_server_path() -> Option<PathBuf> {
-    for p in ["/usr/bin/redis-server", "/usr/local/bin/redis-server"] {
-        if std::path::Path::new(p).exists() {
-            return Some(PathBuf::from(p));
-        }
-    }
-    None
+/// Running under CI (`CI=true` or `CI=1`)?
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// Start a real redis-server, or explain why not. In CI (`CI=true`) a
-/// missing redis-server is a failure, elsewhere the caller skips.
-pub fn start_redis(args: &[&str]) -> Option<ServerProcess> {
-    let Some(bin) = redis_server_path() else {
-        if std::env::var("CI").map(|v| v == "true").unwrap_or(false) {
-            panic!("redis-server is required in CI (apt-get install redis-server)");
-        }
-        eprintln!("SKIPPED: redis-server not installed; differential test not run");
+/// A program found on PATH (then in /usr/bin and /usr/local/bin), as
+/// `.ci/run` finds it.
+pub fn find_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/bin".into(), "/usr/local/bin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A tool from Redis's packages that a cross-check needs. Missing, it fails
+/// the test — a skipped check must not look like a passed one — unless
+/// `KVSTORE_SKIP_REDIS=1` asks to skip explicitly (never under CI).
+pub fn require_tool(name: &str) -> Option<PathBuf> {
+    if let Some(p) = find_tool(name) {
+        return Some(p);
+    }
+    let skip = std::env::var("KVSTORE_SKIP_REDIS").is_ok_and(|v| v == "1");
+    if skip && !in_ci() {
+        eprintln!("SKIPPED (KVSTORE_SKIP_REDIS=1): {name} not installed; this check did not run");
         return None;
-    };
+    }
+    panic!(
+        "{name} is required for this check (apt-get install redis-server redis-tools), \
+         or set KVSTORE_SKIP_REDIS=1 to skip it explicitly outside CI"
+    );
+}
+
+/// Path of a real redis-server, if installed.
+pub fn redis_server_path() -> Option<PathBuf> {
+    find_tool("redis-server")
+}
+
+/// Start a real redis-server. Without one the test fails, unless
+/// `KVSTORE_SKIP_REDIS=1` (outside CI) skips it: then `None`.
+pub fn start_redis(args: &[&str]) -> Option<ServerProcess> {
+    let bin = require_tool("redis-server")?;
     for _ in 0..5 {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
@@ -161,7 +183,7 @@ pub struct Conn {
 impl Conn {
     pub fn connect(port: u16) -> Conn {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         s.set_nodelay(true).unwrap();
         Conn {
             reader: BufReader::new(s.try_clone().unwrap()),
@@ -196,12 +218,102 @@ impl Conn {
         out
     }
 
-    /// Read one reply, or None when the server closed the connection.
+    /// Read one reply, or None when the server closed the connection. A
+    /// server that neither replies nor closes within 5 s fails the test (it
+    /// must not pass as "closed").
     pub fn try_read_reply(&mut self) -> Option<Vec<u8>> {
+        let s = self.reader.get_ref();
+        s.set_read_timeout(Some(CLOSE_TIMEOUT)).unwrap();
         let mut out = Vec::new();
-        read_value(&mut self.reader, &mut out).ok()?;
-        Some(out)
+        let res = read_value(&mut self.reader, &mut out);
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .unwrap();
+        match res {
+            Ok(()) => Some(out),
+            Err(e) if is_closed(&e) && out.is_empty() => None,
+            Err(e) => panic!(
+                "expected a reply or the connection closed, got {e} after {:?}",
+                String::from_utf8_lossy(&out)
+            ),
+        }
     }
+
+    /// The server must close the connection (EOF or reset) without sending
+    /// anything more, within 5 s.
+    pub fn expect_closed(&mut self) {
+        if let Some(reply) = self.try_read_reply() {
+            panic!(
+                "expected the connection closed, got {:?}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+    }
+
+    /// Everything the server sends until it is quiet for `quiet` (or closes
+    /// the connection): the bytes, and whether it closed.
+    pub fn read_available(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
+        self.reader.get_ref().set_read_timeout(Some(quiet)).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        let closed = loop {
+            match self.reader.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) if is_closed(&e) => break true,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break false
+                }
+                Err(e) => panic!("reading from the server: {e}"),
+            }
+        };
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .unwrap();
+        (out, closed)
+    }
+}
+
+/// Run a command to completion, killing it (and failing the test) if it
+/// takes longer than `limit`: a server that should refuse to start must not
+/// hang the suite by starting.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// How long a reply may take before a test fails.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to close a connection it must close.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Did this read error mean the peer closed the connection?
+fn is_closed(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+    )
 }
 
 /// Encode a command as a RESP multibulk.
