@@ -517,7 +517,28 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "What to do at maxmemory: noeviction refuses writes with an OOM error.",
         |c| c.maxmemory_policy.clone(),
-        |c, v| c.maxmemory_policy = parse_enum(v, &["noeviction"])?
+        |c, v| {
+            // Redis's list in its error; the sampling policies come with eviction.
+            let policy = parse_enum(
+                v,
+                &[
+                    "volatile-lru",
+                    "volatile-lfu",
+                    "volatile-random",
+                    "volatile-ttl",
+                    "allkeys-lru",
+                    "allkeys-lfu",
+                    "allkeys-random",
+                    "noeviction",
+                ],
+            )?;
+            if policy != "noeviction" {
+                return Err(format!(
+                    "maxmemory-policy {policy} is not supported by this build yet (only noeviction)"
+                ));
+            }
+            c.maxmemory_policy = policy
+        }
     ),
     opt!(
         "maxmemory-samples",

@@ -1,26 +1,35 @@
 //! Differential tests: the same command sequences go to kvstore and to a real
 //! redis-server 7.0, and the raw replies must be byte-identical.
 //!
-//! Cases live in `tests/differential/*.txt`:
+//! Cases live in `tests/differential/*.txt`, read with this harness's own
+//! tokenizer (not the server's):
 //!
 //! ```text
-//! === case name            starts a case (fresh connection, FLUSHALL first)
-//! SET k "a b\x00c"         a command, quoted like redis-cli / inline commands
-//! ~ TIME                   run on both, don't compare (nondeterministic)
-//! @sort KEYS *             compare the array's elements as a multiset
-//! @raw "*1\r\n$-5\r\n"     send raw bytes, compare the one reply that follows
-//! @sleep 150               wait (for expiry cases)
+//! === case name              starts a case (fresh connections, FLUSHALL first)
+//! SET k "a b\x00c"           a command, quoted like redis-cli / inline commands
+//! ~ TIME # why               run on both, don't compare; the reason is required
+//! @sort KEYS *               compare an aggregate's elements as a multiset
+//!                            (type and header kept; map pairs kept together)
+//! @sortpairs HGETALL h       the same for a flat array of field/value pairs
+//! @raw "*1\r\n$-5\r\n"      send raw bytes; every reply that follows and
+//!                            whether the connection was closed must match,
+//!                            and silence on both sides is a failure
+//! @raw-silent "*1\r\n"       the same, where no reply at all is expected
+//! @sleep 150                 wait (for expiry cases)
 //! ```
 //!
-//! Without redis-server the test is skipped with a message, except under
-//! `CI=true`, where it fails.
+//! After a case's last command, anything more either server sends is read
+//! and compared too. Any other `@` directive is an error.
+//!
+//! Without redis-server the test fails, unless `KVSTORE_SKIP_REDIS=1` skips
+//! it explicitly (never under CI).
 
 mod common;
 
 use std::io::{BufReader, Cursor};
+use std::time::Duration;
 
 use common::{start_kvstore, start_redis, Conn};
-use kvstore::protocol::split_args;
 
 struct Case {
     file: String,
@@ -64,27 +73,146 @@ fn load_cases() -> Vec<Case> {
             cases.push(c);
         }
     }
+    // Every line must parse before anything runs: a typo in a directive is
+    // an error of the case file, not a silently skipped step.
+    for c in &cases {
+        for line in &c.lines {
+            if let Err(e) = parse_step(line) {
+                panic!("[{}] {}: {e}", c.file, c.name);
+            }
+        }
+    }
     cases
 }
 
-/// Split a raw array reply into its raw elements.
-fn array_elements(raw: &[u8]) -> Vec<Vec<u8>> {
-    let nl = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
-    if raw.is_empty() || !matches!(raw[0], b'*' | b'~') {
-        return vec![raw.to_vec()];
+/// An aggregate reply as its header line and raw elements, for `@sort`
+/// (map entries are kept as field/value pairs); `None` when it is not an
+/// aggregate.
+fn aggregate_elements(raw: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    let nl = raw.iter().position(|&b| b == b'\n')?;
+    if !matches!(raw[0], b'*' | b'~' | b'%' | b'>') {
+        return None;
     }
-    let n: i64 = std::str::from_utf8(&raw[1..nl - 1])
-        .unwrap()
-        .parse()
-        .unwrap();
+    let n: i64 = std::str::from_utf8(&raw[1..nl - 1]).ok()?.parse().ok()?;
+    let per = if raw[0] == b'%' { 2 } else { 1 };
     let mut r = BufReader::new(Cursor::new(raw[nl + 1..].to_vec()));
-    let mut conn_like = Vec::new();
+    let mut items = Vec::new();
     for _ in 0..n.max(0) {
         let mut out = Vec::new();
-        read_value_from(&mut r, &mut out);
-        conn_like.push(out);
+        for _ in 0..per {
+            read_value_from(&mut r, &mut out);
+        }
+        items.push(out);
     }
-    conn_like
+    Some((raw[..=nl].to_vec(), items))
+}
+
+/// Group a flat array's elements in pairs (RESP2 maps: HGETALL, CONFIG GET).
+fn pair_up(items: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    items.chunks(2).map(|c| c.concat()).collect()
+}
+
+/// A reply in the form `@sort`/`@sortpairs` compares: header plus sorted
+/// elements (anything that is not an aggregate as it is).
+fn sorted_form(raw: &[u8], pairs: bool) -> Vec<u8> {
+    let Some((header, items)) = aggregate_elements(raw) else {
+        return raw.to_vec();
+    };
+    let mut items = if pairs { pair_up(items) } else { items };
+    items.sort();
+    let mut out = header;
+    for i in items {
+        out.extend_from_slice(&i);
+    }
+    out
+}
+
+/// Split a line like redis-cli does: words separated by spaces, `"…"` with
+/// `\n \r \t \b \a \\ \" \xHH` escapes, `'…'` with `\'`. A closing quote
+/// must end the word. With `comment`, a word starting with `#` begins a
+/// comment, returned separately.
+fn tokenize(line: &str, comment: bool) -> Result<(Vec<Vec<u8>>, Option<String>), String> {
+    let b = line.as_bytes();
+    let mut i = 0;
+    let mut args = Vec::new();
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() {
+            return Ok((args, None));
+        }
+        if comment && b[i] == b'#' {
+            return Ok((args, Some(line[i + 1..].trim().to_string())));
+        }
+        let mut cur = Vec::new();
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let Some(&c) = b.get(i) else {
+                        return Err(format!("unbalanced double quote: {line}"));
+                    };
+                    i += 1;
+                    match c {
+                        b'"' => break,
+                        b'\\' => {
+                            let Some(&e) = b.get(i) else {
+                                return Err(format!("dangling escape: {line}"));
+                            };
+                            i += 1;
+                            cur.push(match e {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 8,
+                                b'a' => 7,
+                                b'x' => {
+                                    let hex = line
+                                        .get(i..i + 2)
+                                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                                        .ok_or_else(|| format!("bad \\x escape: {line}"))?;
+                                    i += 2;
+                                    hex
+                                }
+                                other => other,
+                            });
+                        }
+                        c => cur.push(c),
+                    }
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    let Some(&c) = b.get(i) else {
+                        return Err(format!("unbalanced single quote: {line}"));
+                    };
+                    i += 1;
+                    match c {
+                        b'\'' => break,
+                        b'\\' if b.get(i) == Some(&b'\'') => {
+                            cur.push(b'\'');
+                            i += 1;
+                        }
+                        c => cur.push(c),
+                    }
+                }
+            }
+            _ => {
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    cur.push(b[i]);
+                    i += 1;
+                }
+                args.push(cur);
+                continue;
+            }
+        }
+        if i < b.len() && !b[i].is_ascii_whitespace() {
+            return Err(format!("closing quote must be followed by a space: {line}"));
+        }
+        args.push(cur);
+    }
 }
 
 fn read_value_from(r: &mut BufReader<Cursor<Vec<u8>>>, out: &mut Vec<u8>) {
@@ -122,35 +250,96 @@ fn show(b: &[u8]) -> String {
     b.escape_ascii().to_string()
 }
 
+/// How a command's reply is compared.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compare {
+    Exact,
+    Sorted,
+    SortedPairs,
+    Not,
+}
+
 enum Step {
     Cmd {
         args: Vec<Vec<u8>>,
-        compare: bool,
-        sort: bool,
+        compare: Compare,
     },
-    Raw(Vec<u8>),
+    Raw {
+        bytes: Vec<u8>,
+        silent_ok: bool,
+    },
     Sleep(u64),
 }
 
-fn parse_step(line: &str) -> Step {
-    let (compare, sort, rest) = if let Some(r) = line.strip_prefix("~ ") {
-        (false, false, r)
-    } else if let Some(r) = line.strip_prefix("@sort ") {
-        (true, true, r)
-    } else if let Some(r) = line.strip_prefix("@raw ") {
-        let parts = split_args(r.as_bytes()).expect("raw bytes quoted");
-        return Step::Raw(parts.concat());
-    } else if let Some(r) = line.strip_prefix("@sleep ") {
-        return Step::Sleep(r.trim().parse().unwrap());
-    } else {
-        (true, false, line)
+fn parse_step(line: &str) -> Result<Step, String> {
+    let raw_bytes = |r: &str| -> Result<Vec<u8>, String> {
+        let (parts, _) = tokenize(r, false)?;
+        if parts.is_empty() {
+            return Err(format!("@raw without bytes: {line}"));
+        }
+        Ok(parts.concat())
     };
-    let args = split_args(rest.as_bytes()).unwrap_or_else(|| panic!("bad quoting: {line}"));
-    Step::Cmd {
-        args,
-        compare,
-        sort,
+    let (compare, rest) = if let Some(r) = line.strip_prefix("~ ") {
+        let (args, why) = tokenize(r, true)?;
+        if why.as_deref().unwrap_or("").is_empty() {
+            return Err(format!(
+                "a `~` line must say why it is not compared (`# …`): {line}"
+            ));
+        }
+        return Ok(Step::Cmd {
+            args,
+            compare: Compare::Not,
+        });
+    } else if let Some(r) = line.strip_prefix("@sort ") {
+        (Compare::Sorted, r)
+    } else if let Some(r) = line.strip_prefix("@sortpairs ") {
+        (Compare::SortedPairs, r)
+    } else if let Some(r) = line.strip_prefix("@raw ") {
+        return Ok(Step::Raw {
+            bytes: raw_bytes(r)?,
+            silent_ok: false,
+        });
+    } else if let Some(r) = line.strip_prefix("@raw-silent ") {
+        return Ok(Step::Raw {
+            bytes: raw_bytes(r)?,
+            silent_ok: true,
+        });
+    } else if let Some(r) = line.strip_prefix("@sleep ") {
+        return r
+            .trim()
+            .parse()
+            .map(Step::Sleep)
+            .map_err(|_| format!("bad @sleep: {line}"));
+    } else if line.starts_with('@') || line.starts_with('~') {
+        return Err(format!("unknown directive: {line}"));
+    } else {
+        (Compare::Exact, line)
+    };
+    let (args, _) = tokenize(rest, false)?;
+    if args.is_empty() {
+        return Err(format!("empty command: {line}"));
     }
+    Ok(Step::Cmd { args, compare })
+}
+
+/// What each server sends until it is quiet for `quiet` (read from both
+/// at once), and whether it closed the connection.
+fn read_both(a: &mut Conn, b: &mut Conn, quiet: Duration) -> ((Vec<u8>, bool), (Vec<u8>, bool)) {
+    std::thread::scope(|s| {
+        let ha = s.spawn(|| a.read_available(quiet));
+        let rb = b.read_available(quiet);
+        (ha.join().expect("reader thread"), rb)
+    })
+}
+
+/// How long a server may stay silent before its replies to raw bytes are
+/// taken as complete.
+const RAW_QUIET: Duration = Duration::from_millis(150);
+/// How long to listen for anything unexpected after a case's last reply.
+const TRAILING_QUIET: Duration = Duration::from_millis(20);
+
+fn show_closed(bytes: &[u8], closed: bool) -> String {
+    format!("{}{}", show(bytes), if closed { " <closed>" } else { "" })
 }
 
 #[test]
@@ -168,63 +357,66 @@ fn replies_match_redis() {
         let mut b = Conn::connect(redis.port);
         a.cmd_str(&["FLUSHALL"]);
         b.cmd_str(&["FLUSHALL"]);
+        let fail = |failures: &mut Vec<String>, line: &str, ka: String, rb: String| {
+            failures.push(format!(
+                "[{}] {}: {}\n    kvstore: {}\n    redis:   {}",
+                case.file, case.name, line, ka, rb
+            ));
+        };
         for line in &case.lines {
-            match parse_step(line) {
-                Step::Sleep(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
-                Step::Raw(bytes) => {
+            let step =
+                parse_step(line).unwrap_or_else(|e| panic!("[{}] {}: {e}", case.file, case.name));
+            match step {
+                Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(ms)),
+                Step::Raw { bytes, silent_ok } => {
                     a.send_raw(&bytes);
                     b.send_raw(&bytes);
-                    let (ra, rb) = (
-                        a.try_read_reply().unwrap_or_default(),
-                        b.try_read_reply().unwrap_or_default(),
-                    );
+                    let ((ra, ca), (rb, cb)) = read_both(&mut a, &mut b, RAW_QUIET);
                     compared += 1;
-                    if ra != rb {
-                        failures.push(format!(
-                            "[{}] {}: {}\n    kvstore: {}\n    redis:   {}",
-                            case.file,
-                            case.name,
+                    let both_silent = ra.is_empty() && rb.is_empty() && !ca && !cb;
+                    if (&ra, ca) != (&rb, cb) || (both_silent && !silent_ok) {
+                        let why = if both_silent {
+                            " (both silent: use @raw-silent where that is expected)"
+                        } else {
+                            ""
+                        };
+                        fail(
+                            &mut failures,
                             line,
-                            show(&ra),
-                            show(&rb)
-                        ));
+                            format!("{}{why}", show_closed(&ra, ca)),
+                            show_closed(&rb, cb),
+                        );
                     }
-                    // A protocol error closes the connection: reconnect.
+                    // A protocol error closes the connection: start afresh.
                     a = Conn::connect(kv.port);
                     b = Conn::connect(redis.port);
                 }
-                Step::Cmd {
-                    args,
-                    compare,
-                    sort,
-                } => {
+                Step::Cmd { args, compare } => {
                     let refs: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
                     let ra = a.cmd(&refs);
                     let rb = b.cmd(&refs);
-                    if !compare {
-                        continue;
-                    }
-                    compared += 1;
-                    let equal = if sort {
-                        let (mut ea, mut eb) = (array_elements(&ra), array_elements(&rb));
-                        ea.sort();
-                        eb.sort();
-                        ea == eb
-                    } else {
-                        ra == rb
+                    let equal = match compare {
+                        Compare::Not => continue,
+                        Compare::Exact => ra == rb,
+                        Compare::Sorted => sorted_form(&ra, false) == sorted_form(&rb, false),
+                        Compare::SortedPairs => sorted_form(&ra, true) == sorted_form(&rb, true),
                     };
+                    compared += 1;
                     if !equal {
-                        failures.push(format!(
-                            "[{}] {}: {}\n    kvstore: {}\n    redis:   {}",
-                            case.file,
-                            case.name,
-                            line,
-                            show(&ra),
-                            show(&rb)
-                        ));
+                        fail(&mut failures, line, show(&ra), show(&rb));
                     }
                 }
             }
+        }
+        // Nothing more may come from either side, or the same from both.
+        let ((ra, ca), (rb, cb)) = read_both(&mut a, &mut b, TRAILING_QUIET);
+        if (&ra, ca) != (&rb, cb) {
+            fail(
+                &mut failures,
+                "(after the last command)",
+                show_closed(&ra, ca),
+                show_closed(&rb, cb),
+            );
         }
     }
     println!(
