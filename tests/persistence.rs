@@ -288,8 +288,8 @@ fn fuzz_seed_dumps_load() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
         let mut srv = Server::new(Config::default());
-        let stats = rdb::load_bytes(&mut srv, &bytes)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stats =
+            rdb::load_bytes(&mut srv, &bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(stats.keys >= 9, "{}: {} keys", path.display(), stats.keys);
         n += 1;
     }

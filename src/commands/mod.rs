@@ -233,6 +233,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let Some(cmd) = lookup_command(argv[0]) else {
         client.reply.error(&unknown_command_error(argv));
         srv.stats.total_error_replies += client.reply.errors - errors_before;
+        srv.stats.count_errors(&mut client.reply.error_codes);
         return;
     };
     client.last_cmd = cmd.name;
@@ -286,6 +287,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         }
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
+    srv.stats.count_errors(&mut client.reply.error_codes);
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,

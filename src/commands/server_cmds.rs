@@ -959,7 +959,12 @@ pub fn info_string(srv: &mut crate::server::Server, sections: &[&[u8]]) -> Strin
             "replication" => info_section_replication(srv, &mut out),
             "cpu" => info_section_cpu(&mut out),
             "modules" => out.push_str("# Modules\r\n"),
-            "errorstats" => out.push_str("# Errorstats\r\n"),
+            "errorstats" => {
+                out.push_str("# Errorstats\r\n");
+                for (code, count) in &srv.stats.errorstats {
+                    let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+                }
+            }
             "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
             _ => info_section_keyspace(srv, &mut out),
         }

@@ -28,6 +28,9 @@ pub struct Reply {
     pub proto: Proto,
     /// Error replies written so far (INFO `total_error_replies`).
     pub errors: u64,
+    /// Codes of the errors written since the dispatcher last took them
+    /// (`ERR`, `WRONGTYPE`, …: INFO errorstats).
+    pub error_codes: Vec<String>,
     shared: Vec<(usize, Arc<Vec<u8>>)>,
     shared_len: usize,
     /// Where writing has got to among the shared pieces, so each write
@@ -57,6 +60,7 @@ impl Reply {
             buf: Vec::new(),
             proto,
             errors: 0,
+            error_codes: Vec::new(),
             shared: Vec::new(),
             shared_len: 0,
             cursor: Cursor::default(),
@@ -183,6 +187,8 @@ impl Reply {
     /// message can never break the protocol.
     pub fn error(&mut self, msg: &str) {
         self.errors += 1;
+        let code = msg.split(' ').next().unwrap_or("");
+        self.error_codes.push(code.to_string());
         self.buf.push(b'-');
         for &b in msg.as_bytes() {
             self.buf

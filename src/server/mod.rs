@@ -71,12 +71,23 @@ pub struct Stats {
     pub total_writes_processed: u64,
     /// Failed AUTH/HELLO AUTH attempts (Redis's `acl_access_denied_auth`).
     pub acl_access_denied_auth: u64,
+    /// Error replies by code, in name order (INFO errorstats).
+    pub errorstats: std::collections::BTreeMap<String, u64>,
     /// Clients closed for overcoming their output buffer limit.
     pub client_output_buffer_limit_disconnections: u64,
     /// Ring of (ops, input bytes, output bytes) per second samples.
     pub inst_ops: InstantMetric,
     pub inst_input: InstantMetric,
     pub inst_output: InstantMetric,
+}
+
+impl Stats {
+    /// Move the error codes a reply collected into INFO errorstats.
+    pub fn count_errors(&mut self, codes: &mut Vec<String>) {
+        for code in codes.drain(..) {
+            *self.errorstats.entry(code).or_insert(0) += 1;
+        }
+    }
 }
 
 /// Redis's instantaneous metric: a rate averaged over the last samples.
@@ -896,6 +907,9 @@ impl EventLoop {
                     }
                     client.st.reply.error(&msg);
                     self.srv.stats.total_error_replies += 1;
+                    self.srv
+                        .stats
+                        .count_errors(&mut client.st.reply.error_codes);
                     client.st.close_after_reply = true;
                     break;
                 }
