@@ -98,6 +98,18 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
     }
     // The key must be a list, set or sorted set (missing means empty).
     let (mut elems, kind): (Vec<Vec<u8>>, u8) = match lookup_read(c.srv, db, key) {
+        // Like Redis ("destructively convert encoded sorted sets for
+        // SORT"), a sorted set that is sorted leaves in the skiplist encoding.
+        Some(e) if matches!(e.value(), ValueRef::Boxed(Value::ZSet(_))) => {
+            let Some(Value::ZSet(z)) = e.boxed_mut() else {
+                unreachable!("matched a sorted set just above")
+            };
+            z.convert_to_tree();
+            (
+                z.items().into_iter().map(|(m, _)| m.to_vec()).collect(),
+                b'z',
+            )
+        }
         None => (Vec::new(), b'l'),
         Some(e) => match e.value() {
             ValueRef::Boxed(Value::List(l)) => (l.iter().map(|v| v.to_vec()).collect(), b'l'),

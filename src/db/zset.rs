@@ -259,7 +259,9 @@ impl ZSet {
         }
     }
 
-    fn convert_to_tree(&mut self) {
+    /// Convert a listpack-encoded set to the skiplist encoding (also what
+    /// Redis's SORT does to a sorted set it sorts).
+    pub fn convert_to_tree(&mut self) {
         if let ZSet::Packed(p) = self {
             let mut t = Box::<Tree>::default();
             let mut it = p.iter();

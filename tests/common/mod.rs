@@ -205,6 +205,19 @@ impl Conn {
         self.read_reply()
     }
 
+    /// Run a command given as strings; an I/O error (the server closed or
+    /// stopped answering) is returned, not a panic.
+    pub fn try_cmd_str(&mut self, args: &[&str]) -> Result<Vec<u8>, String> {
+        let v: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.writer
+            .write_all(&encode(&v))
+            .map_err(|e| format!("sending {args:?}: {e}"))?;
+        let mut out = Vec::new();
+        read_value(&mut self.reader, &mut out)
+            .map_err(|e| format!("reading reply to {args:?}: {e}"))?;
+        Ok(out)
+    }
+
     /// Run a command given as strings.
     pub fn cmd_str(&mut self, args: &[&str]) -> Vec<u8> {
         let v: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
