@@ -2,17 +2,28 @@
 # Side-by-side snapshot benchmark: kvstore vs redis-server 7.0 on the same
 # dataset (default 3M keys with 100-byte values, ~360 MB dump):
 #   - SAVE time (blocking save of the whole dataset),
-#   - BGSAVE: latest_fork_usec and the worst latency a client saw meanwhile,
-#   - load time at startup (from each server's "DB loaded from disk" log line).
+#   - BGSAVE: latest_fork_usec, and the worst latency a ping client saw; the
+#     client is already running when BGSAVE forks, so the fork stall counts,
+#   - load time at startup, measured the same way for both: wall time from
+#     exec to the first reply that is not -LOADING, and each server's own
+#     "DB loaded from disk" log figure; DBSIZE is checked after every load.
+# ROUNDS rounds (default 3), interleaved, alternating which server goes
+# first; the table shows medians with the min–max spread.
 #
-# Usage: scripts/bench-persistence.sh        (KEYS=3000000 VALUE_SIZE=100)
+# Usage: scripts/bench-persistence.sh    (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
 VALUE_SIZE=${VALUE_SIZE:-100}
-KV=${KVSTORE_BIN:-target/release/kvstore}
+ROUNDS=${ROUNDS:-3}
 REDIS=${REDIS_BIN:-redis-server}
-[[ -x $KV ]] || cargo build --release
+if [[ -n ${KVSTORE_BIN:-} ]]; then
+    KV=$KVSTORE_BIN
+else
+    # Rebuild (a no-op when nothing changed): the tree measured is this one.
+    cargo build --release >&2
+    KV=target/release/kvstore
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -20,6 +31,8 @@ trap cleanup EXIT INT TERM
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
+info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
+now() { date +%s.%N; }
 
 echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
 python3 - "$KEYS" "$VALUE_SIZE" >"$work/load.resp" <<'PY'
@@ -36,43 +49,99 @@ for i in range(n):
 out.write(b"".join(chunk))
 PY
 
-declare -A save_s bg_fork bg_max load_s dump_mb
-for side in kvstore redis; do
-    bin=$KV; [[ $side == redis ]] && bin=$REDIS
-    dir="$work/$side"; mkdir -p "$dir"
+results="$work/results.tsv"
+: >"$results"
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+
+start() { # SIDE DIR PORT -> pid in $pid
+    local bin=$KV
+    [[ $1 == redis ]] && bin=$REDIS
+    "$bin" --port "$3" --bind 127.0.0.1 --save "" --appendonly no --dir "$2" --logfile "$2/log" --daemonize no >/dev/null 2>&1 </dev/null &
+    pid=$!
+    pids+=("$pid")
+}
+
+run_side() { # SIDE
+    local side=$1 dir="$work/$1" port t0 t1 reply
+    rm -rf "$dir"; mkdir -p "$dir"
     port=$(free_port)
-    "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --logfile "$dir/log" --daemonize no >/dev/null 2>&1 </dev/null &
-    pids+=($!); pid=$!
+    start "$side" "$dir" "$port"
     wait_ping "$port"
     redis-cli -p "$port" --pipe <"$work/load.resp" >/dev/null
-    t0=$(date +%s.%N); redis-cli -p "$port" save >/dev/null; t1=$(date +%s.%N)
-    save_s[$side]=$(echo "$t1 - $t0" | bc)
-    dump_mb[$side]=$(( $(stat -c %s "$dir/dump.rdb") / 1048576 ))
-    # BGSAVE while a client pings: its worst latency is the stall it saw.
+    [[ $(redis-cli -p "$port" dbsize) == "$KEYS" ]] || { echo "$side: DBSIZE after loading is not $KEYS" >&2; exit 1; }
+    t0=$(now); redis-cli -p "$port" save >/dev/null; t1=$(now)
+    record "$side" save_s "$(echo "$t1 - $t0" | bc)"
+    record "$side" dump_mb "$(($(stat -c %s "$dir/dump.rdb") / 1048576))"
+    # The ping client runs before, during and after the fork.
+    redis-benchmark -p "$port" -c 1 -n 300000 -t ping_inline --csv 2>/dev/null | tail -n 1 >"$dir/ping.csv" &
+    local bench=$!
+    sleep 0.5
     redis-cli -p "$port" bgsave >/dev/null
-    redis-benchmark -p "$port" -c 1 -n 20000 -t ping --csv 2>/dev/null | tail -n 1 >"$dir/ping.csv"
-    while [[ $(redis-cli -p "$port" info persistence | tr -d '\r' | grep rdb_bgsave_in_progress | cut -d: -f2) == 1 ]]; do sleep 0.1; done
-    bg_fork[$side]=$(redis-cli -p "$port" info stats | tr -d '\r' | grep latest_fork_usec | cut -d: -f2)
-    bg_max[$side]=$(tr -d '"' <"$dir/ping.csv" | cut -d, -f8)
+    while [[ $(info_field "$port" persistence rdb_bgsave_in_progress) == 1 ]]; do sleep 0.05; done
+    local still_running=0
+    kill -0 "$bench" 2>/dev/null && still_running=1
+    wait "$bench"
+    ((still_running)) || echo "$side: warning: the ping client ended before BGSAVE did" >&2
+    record "$side" fork_usec "$(info_field "$port" stats latest_fork_usec)"
+    record "$side" bgsave_ping_max_ms "$(tr -d '"' <"$dir/ping.csv" | cut -d, -f8)"
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
-    # Restart on the dump and read the load time from the log.
+    # Restart on the dump: wall time from exec to the first reply that is
+    # not -LOADING (connection refused counts as not yet).
     : >"$dir/log"
-    "$bin" --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --logfile "$dir/log" --daemonize no >/dev/null 2>&1 </dev/null &
-    pids+=($!); pid=$!
-    wait_ping "$port"
-    load_s[$side]=$(grep -o 'DB loaded from disk: [0-9.]* seconds' "$dir/log" | grep -o '[0-9.]*' | head -n 1)
+    t0=$(now)
+    start "$side" "$dir" "$port"
+    while :; do
+        reply=$(redis-cli -p "$port" dbsize 2>&1 || true)
+        [[ $reply =~ ^[0-9]+$ ]] && break
+        sleep 0.01
+    done
+    t1=$(now)
+    [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE after the restart is $reply, not $KEYS" >&2; exit 1; }
+    record "$side" load_wall_s "$(echo "$t1 - $t0" | bc)"
+    record "$side" load_log_s "$(grep -o 'DB loaded from disk: [0-9.]* seconds' "$dir/log" | grep -o '[0-9.]*' | head -n 1)"
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    if ((round % 2)); then order=(kvstore redis); else order=(redis kvstore); fi
+    for side in "${order[@]}"; do
+        echo "round $round/$ROUNDS: $side" >&2
+        run_side "$side"
+    done
 done
 
-ratio() { python3 -c "a,b=float('$1'),float('$2'); print('%.2f' % (a/b) if b else '-')"; }
-echo "## Snapshots: $KEYS keys, $VALUE_SIZE-byte values"
-echo
-echo "| measure | kvstore | redis | ratio |"
-echo "| --- | --- | --- | --- |"
-echo "| dump size MB | ${dump_mb[kvstore]} | ${dump_mb[redis]} | $(ratio "${dump_mb[kvstore]}" "${dump_mb[redis]}") |"
-echo "| SAVE seconds | ${save_s[kvstore]} | ${save_s[redis]} | $(ratio "${save_s[kvstore]}" "${save_s[redis]}") |"
-echo "| load seconds (startup) | ${load_s[kvstore]} | ${load_s[redis]} | $(ratio "${load_s[kvstore]}" "${load_s[redis]}") |"
-echo "| BGSAVE latest_fork_usec | ${bg_fork[kvstore]} | ${bg_fork[redis]} | $(ratio "${bg_fork[kvstore]}" "${bg_fork[redis]}") |"
-echo "| worst PING latency during BGSAVE (ms) | ${bg_max[kvstore]} | ${bg_max[redis]} | $(ratio "${bg_max[kvstore]}" "${bg_max[redis]}") |"
+python3 - "$results" "$KEYS" "$VALUE_SIZE" "$ROUNDS" <<'PY'
+import statistics, sys
+path, keys, size, rounds = sys.argv[1:]
+vals = {}
+for line in open(path):
+    side, name, v = line.rstrip("\n").split("\t")
+    if v:
+        vals.setdefault((name, side), []).append(float(v))
+def cell(name, side, fmt):
+    xs = vals.get((name, side), [])
+    if not xs:
+        return "n/a", None
+    m = statistics.median(xs)
+    spread = f" [{fmt(min(xs))}–{fmt(max(xs))}]" if len(xs) > 1 else ""
+    return fmt(m) + spread, m
+rows = [
+    ("dump size MB", "dump_mb", lambda v: f"{v:.0f}"),
+    ("SAVE seconds", "save_s", lambda v: f"{v:.2f}"),
+    ("load seconds, exec to first non-LOADING reply", "load_wall_s", lambda v: f"{v:.2f}"),
+    ("load seconds, the server's own log", "load_log_s", lambda v: f"{v:.2f}"),
+    ("BGSAVE latest_fork_usec", "fork_usec", lambda v: f"{v:,.0f}"),
+    ("worst PING latency during BGSAVE (ms)", "bgsave_ping_max_ms", lambda v: f"{v:.2f}"),
+]
+print(f"## Snapshots: {int(keys):,} keys, {size}-byte values, median of {rounds} rounds [min–max]")
+print()
+print("| measure | kvstore | redis | ratio |")
+print("| --- | --- | --- | --- |")
+for label, name, fmt in rows:
+    k, km = cell(name, "kvstore", fmt)
+    r, rm = cell(name, "redis", fmt)
+    ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
+    print(f"| {label} | {k} | {r} | {ratio} |")
+PY

@@ -17,14 +17,21 @@
 #
 # Environment (all optional)
 #   KVSTORE_BIN            kvstore binary (default: <repo>/target/release/kvstore,
-#                          built with `cargo build --release` only if missing)
+#                          rebuilt with `cargo build --release` first, so the
+#                          revision in the header is the one measured)
+#   BENCH_ROUNDS           rounds per cell, alternating which server goes
+#                          first; the table shows medians and the spread
+#                          (default: 3)
+#   BENCH_KEYSPACE         redis-benchmark -r: keys (and members) are drawn
+#                          from this many random values (default: 1000000)
 #   REDIS_BIN              redis-server binary (default: redis-server)
 #   BENCH_TESTS            comma/space separated redis-benchmark -t names
 #                          (default: set,get,incr,mset)
 #   BENCH_PIPELINES        space/comma separated pipeline depths (default: "1 16")
 #   BENCH_CLIENTS          redis-benchmark -c (default: 50)
 #   BENCH_REQUESTS         -n for every pipeline depth (default: 200000 for P1,
-#                          1000000 otherwise)
+#                          3000000 otherwise: each cell runs 2 s or more, so
+#                          the 10 ms CPU tick is under 1% of it)
 #   BENCH_REQUESTS_P<k>    -n for pipeline depth k, e.g. BENCH_REQUESTS_P1,
 #                          BENCH_REQUESTS_P16 (beats BENCH_REQUESTS)
 #   BENCH_MEM_SIZES        key counts for the memory phase
@@ -67,11 +74,15 @@ BENCH_SKIP_MEM=${BENCH_SKIP_MEM:-0}
 BENCH_RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-900}
 BENCH_SETTLE=${BENCH_SETTLE:-1}
 BENCH_START_TIMEOUT=${BENCH_START_TIMEOUT:-30}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_KEYSPACE=${BENCH_KEYSPACE:-1000000}
 
 read -r -a TESTS <<<"${BENCH_TESTS//,/ }"
 read -r -a PIPELINES <<<"${BENCH_PIPELINES//,/ }"
 read -r -a MEM_SIZES <<<"${BENCH_MEM_SIZES//,/ }"
 
+is_pos_int "$BENCH_ROUNDS" || die "BENCH_ROUNDS must be a positive integer, got '$BENCH_ROUNDS'"
+is_pos_int "$BENCH_KEYSPACE" || die "BENCH_KEYSPACE must be a positive integer, got '$BENCH_KEYSPACE'"
 is_pos_int "$BENCH_CLIENTS" || die "BENCH_CLIENTS must be a positive integer, got '$BENCH_CLIENTS'"
 is_pos_int "$BENCH_RUN_TIMEOUT" || die "BENCH_RUN_TIMEOUT must be a positive integer, got '$BENCH_RUN_TIMEOUT'"
 is_pos_int "$BENCH_START_TIMEOUT" || die "BENCH_START_TIMEOUT must be a positive integer, got '$BENCH_START_TIMEOUT'"
@@ -105,7 +116,7 @@ requests_for() {
     elif ((pipe == 1)); then
         n=200000
     else
-        n=1000000
+        n=3000000
     fi
     is_pos_int "$n" || die "request count for pipeline $pipe must be a positive integer, got '$n'"
     printf '%s\n' "$n"
@@ -134,12 +145,12 @@ if [[ -n ${KVSTORE_BIN:-} ]]; then
     KVSTORE_BIN=$(resolve_bin KVSTORE_BIN "$KVSTORE_BIN")
 else
     KVSTORE_BIN="$REPO_ROOT/target/release/kvstore"
-    if [[ ! -x $KVSTORE_BIN ]]; then
-        command -v cargo >/dev/null || die "$KVSTORE_BIN missing and cargo not found"
-        log "$KVSTORE_BIN missing; running cargo build --release"
-        cargo build --release >&2 || die "cargo build --release failed"
-        [[ -x $KVSTORE_BIN ]] || die "cargo build succeeded but $KVSTORE_BIN does not exist"
-    fi
+    # Always (re)build: a no-op when nothing changed, and otherwise the
+    # binary measured is the tree the header names.
+    command -v cargo >/dev/null || die "cargo not found (set KVSTORE_BIN to measure a given binary)"
+    log "cargo build --release"
+    cargo build --release >&2 || die "cargo build --release failed"
+    [[ -x $KVSTORE_BIN ]] || die "cargo build succeeded but $KVSTORE_BIN does not exist"
 fi
 REDIS_BIN=$(resolve_bin REDIS_BIN "$REDIS_BIN")
 
@@ -350,29 +361,47 @@ if [[ $BENCH_SKIP_THROUGHPUT == 0 ]]; then
 
     TP_RECORDS="$WORK_DIR/throughput.tsv"
     : >"$TP_RECORDS"
-    for t in "${TESTS[@]}"; do
-        for p in "${PIPELINES[@]}"; do
-            n=$(requests_for "$p")
-            for side in kvstore redis; do
-                if [[ $side == kvstore ]]; then
-                    pid=$KV_PID port=$KV_PORT dir=$KV_DIR
-                else
-                    pid=$RD_PID port=$RD_PORT dir=$RD_DIR
-                fi
-                csv="$WORK_DIR/tp-$t-P$p-$side.csv"
-                log "$side: -t $t -P $p -n $n -c $BENCH_CLIENTS"
-                require_alive "$side" "$pid" "$dir" "before -t $t -P $p"
-                cpu_ticks "$pid"
-                u0=$CPU_U s0=$CPU_S
-                run_watched "$side" "$pid" "$dir" /dev/null "$csv" "$csv.err" \
-                    redis-benchmark -h 127.0.0.1 -p "$port" -c "$BENCH_CLIENTS" \
-                    -P "$p" -t "$t" -n "$n" --csv
-                cpu_ticks "$pid"
-                du=$((CPU_U - u0)) ds=$((CPU_S - s0))
-                rows=$(python3 "$HELPER" check-csv "$csv") ||
-                    die "$side: bad redis-benchmark output for -t $t -P $p (stderr: $(head -c 500 "$csv.err"))"
-                log "$side: $(tail -n +2 "$csv" | head -n 1) [rows=$rows, cpu ticks usr=$du sys=$ds]"
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$p" "$side" "$n" "$du" "$ds" "$csv" >>"$TP_RECORDS"
+    for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+        # Alternate which server goes first, so neither always runs on a
+        # machine the other has just warmed (or heated).
+        if ((round % 2)); then sides=(kvstore redis); else sides=(redis kvstore); fi
+        for t in "${TESTS[@]}"; do
+            for p in "${PIPELINES[@]}"; do
+                n=$(requests_for "$p")
+                for side in "${sides[@]}"; do
+                    if [[ $side == kvstore ]]; then
+                        pid=$KV_PID port=$KV_PORT dir=$KV_DIR
+                    else
+                        pid=$RD_PID port=$RD_PORT dir=$RD_DIR
+                    fi
+                    # Pops measure pops, not empty replies: fill first (not
+                    # measured) with twice as many pushes as there will be pops.
+                    fill=""
+                    case $t in
+                    spop) fill=sadd ;;
+                    zpopmin | zpopmax) fill=zadd ;;
+                    lpop | rpop) fill=lpush ;;
+                    esac
+                    if [[ -n $fill ]]; then
+                        run_watched "$side" "$pid" "$dir" /dev/null /dev/null /dev/null \
+                            redis-benchmark -h 127.0.0.1 -p "$port" -c "$BENCH_CLIENTS" \
+                            -P 16 -t "$fill" -n $((2 * n)) -r 100000000 --csv
+                    fi
+                    csv="$WORK_DIR/tp-$t-P$p-$side-r$round.csv"
+                    log "round $round/$BENCH_ROUNDS $side: -t $t -P $p -n $n -c $BENCH_CLIENTS -r $BENCH_KEYSPACE"
+                    require_alive "$side" "$pid" "$dir" "before -t $t -P $p"
+                    cpu_ticks "$pid"
+                    u0=$CPU_U s0=$CPU_S
+                    run_watched "$side" "$pid" "$dir" /dev/null "$csv" "$csv.err" \
+                        redis-benchmark -h 127.0.0.1 -p "$port" -c "$BENCH_CLIENTS" \
+                        -P "$p" -t "$t" -n "$n" -r "$BENCH_KEYSPACE" --csv
+                    cpu_ticks "$pid"
+                    du=$((CPU_U - u0)) ds=$((CPU_S - s0))
+                    rows=$(python3 "$HELPER" check-csv "$csv") ||
+                        die "$side: bad redis-benchmark output for -t $t -P $p (stderr: $(head -c 500 "$csv.err"))"
+                    log "$side: $(tail -n +2 "$csv" | head -n 1) [rows=$rows, cpu ticks usr=$du sys=$ds]"
+                    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$p" "$side" "$n" "$du" "$ds" "$csv" >>"$TP_RECORDS"
+                done
             done
         done
     done
@@ -381,7 +410,7 @@ if [[ $BENCH_SKIP_THROUGHPUT == 0 ]]; then
 
     echo "## Throughput"
     echo
-    echo "redis-benchmark -c $BENCH_CLIENTS, requests per run: ${req_desc[*]}; kvstore and redis runs interleaved."
+    echo "redis-benchmark -c $BENCH_CLIENTS -r $BENCH_KEYSPACE, requests per run: ${req_desc[*]}; $BENCH_ROUNDS rounds, kvstore and redis interleaved, alternating which goes first; pops run on sets/lists filled first. Medians, with the min–max spread over rounds in brackets."
     echo
     python3 "$HELPER" throughput-table "$TP_RECORDS" || die "could not render throughput table"
     echo

@@ -16,6 +16,7 @@ RECORDS files are tab-separated, written by bench.sh (see there).
 import csv
 import os
 import socket
+import statistics
 import sys
 
 
@@ -126,6 +127,7 @@ def md_table(headers, rows, align):
 #   side is "kvstore" or "redis"; ticks are server CPU deltas for the run.
 
 def throughput_table(records_path):
+    """Medians over rounds, with the min-max spread, per test and pipeline."""
     tck = os.sysconf("SC_CLK_TCK")
     order = []
     data = {}
@@ -146,46 +148,57 @@ def throughput_table(records_path):
                 if key not in data:
                     data[key] = {}
                     order.append(key)
-                data[key][side] = dict(row, cpu_u=cpu_u, cpu_s=cpu_s,
-                                       cpu=cpu_u + cpu_s, n=int(n))
+                data[key].setdefault(side, []).append(
+                    dict(row, cpu_u=cpu_u, cpu_s=cpu_s, cpu=cpu_u + cpu_s, n=int(n)))
 
-    headers = ["test", "P", "kvstore rps", "redis rps", "rps ratio",
+    def med(runs, k):
+        return None if not runs else statistics.median(r[k] for r in runs)
+
+    def spread(runs, k, fmt):
+        if not runs or len(runs) < 2:
+            return ""
+        vals = [r[k] for r in runs]
+        return f" [{fmt(min(vals))}–{fmt(max(vals))}]"
+
+    headers = ["test", "P", "rounds", "kvstore rps", "redis rps", "rps ratio",
                "kvstore p50/p99 ms", "redis p50/p99 ms",
                "kvstore CPU µs/req (usr+sys)", "redis CPU µs/req (usr+sys)",
                "CPU ratio"]
-    align = ["l", "r", "r", "r", "r", "r", "r", "r", "r", "r"]
+    align = ["l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r"]
     out = []
     for key in order:
         _test, pipe, name = key
-        kv = data[key].get("kvstore")
-        rd = data[key].get("redis")
+        kv = data[key].get("kvstore", [])
+        rd = data[key].get("redis", [])
 
-        def g(d, k):
-            return None if d is None else d[k]
+        def rps(runs):
+            v = med(runs, "rps")
+            return "n/a" if v is None else fmt_int(v) + spread(runs, "rps", fmt_int)
 
-        def lat(d):
-            if d is None:
+        def lat(runs):
+            if not runs:
                 return "n/a"
-            return f"{d['p50_latency_ms']:.3f} / {d['p99_latency_ms']:.3f}"
+            return f"{med(runs, 'p50_latency_ms'):.3f} / {med(runs, 'p99_latency_ms'):.3f}"
 
-        def cpu(d):
-            if d is None:
+        def cpu(runs):
+            if not runs:
                 return "n/a"
-            return f"{d['cpu']:.3f} ({d['cpu_u']:.3f}+{d['cpu_s']:.3f})"
+            return (f"{med(runs, 'cpu'):.3f} ({med(runs, 'cpu_u'):.3f}+{med(runs, 'cpu_s'):.3f})"
+                    + spread(runs, "cpu", lambda v: f"{v:.3f}"))
 
         out.append([
-            name, pipe,
-            fmt_int(g(kv, "rps")), fmt_int(g(rd, "rps")),
-            fmt_f(ratio(g(kv, "rps"), g(rd, "rps")), 2),
+            name, pipe, str(min(len(kv), len(rd))),
+            rps(kv), rps(rd),
+            fmt_f(ratio(med(kv, "rps"), med(rd, "rps")), 2),
             lat(kv), lat(rd), cpu(kv), cpu(rd),
-            fmt_f(ratio(g(kv, "cpu"), g(rd, "cpu")), 2),
+            fmt_f(ratio(med(kv, "cpu"), med(rd, "cpu")), 2),
         ])
     md_table(headers, out, align)
     print()
-    print(f"rps ratio = kvstore/redis (higher is better for kvstore); "
-          f"CPU ratio = kvstore/redis server CPU per request (lower is better). "
-          f"CPU from /proc/PID/stat utime+stime, {tck} ticks/s: "
-          f"short runs are coarse.")
+    print(f"Medians over rounds, [min–max] spread. rps ratio = kvstore/redis "
+          f"(higher is better for kvstore); CPU ratio = kvstore/redis server CPU "
+          f"per request (lower is better). CPU from /proc/PID/stat utime+stime, "
+          f"{tck} ticks/s.")
 
 
 # --------------------------------------------------------------------------

@@ -425,7 +425,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt!(
         "port",
         "6379",
-        false,
+        true,
         "TCP port (0 disables TCP).",
         |c| c.port.to_string(),
         |c, v| c.port = parse_int(v, 0, 65535)? as u16

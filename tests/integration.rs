@@ -454,3 +454,38 @@ fn absurd_random_counts_are_refused_not_fatal() {
     );
     assert_eq!(conn.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn config_set_port_moves_the_listener() {
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    c.cmd_str(&["SET", "k", "v"]);
+    // A port someone else holds: refused, nothing changes.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port().to_string();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "port", &taken_port]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.\r\n"
+    );
+    assert_eq!(Conn::connect(s.port).cmd_str(&["PING"]), b"+PONG\r\n");
+    drop(taken);
+    // A free one: served there, and no longer on the old one.
+    let new_port = common::free_port();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "port", &new_port.to_string()]),
+        b"+OK\r\n"
+    );
+    let mut moved = Conn::connect(new_port);
+    assert_eq!(moved.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err());
+    // The connection that asked is still served.
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        moved.cmd_str(&["CONFIG", "GET", "port"]),
+        format!(
+            "*2\r\n$4\r\nport\r\n${}\r\n{new_port}\r\n",
+            new_port.to_string().len()
+        )
+        .into_bytes()
+    );
+}

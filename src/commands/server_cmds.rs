@@ -680,6 +680,20 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error(&msg);
         }
     }
+    // A new port is listened on before the reply (Redis's changeListenPort):
+    // a port that cannot be bound leaves everything as it was.
+    if c.srv.config.port != backup.port {
+        match crate::server::bind_tcp_listeners(&c.srv.config) {
+            Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
+            Err(e) => {
+                tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
+                c.srv.config = backup;
+                return c.cl.reply.error(
+                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.",
+                );
+            }
+        }
+    }
     c.srv.apply_lazyfree_config();
     if c.srv.config.loglevel != backup.loglevel {
         crate::logging::set_level(&c.srv.config.loglevel);

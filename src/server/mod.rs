@@ -236,6 +236,8 @@ pub struct Server {
     pub recent_max_output: usize,
     /// Budgets for log lines that clients can trigger at will.
     pub log_limits: LogLimits,
+    /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
+    pub new_tcp_listeners: Option<Vec<TcpListener>>,
 }
 
 /// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
@@ -301,6 +303,7 @@ impl Server {
             recent_max_input: 0,
             recent_max_output: 0,
             log_limits: LogLimits::default(),
+            new_tcp_listeners: None,
         };
         srv.apply_lazyfree_config();
         srv
@@ -495,26 +498,10 @@ impl EventLoop {
     /// Bind the listeners named by the configuration.
     pub fn bind(config: Config) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let mut listeners = Vec::new();
-        if config.port != 0 {
-            for addr in &config.bind {
-                let addr = addr.trim_start_matches('-');
-                let sa: SocketAddr = if addr.contains(':') && !addr.starts_with('[') {
-                    format!("[{addr}]:{}", config.port).parse()
-                } else {
-                    format!("{addr}:{}", config.port).parse()
-                }
-                .or_else(|_| {
-                    (addr, config.port)
-                        .to_socket_addrs()?
-                        .next()
-                        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
-                })?;
-                let l = bind_tcp(sa, config.tcp_backlog as i32)?;
-                info!("Listening on {}", l.local_addr()?);
-                listeners.push(Listener::Tcp(l));
-            }
-        }
+        let mut listeners: Vec<Listener> = bind_tcp_listeners(&config)?
+            .into_iter()
+            .map(Listener::Tcp)
+            .collect();
         if !config.unixsocket.is_empty() {
             let _ = std::fs::remove_file(&config.unixsocket);
             let l = UnixListener::bind(&config.unixsocket)?;
@@ -553,6 +540,36 @@ impl EventLoop {
         })
     }
 
+    /// Replace the TCP listeners (CONFIG SET port): the new ones were bound
+    /// by the command, so nothing here can fail but registration, which is
+    /// logged. Unix listeners stay.
+    fn swap_tcp_listeners(&mut self, tcp: Vec<TcpListener>) {
+        let old = std::mem::take(&mut self.listeners);
+        let mut keep = Vec::new();
+        for mut l in old {
+            let _ = match &mut l {
+                Listener::Tcp(l) => self.poll.registry().deregister(l),
+                Listener::Unix(l) => self.poll.registry().deregister(l),
+            };
+            if let Listener::Unix(_) = l {
+                keep.push(l);
+            }
+        }
+        let mut listeners: Vec<Listener> = tcp.into_iter().map(Listener::Tcp).collect();
+        listeners.extend(keep);
+        for (i, l) in listeners.iter_mut().enumerate() {
+            let token = Token(LISTENER_TOKEN_BASE + i);
+            let res = match l {
+                Listener::Tcp(l) => self.poll.registry().register(l, token, Interest::READABLE),
+                Listener::Unix(l) => self.poll.registry().register(l, token, Interest::READABLE),
+            };
+            if let Err(e) = res {
+                warn!("Registering a listener after CONFIG SET port: {e}");
+            }
+        }
+        self.listeners = listeners;
+    }
+
     /// The TCP port actually bound (useful with `--port 0` in tests).
     pub fn local_port(&self) -> Option<u16> {
         self.listeners.iter().find_map(|l| match l {
@@ -574,6 +591,9 @@ impl EventLoop {
                 next_cron = now + period;
             }
             self.close_marked();
+            if let Some(tcp) = self.srv.new_tcp_listeners.take() {
+                self.swap_tcp_listeners(tcp);
+            }
             if let Some(mode) = self.srv.shutdown {
                 if self.shutdown(mode) {
                     return Ok(());
@@ -1130,6 +1150,32 @@ const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mod
 fn reject_connection(conn: &Conn, msg: &[u8]) {
     // SAFETY: writing from a valid slice to a socket we own.
     unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
+}
+
+/// Listen on `port` at every `bind` address (none when the port is 0).
+pub fn bind_tcp_listeners(config: &Config) -> io::Result<Vec<TcpListener>> {
+    let mut listeners = Vec::new();
+    if config.port == 0 {
+        return Ok(listeners);
+    }
+    for addr in &config.bind {
+        let addr = addr.trim_start_matches('-');
+        let sa: SocketAddr = if addr.contains(':') && !addr.starts_with('[') {
+            format!("[{addr}]:{}", config.port).parse()
+        } else {
+            format!("{addr}:{}", config.port).parse()
+        }
+        .or_else(|_| {
+            (addr, config.port)
+                .to_socket_addrs()?
+                .next()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
+        })?;
+        let l = bind_tcp(sa, config.tcp_backlog as i32)?;
+        info!("Listening on {}", l.local_addr()?);
+        listeners.push(l);
+    }
+    Ok(listeners)
 }
 
 fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
