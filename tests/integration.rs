@@ -383,6 +383,101 @@ fn config_file_and_rewrite() {
     let _ = child.wait();
 }
 
+/// A file kvstore's CONFIG REWRITE wrote is one redis-server 7.0 loads, with
+/// the same values (multi-word options, quoting and classes included).
+#[test]
+fn a_rewritten_config_file_loads_in_redis_with_the_same_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("kvstore.conf");
+    std::fs::write(&conf, "# shared settings\nmaxclients 321\n").unwrap();
+    let port = common::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .arg(&conf)
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut conn = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break Conn::connect(port);
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let settings: &[(&str, &str)] = &[
+        ("maxmemory", "100mb"),
+        ("hz", "20"),
+        ("save", "3600 1 300 100"),
+        ("client-output-buffer-limit", "normal 10mb 5mb 10"),
+        ("lazyfree-lazy-user-del", "yes"),
+        ("notify-keyspace-events", ""),
+        ("requirepass", "a b\"c"),
+    ];
+    for (name, value) in settings {
+        assert_eq!(
+            conn.cmd_str(&["CONFIG", "SET", name, value]),
+            b"+OK\r\n",
+            "{name}"
+        );
+    }
+    conn.cmd_str(&["AUTH", "a b\"c"]);
+    assert_eq!(conn.cmd_str(&["CONFIG", "REWRITE"]), b"+OK\r\n");
+    let names: Vec<&str> = settings
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(["maxclients", "dir"])
+        .collect();
+    let ours: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| conn.cmd_str(&["CONFIG", "GET", n]))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    // redis-server on the same file (its own port, no saving on the way out).
+    let Some(bin) = common::require_tool("redis-server") else {
+        return;
+    };
+    let rport = common::free_port();
+    let mut redis = std::process::Command::new(bin)
+        .arg(&conf)
+        .args(["--port", &rport.to_string(), "--daemonize", "no"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut r = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", rport)) {
+            drop(s);
+            break Conn::connect(rport);
+        }
+        if let Ok(Some(status)) = redis.try_wait() {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(redis.stderr.as_mut().unwrap(), &mut err);
+            panic!(
+                "redis-server refused kvstore's rewritten file ({status}): {err}\n{}",
+                std::fs::read_to_string(&conf).unwrap()
+            );
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    r.cmd_str(&["AUTH", "a b\"c"]);
+    for (n, ours) in names.iter().zip(&ours) {
+        assert_eq!(
+            String::from_utf8_lossy(&r.cmd_str(&["CONFIG", "GET", n])),
+            String::from_utf8_lossy(ours),
+            "{n} after loading {}",
+            std::fs::read_to_string(&conf).unwrap()
+        );
+    }
+    let _ = redis.kill();
+    let _ = redis.wait();
+}
+
 #[test]
 fn works_with_redis_cli() {
     let Some(cli) = common::require_tool("redis-cli") else {
