@@ -557,14 +557,6 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
     let conf = conf_dir.path().join("kvstore.conf");
     std::fs::write(&conf, "# my settings\nmaxclients 500\n").unwrap();
     let port = common::free_port();
-    /// The server process, killed however the test ends.
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let start = |cwd: &std::path::Path, extra: &[&str]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
             .arg(&conf)
@@ -584,7 +576,7 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
             assert!(Instant::now() < deadline, "kvstore did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Killed(child)
+        common::KillOnDrop(child)
     };
     let port_s = port.to_string();
     let first = start(

@@ -353,23 +353,8 @@ fn config_file_and_rewrite() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("kvstore.conf");
     std::fs::write(&conf, "# test config\nmaxclients 123\nhz 20\n").unwrap();
-    let port = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvstore"))
-        .arg(&conf)
-        .args(["--port", &port.to_string(), "--save", "", "--dir"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut conn = loop {
-        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(s);
-            break Conn::connect(port);
-        }
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (child, _port, mut conn) =
+        common::start_kvstore_with_file(&conf, dir.path(), &["--save", ""]);
     assert_eq!(
         conn.cmd_str(&["CONFIG", "GET", "maxclients"]),
         b"*2\r\n$10\r\nmaxclients\r\n$3\r\n123\r\n"
@@ -379,8 +364,7 @@ fn config_file_and_rewrite() {
     let text = std::fs::read_to_string(&conf).unwrap();
     assert!(text.contains("maxmemory 104857600"), "{text}");
     assert!(text.contains("# test config"), "comments survive: {text}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }
 
 /// A file kvstore's CONFIG REWRITE wrote is one redis-server 7.0 loads, with
@@ -390,23 +374,7 @@ fn a_rewritten_config_file_loads_in_redis_with_the_same_values() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("kvstore.conf");
     std::fs::write(&conf, "# shared settings\nmaxclients 321\n").unwrap();
-    let port = common::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kvstore"))
-        .arg(&conf)
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut conn = loop {
-        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            drop(s);
-            break Conn::connect(port);
-        }
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (child, _port, mut conn) = common::start_kvstore_with_file(&conf, dir.path(), &[]);
     let settings: &[(&str, &str)] = &[
         ("maxmemory", "100mb"),
         ("hz", "20"),
@@ -434,29 +402,30 @@ fn a_rewritten_config_file_loads_in_redis_with_the_same_values() {
         .iter()
         .map(|n| conn.cmd_str(&["CONFIG", "GET", n]))
         .collect();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     // redis-server on the same file (its own port, no saving on the way out).
     let Some(bin) = common::require_tool("redis-server") else {
         return;
     };
     let rport = common::free_port();
-    let mut redis = std::process::Command::new(bin)
-        .arg(&conf)
-        .args(["--port", &rport.to_string(), "--daemonize", "no"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut redis = common::KillOnDrop(
+        std::process::Command::new(bin)
+            .arg(&conf)
+            .args(["--port", &rport.to_string(), "--daemonize", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut r = loop {
         if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", rport)) {
             drop(s);
             break Conn::connect(rport);
         }
-        if let Ok(Some(status)) = redis.try_wait() {
+        if let Ok(Some(status)) = redis.0.try_wait() {
             let mut err = String::new();
-            let _ = std::io::Read::read_to_string(redis.stderr.as_mut().unwrap(), &mut err);
+            let _ = std::io::Read::read_to_string(redis.0.stderr.as_mut().unwrap(), &mut err);
             panic!(
                 "redis-server refused kvstore's rewritten file ({status}): {err}\n{}",
                 std::fs::read_to_string(&conf).unwrap()
@@ -474,8 +443,7 @@ fn a_rewritten_config_file_loads_in_redis_with_the_same_values() {
             std::fs::read_to_string(&conf).unwrap()
         );
     }
-    let _ = redis.kill();
-    let _ = redis.wait();
+    drop(redis);
 }
 
 #[test]

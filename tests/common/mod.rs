@@ -292,6 +292,46 @@ impl Conn {
     }
 }
 
+/// A child process killed when dropped, however the test ends.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start kvstore on a config file (`kvstore FILE --port P --dir D …`) and
+/// connect once it listens.
+pub fn start_kvstore_with_file(
+    conf: &std::path::Path,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (KillOnDrop, u16, Conn) {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .arg(conf)
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start kvstore");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (KillOnDrop(child), port, Conn::connect(port));
+        }
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "kvstore exited at startup"
+        );
+        assert!(Instant::now() < deadline, "kvstore did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Run a command to completion, killing it (and failing the test) if it
 /// takes longer than `limit`: a server that should refuse to start must not
 /// hang the suite by starting.
