@@ -278,11 +278,12 @@ fn dumps_move_both_ways_with_redis() {
     );
 }
 
-/// The fuzzer's seed dumps (one written by kvstore, one by redis-server
-/// 7.0) stay loadable, so fuzzing starts from valid files.
+/// The fixture dumps (one written by kvstore, one by redis-server 7.0, every
+/// type) load; they also seed the RDB loader fuzzer, which so starts from
+/// valid files.
 #[test]
-fn fuzz_seed_dumps_load() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/rdb_loader");
+fn fixture_dumps_load() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rdb");
     let mut n = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -293,7 +294,7 @@ fn fuzz_seed_dumps_load() {
         assert!(stats.keys >= 9, "{}: {} keys", path.display(), stats.keys);
         n += 1;
     }
-    assert!(n >= 2, "seed dumps missing");
+    assert!(n >= 2, "fixture dumps missing");
 }
 
 /// Truncations and flipped bytes are refused with a message, never a panic.
