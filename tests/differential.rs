@@ -26,7 +26,6 @@
 
 mod common;
 
-use std::io::{BufReader, Cursor};
 use std::time::Duration;
 
 use common::{start_kvstore, start_redis, Conn};
@@ -89,22 +88,13 @@ fn load_cases() -> Vec<Case> {
 /// (map entries are kept as field/value pairs); `None` when it is not an
 /// aggregate.
 fn aggregate_elements(raw: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
-    let nl = raw.iter().position(|&b| b == b'\n')?;
-    if !matches!(raw[0], b'*' | b'~' | b'%' | b'>') {
-        return None;
-    }
-    let n: i64 = std::str::from_utf8(&raw[1..nl - 1]).ok()?.parse().ok()?;
-    let per = if raw[0] == b'%' { 2 } else { 1 };
-    let mut r = BufReader::new(Cursor::new(raw[nl + 1..].to_vec()));
-    let mut items = Vec::new();
-    for _ in 0..n.max(0) {
-        let mut out = Vec::new();
-        for _ in 0..per {
-            read_value_from(&mut r, &mut out);
-        }
-        items.push(out);
-    }
-    Some((raw[..=nl].to_vec(), items))
+    let (header, items) = common::aggregate_items(raw)?;
+    let items = if raw[0] == b'%' {
+        pair_up(items)
+    } else {
+        items
+    };
+    Some((header, items))
 }
 
 /// Group a flat array's elements in pairs (RESP2 maps: HGETALL, CONFIG GET).
@@ -175,40 +165,15 @@ fn field_names(raw: &[u8]) -> Vec<String> {
 
 /// A reply's structure with every scalar replaced by its type byte.
 fn shape(raw: &[u8]) -> String {
-    fn walk(r: &mut BufReader<Cursor<Vec<u8>>>, out: &mut String) {
-        use std::io::{BufRead, Read};
-        let mut line = Vec::new();
-        if r.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
-            return;
+    match common::aggregate_items(raw) {
+        Some((header, items)) => {
+            let head = String::from_utf8_lossy(&header[..header.len() - 2]).to_string();
+            let inner: String = items.iter().map(|i| shape(i)).collect();
+            format!("{head}[ {inner}] ")
         }
-        let body = String::from_utf8_lossy(&line[1..line.len().saturating_sub(2)]).to_string();
-        match line[0] {
-            b'$' | b'=' => {
-                let n: i64 = body.parse().unwrap_or(-1);
-                if n >= 0 {
-                    let mut buf = vec![0u8; n as usize + 2];
-                    let _ = r.read_exact(&mut buf);
-                    out.push_str("$? ");
-                } else {
-                    out.push_str("$-1 ");
-                }
-            }
-            b'*' | b'~' | b'>' | b'%' => {
-                let n: i64 = body.parse().unwrap_or(0);
-                out.push_str(&format!("{}{n}[ ", line[0] as char));
-                let per = if line[0] == b'%' { 2 } else { 1 };
-                for _ in 0..n.max(0) * per {
-                    walk(r, out);
-                }
-                out.push_str("] ");
-            }
-            c => out.push_str(&format!("{}? ", c as char)),
-        }
+        None if raw.starts_with(b"$-1") => "$-1 ".to_string(),
+        None => format!("{}? ", raw.first().map_or('?', |&c| c as char)),
     }
-    let mut r = BufReader::new(Cursor::new(raw.to_vec()));
-    let mut out = String::new();
-    walk(&mut r, &mut out);
-    out
 }
 
 /// Split a line like redis-cli does: words separated by spaces, `"…"` with
@@ -296,37 +261,6 @@ fn tokenize(line: &str, comment: bool) -> Result<(Vec<Vec<u8>>, Option<String>),
             return Err(format!("closing quote must be followed by a space: {line}"));
         }
         args.push(cur);
-    }
-}
-
-fn read_value_from(r: &mut BufReader<Cursor<Vec<u8>>>, out: &mut Vec<u8>) {
-    use std::io::{BufRead, Read};
-    let mut line = Vec::new();
-    r.read_until(b'\n', &mut line).unwrap();
-    out.extend_from_slice(&line);
-    let body = std::str::from_utf8(&line[1..line.len() - 2])
-        .unwrap()
-        .to_string();
-    match line[0] {
-        b'$' | b'=' => {
-            let n: i64 = body.parse().unwrap();
-            if n >= 0 {
-                let mut buf = vec![0u8; n as usize + 2];
-                r.read_exact(&mut buf).unwrap();
-                out.extend_from_slice(&buf);
-            }
-        }
-        b'*' | b'~' | b'>' => {
-            for _ in 0..body.parse::<i64>().unwrap().max(0) {
-                read_value_from(r, out);
-            }
-        }
-        b'%' => {
-            for _ in 0..body.parse::<i64>().unwrap().max(0) * 2 {
-                read_value_from(r, out);
-            }
-        }
-        _ => {}
     }
 }
 

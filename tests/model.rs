@@ -161,47 +161,12 @@ fn sequence() -> impl Strategy<Value = (bool, Vec<Op>)> {
     (any::<bool>(), proptest::collection::vec(op(), 1..80))
 }
 
-/// Split an aggregate reply into its raw elements (map entries as pairs
-/// flattened: a `%` map gives field, value, field, value …).
+/// An aggregate reply's raw elements (a map's fields and values in turn),
+/// or the reply itself when it is not an aggregate.
 fn split_aggregate(raw: &[u8]) -> Vec<Vec<u8>> {
-    let nl = raw.iter().position(|&b| b == b'\n').unwrap_or(raw.len());
-    if raw.is_empty() || !matches!(raw[0], b'*' | b'~' | b'%') {
-        return vec![raw.to_vec()];
-    }
-    let n: i64 = std::str::from_utf8(&raw[1..nl - 1])
-        .unwrap()
-        .parse()
-        .unwrap();
-    let count = if raw[0] == b'%' { n * 2 } else { n };
-    let mut items = Vec::new();
-    let mut i = nl + 1;
-    for _ in 0..count.max(0) {
-        let end = skip_value(raw, i);
-        items.push(raw[i..end].to_vec());
-        i = end;
-    }
-    items
-}
-
-/// Where the value starting at `i` ends.
-fn skip_value(raw: &[u8], i: usize) -> usize {
-    let nl = i + raw[i..].iter().position(|&b| b == b'\n').unwrap();
-    let n: i64 = std::str::from_utf8(&raw[i + 1..nl - 1])
-        .unwrap_or("0")
-        .parse()
-        .unwrap_or(0);
-    match raw[i] {
-        b'$' | b'=' | b'!' if n >= 0 => nl + 1 + n as usize + 2,
-        b'*' | b'~' | b'>' | b'%' => {
-            let count = if raw[i] == b'%' { n * 2 } else { n };
-            let mut j = nl + 1;
-            for _ in 0..count.max(0) {
-                j = skip_value(raw, j);
-            }
-            j
-        }
-        _ => nl + 1,
-    }
+    common::aggregate_items(raw)
+        .map(|(_, items)| items)
+        .unwrap_or_else(|| vec![raw.to_vec()])
 }
 
 /// A reply as a multiset (of elements, or of field/value pairs).

@@ -102,21 +102,14 @@ fn snapshot_of(c: &mut Conn) -> Vec<KeyState> {
     out
 }
 
-/// The elements of an array reply, each as its raw bytes without framing.
+/// The elements of an array of bulk strings, without their framing.
 fn elements(raw: &[u8]) -> Vec<Vec<u8>> {
-    let mut items = Vec::new();
-    let mut i = raw.iter().position(|&b| b == b'\n').unwrap() + 1;
-    assert_eq!(raw[0], b'*', "{}", raw.escape_ascii());
-    while i < raw.len() {
-        let nl = i + raw[i..].iter().position(|&b| b == b'\n').unwrap();
-        let n: usize = std::str::from_utf8(&raw[i + 1..nl - 1])
-            .unwrap()
-            .parse()
-            .unwrap();
-        items.push(raw[nl + 1..nl + 1 + n].to_vec());
-        i = nl + 1 + n + 2;
-    }
+    let (_, items) = common::aggregate_items(raw)
+        .unwrap_or_else(|| panic!("not an array: {}", raw.escape_ascii()));
     items
+        .iter()
+        .map(|i| common::bulk_payload(i).expect("a bulk string").to_vec())
+        .collect()
 }
 
 /// Two snapshots hold the same keys with the same types, values and

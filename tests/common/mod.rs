@@ -369,6 +369,55 @@ fn is_closed(e: &std::io::Error) -> bool {
     )
 }
 
+/// Where the RESP value starting at `raw[i]` ends (one past its last byte).
+pub fn value_end(raw: &[u8], i: usize) -> usize {
+    let nl = i + raw[i..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("a complete reply");
+    let n: i64 = std::str::from_utf8(&raw[i + 1..nl - 1])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    match raw[i] {
+        b'$' | b'=' | b'!' if n >= 0 => nl + 1 + n as usize + 2,
+        b'*' | b'~' | b'>' | b'%' => {
+            let count = if raw[i] == b'%' { n * 2 } else { n };
+            (0..count.max(0)).fold(nl + 1, |j, _| value_end(raw, j))
+        }
+        _ => nl + 1,
+    }
+}
+
+/// An aggregate reply as its header line and its raw elements (a map's
+/// fields and values in turn); `None` when the reply is not an aggregate.
+pub fn aggregate_items(raw: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    if !matches!(raw.first(), Some(b'*' | b'~' | b'%' | b'>')) {
+        return None;
+    }
+    let nl = raw.iter().position(|&b| b == b'\n')?;
+    let n: i64 = std::str::from_utf8(&raw[1..nl - 1]).ok()?.parse().ok()?;
+    let count = if raw[0] == b'%' { n * 2 } else { n };
+    let mut items = Vec::new();
+    let mut i = nl + 1;
+    for _ in 0..count.max(0) {
+        let end = value_end(raw, i);
+        items.push(raw[i..end].to_vec());
+        i = end;
+    }
+    Some((raw[..=nl].to_vec(), items))
+}
+
+/// The bytes of a bulk-string reply, without its framing.
+pub fn bulk_payload(raw: &[u8]) -> Option<&[u8]> {
+    if raw.first() != Some(&b'$') {
+        return None;
+    }
+    let nl = raw.iter().position(|&b| b == b'\n')?;
+    let n: usize = std::str::from_utf8(&raw[1..nl - 1]).ok()?.parse().ok()?;
+    raw.get(nl + 1..nl + 1 + n)
+}
+
 /// Encode a command as a RESP multibulk.
 pub fn encode(args: &[&[u8]]) -> Vec<u8> {
     let mut v = format!("*{}\r\n", args.len()).into_bytes();
