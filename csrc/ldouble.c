@@ -5,6 +5,7 @@
  * Rust has no 80-bit float, so to return byte-identical results we do the
  * same arithmetic here, exactly as Redis's string2ld/ld2string do. */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,4 +60,17 @@ int kvstore_ld_add(const char *cur, size_t cur_len, const char *incr, size_t inc
     if (isnan(r) || isinf(r)) return -3;
     int l = format_ld(r, out, out_len);
     return l > 0 ? l : -3;
+}
+
+/* ceill(value * scale) of a decimal string, as Redis converts a timeout in
+ * seconds to milliseconds. Returns 0 with *out set, -1 when the string is
+ * not a valid float, -2 when the value is infinite or the result does not
+ * fit a long long. */
+int kvstore_ld_scaled_ceil(const char *s, size_t len, double scale, long long *out) {
+    long double v;
+    if (!parse_ld(s, len, &v)) return -1;
+    v *= (long double)scale;
+    if (isinf(v) || v >= (long double)LLONG_MAX || v <= (long double)LLONG_MIN) return -2;
+    *out = (long long)ceill(v);
+    return 0;
 }

@@ -19,9 +19,12 @@ pub mod config;
 pub mod db;
 pub mod logging;
 pub mod memory;
+pub mod net;
 pub mod persistence;
 pub mod protocol;
 pub mod server;
+pub mod state;
+pub mod util;
 
 /// The Redis version whose behaviour we implement (reported by INFO/HELLO, and
 /// what clients use for feature detection).

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = kvstore::persistence::snapshot::begin_startup_load(&mut event_loop.srv) {
+    if let Err(e) = kvstore::state::snapshot::begin_startup_load(&mut event_loop.srv) {
         error!("{e}");
         eprintln!("{e}");
         return ExitCode::FAILURE;
@@ -102,8 +102,12 @@ fn check_rdb(path: Option<&String>) -> ExitCode {
         databases: 1 << 16,
         ..Default::default()
     };
-    let mut srv = kvstore::server::Server::new(config);
-    match kvstore::persistence::rdb::load_file(&mut srv, std::path::Path::new(path)) {
+    use kvstore::persistence::rdb;
+    let opts = rdb::LoadOptions::from_config(&config);
+    let mut dbs: Vec<kvstore::db::Db> = (0..config.databases)
+        .map(|i| kvstore::db::Db::new(i, kvstore::util::random_u64()))
+        .collect();
+    match rdb::load_file(&mut dbs, &opts, std::path::Path::new(path)) {
         Ok(stats) => {
             let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             println!("[info] RDB version {}, {} bytes", stats.version, size);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{start_kvstore_in, start_redis, Conn};
 use kvstore::config::Config;
 use kvstore::persistence::rdb;
-use kvstore::server::Server;
+use kvstore::state::Server;
 
 /// A dataset with every type, compact and large encodings, and TTLs.
 fn fill(c: &mut Conn) {
@@ -282,8 +282,12 @@ fn fixture_dumps_load() {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
         let mut srv = Server::new(Config::default());
-        let stats =
-            rdb::load_bytes(&mut srv, &bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stats = rdb::load_bytes(
+            &mut srv.dbs,
+            &rdb::LoadOptions::from_config(&Config::default()),
+            &bytes,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(stats.keys >= 9, "{}: {} keys", path.display(), stats.keys);
         n += 1;
     }
@@ -300,11 +304,20 @@ fn corrupt_dumps_are_refused_cleanly() {
     c.cmd_str(&["SAVE"]);
     let good = std::fs::read(s.dir.path().join("dump.rdb")).unwrap();
     let mut srv = Server::new(Config::default());
-    assert!(rdb::load_bytes(&mut srv, &good).is_ok());
+    assert!(rdb::load_bytes(
+        &mut srv.dbs,
+        &rdb::LoadOptions::from_config(&Config::default()),
+        &good
+    )
+    .is_ok());
     for cut in (0..good.len()).step_by(7) {
         let mut srv = Server::new(Config::default());
-        let err =
-            rdb::load_bytes(&mut srv, &good[..cut]).expect_err("truncated dump must be refused");
+        let err = rdb::load_bytes(
+            &mut srv.dbs,
+            &rdb::LoadOptions::from_config(&Config::default()),
+            &good[..cut],
+        )
+        .expect_err("truncated dump must be refused");
         assert!(err.contains("offset"), "{err}");
     }
     let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -318,7 +331,12 @@ fn corrupt_dumps_are_refused_cleanly() {
         let mut srv = Server::new(Config::default());
         // Any flip is caught, by the parser or by the CRC.
         assert!(
-            rdb::load_bytes(&mut srv, &bad).is_err(),
+            rdb::load_bytes(
+                &mut srv.dbs,
+                &rdb::LoadOptions::from_config(&Config::default()),
+                &bad
+            )
+            .is_err(),
             "flip at {i} accepted"
         );
     }

@@ -3,7 +3,7 @@
 //! and observe what would be fed to persistence and replication.
 
 use kvstore::config::Config;
-use kvstore::server::{ClientState, Server};
+use kvstore::state::{ClientState, Server};
 
 struct Harness {
     srv: Server,
@@ -13,35 +13,65 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         let mut srv = Server::new(Config::default());
-        srv.propagated = Some(Vec::new());
+        srv.feed.add_tap();
         let client = ClientState::new(1, -1, "test:0".into(), "test:0".into(), false, true, true);
         Harness { srv, client }
     }
 
     fn run(&mut self, args: &[&str]) -> String {
         let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let out = self.srv.execute_detached(&mut self.client, &argv);
+        let out = kvstore::commands::execute_detached(&mut self.srv, &mut self.client, &argv);
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    /// Propagated commands since the last call, as space-joined strings.
+    /// Propagated commands since the last call, as "db:space-joined args"
+    /// (decoded from the fed RESP stream; SELECTs set the db).
     fn take(&mut self) -> Vec<String> {
-        let log = self.srv.propagated.as_mut().unwrap();
-        let out = log
-            .iter()
-            .map(|(db, argv)| {
-                format!(
-                    "{db}:{}",
-                    argv.iter()
-                        .map(|a| String::from_utf8_lossy(a).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            })
-            .collect();
-        log.clear();
+        self.srv.feed.flush_taps();
+        self.srv.feed.clear();
+        let bytes = std::mem::take(&mut self.srv.feed.taps[0].bytes);
+        let mut out = Vec::new();
+        let mut db = 0;
+        for argv in decode_commands(&bytes) {
+            let line: Vec<String> = argv
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if line[0] == "SELECT" {
+                db = line[1].parse().unwrap();
+                continue;
+            }
+            out.push(format!("{db}:{}", line.join(" ")));
+        }
         out
     }
+}
+
+/// Split a stream of RESP arrays of bulk strings into commands.
+fn decode_commands(mut b: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    fn line(b: &mut &[u8]) -> String {
+        let end = b.windows(2).position(|w| w == b"\r\n").expect("CRLF");
+        let s = String::from_utf8(b[..end].to_vec()).unwrap();
+        *b = &b[end + 2..];
+        s
+    }
+    let mut cmds = Vec::new();
+    while !b.is_empty() {
+        let head = line(&mut b);
+        let n: usize = head.strip_prefix('*').expect("array").parse().unwrap();
+        let mut argv = Vec::new();
+        for _ in 0..n {
+            let len: usize = line(&mut b)
+                .strip_prefix('$')
+                .expect("bulk")
+                .parse()
+                .unwrap();
+            argv.push(b[..len].to_vec());
+            b = &b[len + 2..];
+        }
+        cmds.push(argv);
+    }
+    cmds
 }
 
 fn abs_ms(s: &str) -> i64 {
@@ -51,13 +81,13 @@ fn abs_ms(s: &str) -> i64 {
 #[test]
 fn set_with_relative_expire_becomes_pxat() {
     let mut h = Harness::new();
-    let before = kvstore::server::unix_time_ms();
+    let before = kvstore::util::unix_time_ms();
     assert_eq!(h.run(&["SET", "k", "v", "EX", "100"]), "+OK\r\n");
     let p = h.take();
     assert_eq!(p.len(), 1);
     assert!(p[0].starts_with("0:SET k v PXAT "), "{p:?}");
     let at = abs_ms(&p[0]);
-    assert!(at >= before + 100_000 && at <= kvstore::server::unix_time_ms() + 100_000);
+    assert!(at >= before + 100_000 && at <= kvstore::util::unix_time_ms() + 100_000);
     h.run(&["SETEX", "k2", "10", "v"]);
     assert!(h.take()[0].starts_with("0:SET k2 v PXAT "));
 }

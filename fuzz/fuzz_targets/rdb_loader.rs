@@ -3,10 +3,10 @@
 #![no_main]
 
 use kvstore::config::Config;
-use kvstore::server::Server;
+use kvstore::state::Server;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut srv = Server::new(Config::default());
-    let _ = kvstore::persistence::rdb::load_bytes(&mut srv, data);
+    let _ = kvstore::persistence::rdb::load_bytes(&mut srv.dbs, &kvstore::persistence::rdb::LoadOptions::from_config(&Config::default()), data);
 });

@@ -12,35 +12,31 @@
 
 use std::time::{Duration, Instant};
 
-use super::string::long_double_add;
 use super::*;
 use crate::db::Value;
-use crate::server::{Blocked, ClientState};
+use crate::state::{Blocked, ClientState};
 
-/// Parse a blocking timeout in seconds (decimals allowed); `None` = forever.
+/// Parse a blocking timeout in seconds (decimals allowed, computed in long
+/// double as Redis's `getTimeoutFromObjectOrReply`); `None` = forever.
 pub fn parse_timeout(arg: &[u8], now: Instant) -> Result<Option<Instant>, &'static str> {
-    let text = match long_double_add(None, arg) {
-        Ok(t) => t,
-        Err(ERR_NOT_FLOAT) => return Err("ERR timeout is not a float or out of range"),
-        // Infinite: Redis 7.0's conversion makes it negative.
-        Err(_) => return Err("ERR timeout is negative"),
+    use crate::util::{ld_scaled_ceil, LongDoubleError};
+    let ms = match ld_scaled_ceil(arg, 1000.0) {
+        Ok(ms) => ms,
+        Err(LongDoubleError::NotAFloat) => {
+            return Err("ERR timeout is not a float or out of range")
+        }
+        // Redis 7.0 converts an infinite or huge timeout to a negative integer.
+        Err(LongDoubleError::OutOfRange) => return Err("ERR timeout is negative"),
     };
-    let secs: f64 = std::str::from_utf8(&text)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or("ERR timeout is not a float or out of range")?;
-    let ms = (secs * 1000.0).ceil();
-    if ms >= i64::MAX as f64 {
-        // Redis 7.0 converts this to a negative integer and says so.
+    if ms < 0 {
         return Err("ERR timeout is negative");
     }
-    if ms < 0.0 {
-        return Err("ERR timeout is negative");
-    }
-    if ms == 0.0 {
+    if ms == 0 {
         return Ok(None);
     }
-    Ok(Some(now + Duration::from_millis(ms.min(1e15) as u64)))
+    Ok(Some(
+        now + Duration::from_millis(ms.min(1_000_000_000_000_000) as u64),
+    ))
 }
 
 /// Block the calling client on `keys` (no reply now). On a retry the client
@@ -142,7 +138,7 @@ pub fn serve_blocked(srv: &mut Server) {
                     srv.client_index(*id)
                         .and_then(|s| srv.clients.get(s))
                         .and_then(|c| c.as_ref())
-                        .and_then(|c| c.st.blocked.as_ref())
+                        .and_then(|c| c.blocked.as_ref())
                         .is_some_and(|b| b.zset == zset)
                 };
                 let Some(id) = queue.iter().copied().find(waiting_for) else {
@@ -161,17 +157,16 @@ pub fn serve_blocked(srv: &mut Server) {
                     break;
                 };
                 let argv = client
-                    .st
                     .blocked
                     .as_ref()
                     .map(|b| b.argv.clone())
                     .unwrap_or_default();
                 let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                let before = client.st.reply.len();
-                execute_with(srv, &mut client.st, &refs, true);
-                let served = client.st.reply.len() != before;
+                let before = client.reply.len();
+                execute_with(srv, &mut client, &refs, true);
+                let served = client.reply.len() != before;
                 if served {
-                    unblock(srv, &mut client.st);
+                    unblock(srv, &mut client);
                     srv.unblocked.push((slot, id));
                     progress = true;
                 }
@@ -200,8 +195,8 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
         let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
             continue;
         };
-        client.st.reply.null_array();
-        unblock(srv, &mut client.st);
+        client.reply.null_array();
+        unblock(srv, &mut client);
         srv.unblocked.push((slot, id));
         srv.clients[slot] = Some(client);
     }
@@ -232,17 +227,16 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(mut target) = c.srv.clients.get_mut(slot).and_then(|t| t.take()) else {
         return c.cl.reply.int(0);
     };
-    let was_blocked = target.st.blocked.is_some();
+    let was_blocked = target.blocked.is_some();
     if was_blocked {
         if error {
             target
-                .st
                 .reply
                 .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
-            target.st.reply.null_array();
+            target.reply.null_array();
         }
-        unblock(c.srv, &mut target.st);
+        unblock(c.srv, &mut target);
         c.srv.unblocked.push((slot, id));
     }
     c.srv.clients[slot] = Some(target);

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::db::ValueRef;
-use crate::server::Server;
+use crate::state::Server;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Unit {

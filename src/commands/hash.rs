@@ -5,9 +5,9 @@
 //! become a table (`hashtable`), as in Redis.
 
 use super::keys::{parse_cursor, parse_scan_options};
-use super::string::long_double_add;
 use super::*;
 use crate::db::{Hash, Value};
+use crate::util::{ld_add, LongDoubleError};
 
 fn pick(v: &mut Value) -> Option<&mut Hash> {
     match v {
@@ -186,20 +186,24 @@ pub fn hincrby(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `HINCRBYFLOAT key field increment` — propagated as HSET of the result.
 pub fn hincrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
-    match long_double_add(None, argv[3]) {
+    match ld_add(None, argv[3]) {
         Ok(_) => {}
-        Err(ERR_NOT_FLOAT) => return c.cl.reply.error(ERR_NOT_FLOAT),
-        Err(_) => return c.cl.reply.error("ERR value is NaN or Infinity"),
+        Err(LongDoubleError::NotAFloat) => return c.cl.reply.error(ERR_NOT_FLOAT),
+        Err(LongDoubleError::OutOfRange) => {
+            return c.cl.reply.error("ERR value is NaN or Infinity")
+        }
     }
     let (max_entries, max_value) = limits(c);
     let Some(h) = hash_for_write(c, argv[1]) else {
         return;
     };
     let cur = h.get(argv[2]).map(|v| v.to_vec());
-    let new = match long_double_add(cur.as_deref(), argv[3]) {
+    let new = match ld_add(cur.as_deref(), argv[3]) {
         Ok(v) => v,
-        Err(ERR_NOT_FLOAT) => return c.cl.reply.error("ERR hash value is not a float"),
-        Err(e) => return c.cl.reply.error(e),
+        Err(LongDoubleError::NotAFloat) => {
+            return c.cl.reply.error("ERR hash value is not a float")
+        }
+        Err(LongDoubleError::OutOfRange) => return c.cl.reply.error(ERR_NAN_OR_INF),
     };
     h.set(argv[2], &new, max_entries, max_value);
     c.dirty(1);

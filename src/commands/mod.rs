@@ -24,9 +24,10 @@ pub mod zset;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::db::entry::{lru_clock, LRU_CLOCK_MAX};
 use crate::db::{Entry, ValueRef};
-use crate::protocol::parse_i64;
-use crate::server::{ClientState, Server};
+use crate::state::{ClientState, Server};
+pub use crate::util::{glob_match, parse_f64, parse_i64};
 
 pub use table::{CommandSpec, COMMANDS};
 
@@ -66,6 +67,7 @@ pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the w
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const ERR_NAN_OR_INF: &str = "ERR increment would produce NaN or Infinity";
 pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";
 pub const ERR_DB_INDEX: &str = "ERR DB index is out of range";
 pub const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
@@ -253,7 +255,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             .reply
             .error("LOADING Redis is loading the dataset in memory");
     } else if (cmd.flags & WRITE != 0 || cmd.name == "ping")
-        && crate::persistence::snapshot::writes_refused(srv)
+        && crate::state::snapshot::writes_refused(srv)
     {
         client.reply.error(ERR_MISCONF);
     } else if cmd.flags & DENYOOM != 0
@@ -273,6 +275,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             retry,
         };
         let db = ctx.cl.db;
+        ctx.srv.feed.begin_unit();
         (cmd.handler)(&mut ctx, argv);
         let (dirty, rewrite, no_propagate, force) = (
             ctx.dirty,
@@ -282,12 +285,33 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         );
         srv.dirty += dirty;
         if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
-            let argv = rewrite.unwrap_or_else(|| argv.iter().map(|a| a.to_vec()).collect());
-            srv.propagate(db, argv);
+            match rewrite {
+                Some(argv) => {
+                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                    srv.propagate(db, &refs);
+                }
+                None => srv.propagate(db, argv),
+            }
         }
+        srv.feed.end_unit();
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
     srv.stats.count_errors(&mut client.reply.error_codes);
+}
+
+/// Run a command on behalf of an in-process caller (tests, tools). The
+/// reply bytes are returned in the client's protocol.
+pub fn execute_detached(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) -> Vec<u8> {
+    srv.update_time();
+    execute(srv, client, argv);
+    client.reply.take_bytes()
+}
+
+/// Detach a client that is going away from everything it takes part in
+/// (blocking, watched keys, subscriptions, MONITOR), before its slot is
+/// freed.
+pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
+    blocking::unblock(srv, client);
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,
@@ -315,13 +339,6 @@ fn protected_command_refused(
 
 // ---- keyspace access with expiry (Redis's lookupKey*, expireIfNeeded) ----
 
-/// Redis's 24-bit LRU clock (seconds resolution).
-pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
-
-pub fn lru_clock(now_ms: i64) -> u32 {
-    ((now_ms / 1000) as u32) & LRU_CLOCK_MAX
-}
-
 /// Delete `key` if its TTL has passed, propagating a DEL as Redis does so
 /// that replicas and the AOF never decide expiry on their own clock.
 /// Returns true when the key was expired.
@@ -348,7 +365,7 @@ pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
     } else {
         b"DEL"
     };
-    srv.propagate(db, vec![del.to_vec(), key.to_vec()]);
+    srv.propagate(db, &[del, key]);
 }
 
 /// Look up a key for reading: expires it if needed, counts hits and misses,
@@ -575,178 +592,9 @@ pub fn eq_ic(arg: &[u8], kw: &str) -> bool {
     arg.eq_ignore_ascii_case(kw.as_bytes())
 }
 
-/// Parse a double the way Redis's `string2d`/`getDoubleFromObject` does.
-pub fn parse_f64(arg: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(arg).ok()?;
-    if s.is_empty()
-        || s.starts_with(|c: char| c.is_ascii_whitespace())
-        || s.ends_with(|c: char| c.is_ascii_whitespace())
-    {
-        return None;
-    }
-    let lower = s.to_ascii_lowercase();
-    let v = match lower.as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        _ => {
-            if lower.contains("nan") || lower.contains("inf") {
-                return None;
-            }
-            s.parse::<f64>().ok()?
-        }
-    };
-    if v.is_nan() {
-        None
-    } else {
-        Some(v)
-    }
-}
-
-/// Glob-style pattern matching with Redis's `stringmatchlen` rules:
-/// `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes. Like Redis, `*` does not
-/// match the empty string here; KEYS and SCAN treat a lone `*` as "all".
-pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    let mut skip_longer = false;
-    glob_match_impl(pattern, string, nocase, &mut skip_longer)
-}
-
-fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
-    let eq = |a: u8, b: u8| {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    while !p.is_empty() && !s.is_empty() {
-        match p[0] {
-            b'*' => {
-                while p.len() > 1 && p[1] == b'*' {
-                    p = &p[1..];
-                }
-                if p.len() == 1 {
-                    return true;
-                }
-                while !s.is_empty() {
-                    if glob_match_impl(&p[1..], s, nocase, skip_longer) {
-                        return true;
-                    }
-                    // A failed match of the rest cannot succeed on a shorter
-                    // suffix either: stop, keeping matching linear-ish.
-                    if *skip_longer {
-                        return false;
-                    }
-                    s = &s[1..];
-                }
-                *skip_longer = true;
-                return false;
-            }
-            b'?' => {
-                s = &s[1..];
-            }
-            b'[' => {
-                p = &p[1..];
-                let not = p.first() == Some(&b'^');
-                if not {
-                    p = &p[1..];
-                }
-                let mut matched = false;
-                let c = s[0];
-                loop {
-                    if p.is_empty() {
-                        break;
-                    }
-                    if p[0] == b'\\' && p.len() >= 2 {
-                        p = &p[1..];
-                        if p[0] == c {
-                            matched = true;
-                        }
-                    } else if p[0] == b']' {
-                        break;
-                    } else if p.len() >= 3 && p[1] == b'-' {
-                        let (mut start, mut end) = (p[0], p[2]);
-                        if start > end {
-                            std::mem::swap(&mut start, &mut end);
-                        }
-                        let (cc, start, end) = if nocase {
-                            (
-                                c.to_ascii_lowercase(),
-                                start.to_ascii_lowercase(),
-                                end.to_ascii_lowercase(),
-                            )
-                        } else {
-                            (c, start, end)
-                        };
-                        if cc >= start && cc <= end {
-                            matched = true;
-                        }
-                        p = &p[2..];
-                    } else if eq(p[0], c) {
-                        matched = true;
-                    }
-                    p = &p[1..];
-                }
-                if not {
-                    matched = !matched;
-                }
-                if !matched {
-                    return false;
-                }
-                s = &s[1..];
-                if p.is_empty() {
-                    // Unterminated class: the pattern ends here.
-                    return s.is_empty();
-                }
-            }
-            b'\\' if p.len() >= 2 => {
-                p = &p[1..];
-                if !eq(p[0], s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            c => {
-                if !eq(c, s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
-        }
-        p = &p[1..];
-        if s.is_empty() {
-            while p.first() == Some(&b'*') {
-                p = &p[1..];
-            }
-            break;
-        }
-    }
-    p.is_empty() && s.is_empty()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn glob_patterns() {
-        assert!(glob_match(b"*", b"anything", false));
-        assert!(glob_match(b"h?llo", b"hello", false));
-        assert!(glob_match(b"h[ae]llo", b"hallo", false));
-        assert!(!glob_match(b"h[^e]llo", b"hello", false));
-        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
-        assert!(glob_match(b"user:*:name", b"user:42:name", false));
-        assert!(!glob_match(b"user:*", b"usr:1", false));
-        assert!(glob_match(b"a\\*b", b"a*b", false));
-        assert!(glob_match(b"*a*", b"a", false));
-        assert!(!glob_match(b"a*", b"", false));
-        assert!(!glob_match(b"*", b"", false));
-        assert!(!glob_match(
-            b"*a*a*a*a*a*a*a*a*a*a*a*b",
-            &[b'a'; 200],
-            false
-        ));
-        assert!(glob_match(b"", b"", false));
-    }
 
     #[test]
     fn every_command_is_found_case_insensitively() {

@@ -10,7 +10,7 @@ use crate::config::{find_option, OPTIONS};
 use crate::db::FreeMode;
 use crate::memory;
 use crate::protocol::Proto;
-use crate::server::ShutdownMode;
+use crate::state::ShutdownMode;
 use crate::{KVSTORE_VERSION, REDIS_VERSION};
 
 /// `PING [message]`
@@ -261,9 +261,9 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
     }
     // Like Redis: a running background save is stale now, and with save
     // points configured the (empty) dataset is saved right away.
-    crate::persistence::snapshot::kill_child(c.srv);
-    if !crate::persistence::snapshot::save_points(c.srv).is_empty() {
-        let _ = crate::persistence::snapshot::save(c.srv);
+    crate::state::snapshot::kill_child(c.srv);
+    if !crate::state::snapshot::save_points(c.srv).is_empty() {
+        let _ = crate::state::snapshot::save(c.srv);
     }
     c.dirty(n + 1);
     c.cl.reply.ok();
@@ -281,7 +281,7 @@ pub fn time(c: &mut Ctx, _argv: &[&[u8]]) {
 
 /// `SAVE` — write the snapshot now (blocking, as in Redis).
 pub fn save(c: &mut Ctx, _argv: &[&[u8]]) {
-    match crate::persistence::snapshot::save(c.srv) {
+    match crate::state::snapshot::save(c.srv) {
         Ok(()) => c.cl.reply.ok(),
         Err(e) if e.contains("in progress") => c.cl.reply.error(&format!("ERR {e}")),
         Err(_) => c.cl.reply.error("ERR"),
@@ -302,7 +302,7 @@ pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
         }
         return c.cl.reply.error("ERR Background save already in progress");
     }
-    match crate::persistence::snapshot::bgsave(c.srv) {
+    match crate::state::snapshot::bgsave(c.srv) {
         Ok(()) => c.cl.reply.simple("Background saving started"),
         Err(e) => c.cl.reply.error(&format!("ERR {e}")),
     }
@@ -449,12 +449,7 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
     let mut lines: Vec<(u64, String)> = Vec::new();
     lines.push((c.cl.id, c.cl.info_line()));
     for other in c.srv.clients.iter().flatten() {
-        let mut st_line = other.st.info_line();
-        // The query buffer is not copied into the state while idle.
-        if other.st.qbuf_len == 0 {
-            st_line = st_line.replace(" qbuf=0 ", &format!(" qbuf={} ", other.query.unparsed()));
-        }
-        lines.push((other.st.id, st_line));
+        lines.push((other.id, other.info_line()));
     }
     lines.sort_by_key(|(id, _)| *id);
     for (id, line) in lines {
@@ -521,7 +516,7 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
             i += 2;
         }
     }
-    let matches = |st: &crate::server::ClientState| -> bool {
+    let matches = |st: &crate::state::ClientState| -> bool {
         addr.is_none_or(|a| a == st.addr.as_bytes())
             && laddr.is_none_or(|a| a == st.laddr.as_bytes())
             && id.is_none_or(|i| i == st.id)
@@ -530,8 +525,8 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
     let mut killed = 0;
     for (idx, other) in c.srv.clients.iter().enumerate() {
         if let Some(other) = other {
-            if matches(&other.st) {
-                c.srv.to_close.push((idx, other.st.id));
+            if matches(other) {
+                c.srv.to_close.push((idx, other.id));
                 killed += 1;
             }
         }
@@ -683,7 +678,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     // A new port is listened on before the reply (Redis's changeListenPort):
     // a port that cannot be bound leaves everything as it was.
     if c.srv.config.port != backup.port {
-        match crate::server::bind_tcp_listeners(&c.srv.config) {
+        match crate::net::bind_tcp_listeners(&c.srv.config) {
             Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
             Err(e) => {
                 tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
@@ -703,7 +698,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
 
 // ---- INFO ----
 
-fn info_section_server(srv: &crate::server::Server, out: &mut String) {
+fn info_section_server(srv: &crate::state::Server, out: &mut String) {
     let uptime = srv.start.elapsed().as_secs();
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -741,7 +736,7 @@ fn uname() -> String {
     }
 }
 
-fn info_section_clients(srv: &crate::server::Server, out: &mut String) {
+fn info_section_clients(srv: &crate::state::Server, out: &mut String) {
     let _ = write!(
         out,
         "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
@@ -753,7 +748,7 @@ fn info_section_clients(srv: &crate::server::Server, out: &mut String) {
     );
 }
 
-fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
+fn info_section_memory(srv: &mut crate::state::Server, out: &mut String) {
     let stats = memory::allocator_stats();
     let used = stats.allocated;
     if used > srv.peak_memory {
@@ -770,7 +765,7 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
             .clients
             .iter()
             .flatten()
-            .map(|c| c.query.capacity() + c.st.reply.buf.capacity())
+            .map(|c| c.qbuf_len + c.qbuf_free + c.reply.buf.capacity())
             .sum::<usize>();
     let dataset = used.saturating_sub(overhead);
     let total = memory::total_system_memory();
@@ -808,7 +803,7 @@ fn info_section_memory(srv: &mut crate::server::Server, out: &mut String) {
 }
 
 /// The loading_* fields INFO shows while a dump loads.
-fn loading_fields(srv: &crate::server::Server) -> String {
+fn loading_fields(srv: &crate::state::Server) -> String {
     let Some(l) = &srv.loading else {
         return String::new();
     };
@@ -821,11 +816,11 @@ fn loading_fields(srv: &crate::server::Server) -> String {
     } else {
         1
     };
-    let start = crate::server::unix_time_ms() / 1000 - elapsed as i64;
+    let start = crate::util::unix_time_ms() / 1000 - elapsed as i64;
     format!("loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n")
 }
 
-fn info_section_persistence(srv: &crate::server::Server, out: &mut String) {
+fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
     let _ = write!(
         out,
         "# Persistence\r\nloading:{}\r\nasync_loading:0\r\n{}current_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
@@ -843,7 +838,7 @@ fn info_section_persistence(srv: &crate::server::Server, out: &mut String) {
     );
 }
 
-fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
+fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
     let s = &srv.stats;
     let _ = write!(
         out,
@@ -873,7 +868,7 @@ fn info_section_stats(srv: &crate::server::Server, out: &mut String) {
     );
 }
 
-fn info_section_replication(srv: &crate::server::Server, out: &mut String) {
+fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
     let _ = write!(
         out,
         "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
@@ -901,7 +896,7 @@ fn info_section_cpu(out: &mut String) {
     );
 }
 
-fn info_section_keyspace(srv: &crate::server::Server, out: &mut String) {
+fn info_section_keyspace(srv: &crate::state::Server, out: &mut String) {
     out.push_str("# Keyspace\r\n");
     for d in &srv.dbs {
         if !d.is_empty() {
@@ -918,7 +913,7 @@ fn info_section_keyspace(srv: &crate::server::Server, out: &mut String) {
 }
 
 /// Build the INFO text for the requested sections (Redis's genRedisInfoString).
-pub fn info_string(srv: &mut crate::server::Server, sections: &[&[u8]]) -> String {
+pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String {
     let defaults = [
         "server",
         "clients",
@@ -1222,7 +1217,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         }
         "reload" => {
             // Save, empty the databases, load the file back.
-            use crate::persistence::{rdb, snapshot};
+            use crate::persistence::rdb;
+            use crate::state::snapshot;
             if let Err(e) = snapshot::save(c.srv) {
                 return c
                     .cl
@@ -1233,7 +1229,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 d.clear();
             }
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
-            match rdb::load_file(c.srv, &path) {
+            let opts = rdb::LoadOptions::from_config(&c.srv.config);
+            match rdb::load_file(&mut c.srv.dbs, &opts, &path) {
                 Ok(_) => c.cl.reply.ok(),
                 Err(e) => {
                     c.cl.reply
@@ -1343,7 +1340,7 @@ pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
     if abort {
         return c.cl.reply.error("ERR No shutdown in progress.");
     }
-    use crate::persistence::snapshot;
+    use crate::state::snapshot;
     let want_save = !nosave && (save || !snapshot::save_points(c.srv).is_empty());
     if want_save {
         snapshot::kill_child(c.srv);

@@ -116,7 +116,7 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     let key = argv[1];
     // The RNG is borrowed out of the server while the set is borrowed.
-    let mut rng = std::mem::replace(&mut c.srv.rng, crate::server::Rng::new(1));
+    let mut rng = std::mem::replace(&mut c.srv.rng, crate::util::Rng::new(1));
     let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
         Typed::WrongType => (Err(ERR_WRONGTYPE), false),
         Typed::Missing => (Ok(None), false),

@@ -30,26 +30,13 @@ fn lookup_by_pattern(srv: &mut Server, db: usize, pattern: &[u8], elem: &[u8]) -
     }
 }
 
-/// C's strtod over the whole string (Redis converts sort keys with it).
+/// A sort key as a number: C's strtod over the whole string; like Redis,
+/// any range error (overflow or underflow) fails the sort.
 fn strtod_all(v: &[u8]) -> Option<f64> {
-    if v.contains(&0) {
-        return None;
+    match crate::util::strtod(v)? {
+        (d, false) if !d.is_nan() => Some(d),
+        _ => None,
     }
-    let c = std::ffi::CString::new(v).ok()?;
-    let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: NUL-terminated input; strtod leaves `end` inside it; errno is
-    // this thread's own.
-    let (d, erange) = unsafe {
-        *libc::__errno_location() = 0;
-        let d = libc::strtod(c.as_ptr(), &mut end);
-        (d, *libc::__errno_location() == libc::ERANGE)
-    };
-    let used = end as usize - c.as_ptr() as usize;
-    // Like Redis: any range error (overflow or underflow) fails the sort.
-    if used != v.len() || erange || d.is_nan() {
-        return None;
-    }
-    Some(d)
 }
 
 fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {

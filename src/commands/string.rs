@@ -12,20 +12,6 @@ use super::*;
 use crate::db::{Db, Entry, NewValue, Str, Value, ValueRef};
 use crate::protocol::reply::{fmt_i64, itoa_buf};
 
-extern "C" {
-    fn kvstore_ld_add(
-        cur: *const libc::c_char,
-        cur_len: usize,
-        incr: *const libc::c_char,
-        incr_len: usize,
-        out: *mut libc::c_char,
-        out_len: usize,
-    ) -> libc::c_int;
-}
-
-/// Longest string that may be stored as an integer (Redis tries at most 20 chars).
-const MAX_INT_STRING: usize = 20;
-
 /// The bytes of a string value, or `None` when the entry holds another type.
 pub fn string_bytes(e: &Entry) -> Option<Cow<'_, [u8]>> {
     match e.value() {
@@ -73,21 +59,10 @@ fn reply_string(out: &mut crate::protocol::Reply, e: &Entry) -> bool {
     true
 }
 
-/// Build the entry for a string value, integer-encoded when it is the
-/// canonical form of an i64 (Redis's tryObjectEncoding).
-pub fn string_entry(key: &[u8], val: &[u8]) -> Entry {
-    if val.len() <= MAX_INT_STRING {
-        if let Some(n) = parse_i64(val) {
-            return Entry::new(key, NewValue::Int(n), false);
-        }
-    }
-    Entry::new(key, NewValue::Str(val), false)
-}
-
 /// Store a string value, replacing any value; the TTL is removed unless
 /// `keep_ttl`.
 pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
-    db.set(string_entry(key, val), keep_ttl);
+    db.set(Entry::string(key, val), keep_ttl);
 }
 
 fn i64_bytes(n: i64) -> Vec<u8> {
@@ -242,7 +217,7 @@ fn set_generic(
     // as it is: no copy, no second 500 MB allocation.
     let entry = match c.cl.take_big_arg(val) {
         Some(owned) => Entry::from_vec(key, owned, false),
-        None => string_entry(key, val),
+        None => Entry::string(key, val),
     };
     c.srv.dbs[db].set(entry, flags.keepttl);
     c.dirty(1);
@@ -542,7 +517,7 @@ pub fn append(c: &mut Ctx, argv: &[&[u8]]) {
     let (key, val) = (argv[1], argv[2]);
     let cur_len = match lookup_write(c.srv, db, key) {
         None => {
-            c.srv.dbs[db].set(string_entry(key, val), false);
+            c.srv.dbs[db].set(Entry::string(key, val), false);
             c.dirty(1);
             return c.cl.reply.int(val.len() as i64);
         }
@@ -728,36 +703,6 @@ pub fn decrby(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
-/// Add two decimal strings in C long double, as Redis does. `Err` carries
-/// the Redis error text.
-pub fn long_double_add(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, &'static str> {
-    let mut out = vec![0u8; 5 * 1024 + 64];
-    let (cp, cl) = match cur {
-        Some(s) => (s.as_ptr() as *const libc::c_char, s.len()),
-        None => (std::ptr::null(), 0),
-    };
-    // SAFETY: all pointers are valid for the lengths given; the C side
-    // never writes more than out.len() bytes.
-    let n = unsafe {
-        kvstore_ld_add(
-            cp,
-            cl,
-            incr.as_ptr() as *const libc::c_char,
-            incr.len(),
-            out.as_mut_ptr() as *mut libc::c_char,
-            out.len(),
-        )
-    };
-    match n {
-        -1 | -2 => Err(ERR_NOT_FLOAT),
-        n if n <= 0 => Err("ERR increment would produce NaN or Infinity"),
-        n => {
-            out.truncate(n as usize);
-            Ok(out)
-        }
-    }
-}
-
 /// `INCRBYFLOAT key increment` — propagated as `SET key value KEEPTTL`.
 pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
@@ -769,9 +714,10 @@ pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
             None => return c.cl.reply.error(ERR_WRONGTYPE),
         },
     };
-    let new = match long_double_add(cur.as_deref(), argv[2]) {
+    let new = match crate::util::ld_add(cur.as_deref(), argv[2]) {
         Ok(v) => v,
-        Err(e) => return c.cl.reply.error(e),
+        Err(crate::util::LongDoubleError::NotAFloat) => return c.cl.reply.error(ERR_NOT_FLOAT),
+        Err(crate::util::LongDoubleError::OutOfRange) => return c.cl.reply.error(ERR_NAN_OR_INF),
     };
     let d = &mut c.srv.dbs[db];
     if cur.is_some() {
@@ -788,19 +734,4 @@ pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
         new,
         b"KEEPTTL".to_vec(),
     ]);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_double_matches_redis() {
-        assert_eq!(long_double_add(Some(b"10.50"), b"0.1").unwrap(), b"10.6");
-        assert_eq!(long_double_add(Some(b"5.0e3"), b"2.0e2").unwrap(), b"5200");
-        assert_eq!(long_double_add(None, b"3").unwrap(), b"3");
-        assert_eq!(long_double_add(Some(b"abc"), b"1"), Err(ERR_NOT_FLOAT));
-        assert_eq!(long_double_add(Some(b"1"), b" 1"), Err(ERR_NOT_FLOAT));
-        assert!(long_double_add(Some(b"1"), b"inf").is_err());
-    }
 }

@@ -29,39 +29,9 @@ fn limits(c: &Ctx) -> (usize, usize) {
     )
 }
 
-/// Parse with C's strtod, as Redis does: the whole argument must be used.
-fn strtod(arg: &[u8]) -> Option<f64> {
-    if arg.contains(&0) {
-        return None;
-    }
-    let c = std::ffi::CString::new(arg).ok()?;
-    let mut end: *mut libc::c_char = std::ptr::null_mut();
-    // SAFETY: c is NUL-terminated; strtod sets end within it.
-    let v = unsafe { libc::strtod(c.as_ptr(), &mut end) };
-    let used = end as usize - c.as_ptr() as usize;
-    if used != arg.len() {
-        return None;
-    }
-    Some(v)
-}
-
-/// A score argument (Redis's getDoubleFromObject): no spaces, no NaN, no overflow.
+/// A score argument (Redis's getDoubleFromObject).
 pub fn parse_score(arg: &[u8]) -> Option<f64> {
-    if arg.is_empty() || arg[0].is_ascii_whitespace() {
-        return None;
-    }
-    let v = strtod(arg)?;
-    if v.is_nan() {
-        return None;
-    }
-    if v.is_infinite() {
-        // strtod reports overflow as ±HUGE_VAL; "inf" spelled out is fine.
-        let lower = String::from_utf8_lossy(arg).to_ascii_lowercase();
-        if !lower.contains("inf") {
-            return None;
-        }
-    }
-    Some(v)
+    parse_f64(arg)
 }
 
 #[derive(Clone, Copy)]
@@ -78,7 +48,8 @@ fn parse_bound(arg: &[u8]) -> Option<(f64, bool)> {
     } else {
         (false, arg)
     };
-    let v = strtod(rest)?;
+    // zslParseRange: strtod over the whole bound, only NaN refused.
+    let (v, _) = crate::util::strtod(rest)?;
     if v.is_nan() {
         return None;
     }

@@ -50,9 +50,22 @@ const NARROW_KLEN_MAX: usize = 254;
 /// refreshed by the event loop whenever it reads the time.
 static LRU_CLOCK: AtomicU32 = AtomicU32::new(0);
 
+/// Redis's 24-bit LRU clock: seconds, wrapping.
+pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
+
+/// The LRU clock at `now_ms` (ms since the epoch).
+pub fn lru_clock(now_ms: i64) -> u32 {
+    ((now_ms / 1000) as u32) & LRU_CLOCK_MAX
+}
+
+/// Set the access clock new entries start with (the loop calls this
+/// whenever it reads the time).
 pub fn set_lru_clock(clock: u32) {
     LRU_CLOCK.store(clock, Ordering::Relaxed);
 }
+
+/// Longest string that may be stored as an integer (Redis tries at most 20 chars).
+const MAX_INT_STRING: usize = 20;
 
 /// What an entry's value is, borrowed.
 pub enum ValueRef<'a> {
@@ -75,6 +88,17 @@ pub enum NewValue<'a> {
 pub struct Entry(NonNull<u8>);
 
 impl Entry {
+    /// The entry for a string value, integer-encoded when it is the
+    /// canonical form of an i64 (Redis's tryObjectEncoding).
+    pub fn string(key: &[u8], val: &[u8]) -> Entry {
+        if val.len() <= MAX_INT_STRING {
+            if let Some(n) = crate::util::parse_i64(val) {
+                return Entry::new(key, NewValue::Int(n), false);
+            }
+        }
+        Entry::new(key, NewValue::Str(val), false)
+    }
+
     /// An entry for a string handed over as an owned buffer: a long one is
     /// kept as it is (no copy of a 500 MB value), a short one is inlined.
     pub fn from_vec(key: &[u8], value: Vec<u8>, raw: bool) -> Entry {

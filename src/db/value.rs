@@ -157,7 +157,7 @@ fn table_heap_size(t: &Table) -> usize {
 }
 
 fn new_table() -> Table {
-    Table::new(crate::server::random_u64())
+    Table::new(crate::util::random_u64())
 }
 
 /// The bytes of a field value or set member stored in a table entry.
@@ -607,9 +607,7 @@ impl Set {
 
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {
-            Set::Ints(v) => {
-                crate::protocol::parse_i64(m).is_some_and(|n| v.binary_search(&n).is_ok())
-            }
+            Set::Ints(v) => crate::util::parse_i64(m).is_some_and(|n| v.binary_search(&n).is_ok()),
             Set::Table(t) => t.get(m).is_some(),
         }
     }
@@ -631,7 +629,7 @@ impl Set {
     /// Add a member; true if it was new. `max_intset` is `set-max-intset-entries`.
     pub fn add(&mut self, m: &[u8], max_intset: usize) -> bool {
         if let Set::Ints(v) = self {
-            match crate::protocol::parse_i64(m) {
+            match crate::util::parse_i64(m) {
                 Some(n) => match v.binary_search(&n) {
                     Ok(_) => return false,
                     Err(pos) => {
@@ -661,7 +659,7 @@ impl Set {
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match self {
             Set::Ints(v) => {
-                match crate::protocol::parse_i64(m).and_then(|n| v.binary_search(&n).ok()) {
+                match crate::util::parse_i64(m).and_then(|n| v.binary_search(&n).ok()) {
                     Some(pos) => {
                         v.remove(pos);
                         true

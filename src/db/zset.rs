@@ -100,7 +100,7 @@ impl Default for Tree {
     fn default() -> Self {
         Tree {
             order: BTreeSet::new(),
-            members: Table::new(crate::server::random_u64()),
+            members: Table::new(crate::util::random_u64()),
         }
     }
 }

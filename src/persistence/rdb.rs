@@ -13,8 +13,8 @@ use std::path::Path;
 
 use super::crc64::crc64;
 use super::lzf;
-use crate::db::{Hash, List, NodeLimit, Set, Value, ValueRef, ZSet};
-use crate::server::Server;
+use crate::config::Config;
+use crate::db::{Db, Hash, List, NodeLimit, Set, Value, ValueRef, ZSet};
 
 pub const RDB_VERSION: u32 = 10;
 /// Oldest and newest versions we read.
@@ -90,7 +90,7 @@ impl<W: Write> RdbWriter<W> {
     /// A string, integer-encoded when it is a canonical 32-bit integer.
     fn string(&mut self, s: &[u8]) -> io::Result<()> {
         if s.len() <= 11 {
-            if let Some(n) = crate::protocol::parse_i64(s) {
+            if let Some(n) = crate::util::parse_i64(s) {
                 if let Ok(v) = i8::try_from(n) {
                     return self.raw(&[0xC0, v as u8]);
                 } else if let Ok(v) = i16::try_from(n) {
@@ -116,20 +116,74 @@ impl<W: Write> RdbWriter<W> {
     }
 }
 
-/// Serialise every database of `srv` in RDB format to `w`.
-pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
+/// What the writer takes from the configuration and the server.
+#[derive(Debug, Clone)]
+pub struct SaveOptions {
+    /// LZF-compress strings (`rdbcompression`).
+    pub compress: bool,
+    /// Write a CRC-64 trailer; zero when off (`rdbchecksum`).
+    pub checksum: bool,
+    /// Sleep this many microseconds per key (`rdb-key-save-delay`, a test aid).
+    pub key_save_delay_us: i64,
+    /// Recorded in the `used-mem` aux field.
+    pub used_memory: usize,
+}
+
+impl SaveOptions {
+    pub fn from_config(cfg: &Config, used_memory: usize) -> SaveOptions {
+        SaveOptions {
+            compress: cfg.rdbcompression,
+            checksum: cfg.rdbchecksum,
+            key_save_delay_us: cfg.rdb_key_save_delay,
+            used_memory,
+        }
+    }
+}
+
+/// What the loader takes from the configuration: whether to verify the
+/// checksum and the limits that decide each loaded value's encoding.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub checksum: bool,
+    list_node: NodeLimit,
+    /// (entries, value bytes) of a listpack hash / sorted set.
+    hash_limits: (usize, usize),
+    zset_limits: (usize, usize),
+    intset_max: usize,
+}
+
+impl LoadOptions {
+    pub fn from_config(cfg: &Config) -> LoadOptions {
+        LoadOptions {
+            checksum: cfg.rdbchecksum,
+            list_node: NodeLimit(cfg.list_max_listpack_size),
+            hash_limits: (
+                cfg.hash_max_listpack_entries.max(0) as usize,
+                cfg.hash_max_listpack_value.max(0) as usize,
+            ),
+            zset_limits: (
+                cfg.zset_max_listpack_entries.max(0) as usize,
+                cfg.zset_max_listpack_value.max(0) as usize,
+            ),
+            intset_max: cfg.set_max_intset_entries.max(0) as usize,
+        }
+    }
+}
+
+/// Serialise every database of `dbs` in RDB format to `w`.
+pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<()> {
     let mut r = RdbWriter {
         out: BufWriter::with_capacity(1 << 16, w),
         crc: 0,
-        compress: srv.config.rdbcompression,
+        compress: opts.compress,
     };
     r.raw(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
-    let now_ms = crate::server::unix_time_ms();
+    let now_ms = crate::util::unix_time_ms();
     let aux = [
         ("redis-ver", crate::REDIS_VERSION.to_string()),
         ("redis-bits", "64".to_string()),
         ("ctime", (now_ms / 1000).to_string()),
-        ("used-mem", srv.used_memory().to_string()),
+        ("used-mem", opts.used_memory.to_string()),
         ("aof-base", "0".to_string()),
     ];
     for (k, v) in aux {
@@ -137,7 +191,7 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
         r.string(k.as_bytes())?;
         r.string(v.as_bytes())?;
     }
-    for (i, db) in srv.dbs.iter().enumerate() {
+    for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
         }
@@ -146,7 +200,7 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
         r.raw(&[OP_RESIZEDB])?;
         r.len(db.len() as u64)?;
         r.len(db.expires.len() as u64)?;
-        let key_delay_us = srv.config.rdb_key_save_delay;
+        let key_delay_us = opts.key_save_delay_us;
         let mut err = None;
         db.main.for_each(&mut |e| {
             if err.is_some() {
@@ -173,7 +227,7 @@ pub fn write_rdb<W: Write>(srv: &Server, w: W) -> io::Result<()> {
         }
     }
     r.raw(&[OP_EOF])?;
-    let crc = if srv.config.rdbchecksum { r.crc } else { 0 };
+    let crc = if opts.checksum { r.crc } else { 0 };
     r.out.write_all(&crc.to_le_bytes())?;
     r.out.flush()
 }
@@ -252,7 +306,8 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
 /// restarted server. Errors say what failed in Redis's words (the log shows
 /// them: ENOSPC, EACCES, …).
 pub fn save_to_file(
-    srv: &Server,
+    dbs: &[Db],
+    opts: &SaveOptions,
     dir: &Path,
     filename: &str,
     may_publish: &dyn Fn() -> bool,
@@ -271,7 +326,7 @@ pub fn save_to_file(
             ),
         )
     })?;
-    let res = write_rdb(srv, &file).and_then(|_| file.sync_all());
+    let res = write_rdb(dbs, opts, &file).and_then(|_| file.sync_all());
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         let why = os_error_text(&e);
@@ -679,18 +734,11 @@ fn type_name(t: u8) -> &'static str {
 }
 
 /// Read one value of type `t` into a boxed value or string.
-fn read_value<'a>(r: &mut Reader<'a>, t: u8, srv: &Server) -> R<Loaded<'a>> {
-    let cfg = &srv.config;
-    let node = NodeLimit(cfg.list_max_listpack_size);
-    let hash_lim = (
-        cfg.hash_max_listpack_entries.max(0) as usize,
-        cfg.hash_max_listpack_value.max(0) as usize,
-    );
-    let zset_lim = (
-        cfg.zset_max_listpack_entries.max(0) as usize,
-        cfg.zset_max_listpack_value.max(0) as usize,
-    );
-    let intset_max = cfg.set_max_intset_entries.max(0) as usize;
+fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>> {
+    let node = opts.list_node;
+    let hash_lim = opts.hash_limits;
+    let zset_lim = opts.zset_limits;
+    let intset_max = opts.intset_max;
     let make_list = |items: &mut dyn Iterator<Item = Vec<u8>>| {
         let mut l = List::default();
         for i in items {
@@ -784,7 +832,7 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, srv: &Server) -> R<Loaded<'a>> {
             }
             let mut pairs = Vec::with_capacity(items.len() / 2);
             for p in items.chunks(2) {
-                let s = crate::commands::parse_f64(&p[1]).ok_or("invalid zset score")?;
+                let s = crate::util::parse_f64(&p[1]).ok_or("invalid zset score")?;
                 pairs.push((p[0].clone(), s));
             }
             make_zset(pairs)
@@ -808,7 +856,7 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, srv: &Server) -> R<Loaded<'a>> {
             for p in items.chunks(2) {
                 let s = std::str::from_utf8(&p[1])
                     .ok()
-                    .and_then(|s| crate::commands::parse_f64(s.as_bytes()))
+                    .and_then(|s| crate::util::parse_f64(s.as_bytes()))
                     .ok_or("invalid zset score")?;
                 pairs.push((p[0].clone(), s));
             }
@@ -841,14 +889,14 @@ enum Loaded<'a> {
     Value(Value),
 }
 
-/// Load the RDB file at `path` into the (empty) databases of `srv`.
-pub fn load_file(srv: &mut Server, path: &Path) -> Result<LoadStats, String> {
+/// Load the RDB file at `path` into the (empty) databases `dbs`.
+pub fn load_file(dbs: &mut [Db], opts: &LoadOptions, path: &Path) -> Result<LoadStats, String> {
     let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
     // SAFETY: the file is only read; kvstore replaces dumps by rename, never
     // by writing into an existing file, so the mapping does not change.
     let map = unsafe { memmap2::Mmap::map(&file) }
         .map_err(|e| format!("mapping {}: {e}", path.display()))?;
-    load_bytes(srv, &map)
+    load_bytes(dbs, opts, &map)
 }
 
 /// A load in progress: the loop runs it in slices so that clients get
@@ -895,7 +943,7 @@ pub fn load_begin(data: &[u8]) -> Result<LoadState, String> {
         pos: r.pos,
         db: 0,
         expire: None,
-        now: crate::server::unix_time_ms(),
+        now: crate::util::unix_time_ms(),
         stats: LoadStats {
             version,
             ..Default::default()
@@ -907,10 +955,10 @@ pub fn load_begin(data: &[u8]) -> Result<LoadState, String> {
 }
 
 /// Load an RDB image from memory (the mapped file) in one go.
-pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
+pub fn load_bytes(dbs: &mut [Db], opts: &LoadOptions, data: &[u8]) -> Result<LoadStats, String> {
     let mut st = load_begin(data)?;
     while !st.done {
-        load_step(srv, data, &mut st, usize::MAX)?;
+        load_step(dbs, opts, data, &mut st, usize::MAX)?;
     }
     Ok(st.stats)
 }
@@ -918,7 +966,8 @@ pub fn load_bytes(srv: &mut Server, data: &[u8]) -> Result<LoadStats, String> {
 /// Load up to `max_keys` more keys of `data`; sets `st.done` at the end
 /// (after verifying the checksum).
 pub fn load_step(
-    srv: &mut Server,
+    dbs: &mut [Db],
+    opts: &LoadOptions,
     data: &[u8],
     st: &mut LoadState,
     max_keys: usize,
@@ -936,11 +985,11 @@ pub fn load_step(
             OP_SELECTDB => {
                 let at = r.pos;
                 st.db = r.len()? as usize;
-                if st.db >= srv.dbs.len() {
+                if st.db >= dbs.len() {
                     return Err(format!(
                         "offset {at}: database {} out of range (databases is {})",
                         st.db,
-                        srv.dbs.len()
+                        dbs.len()
                     ));
                 }
             }
@@ -950,10 +999,8 @@ pub fn load_step(
                 // Size the tables once instead of growing them key by key
                 // (bounded by what the rest of the file could hold).
                 let left = (data.len() - r.pos) as u64;
-                srv.dbs[st.db].main.reserve(keys.min(left / 4) as usize);
-                srv.dbs[st.db]
-                    .expires
-                    .reserve(expires.min(left / 12) as usize);
+                dbs[st.db].main.reserve(keys.min(left / 4) as usize);
+                dbs[st.db].expires.reserve(expires.min(left / 12) as usize);
             }
             OP_AUX => {
                 r.string()?;
@@ -993,7 +1040,7 @@ pub fn load_step(
             t => {
                 let key = r.string()?;
                 let at = r.pos;
-                let value = read_value(&mut r, t, srv).map_err(|e| {
+                let value = read_value(&mut r, t, opts).map_err(|e| {
                     if e.starts_with("offset") {
                         format!("{e} (key '{}')", String::from_utf8_lossy(&key))
                     } else {
@@ -1006,9 +1053,9 @@ pub fn load_step(
                     st.stats.expired_skipped += 1;
                     continue;
                 }
-                let d = &mut srv.dbs[st.db];
+                let d = &mut dbs[st.db];
                 let (entry, kind) = match value {
-                    Loaded::Str(s) => (crate::commands::string::string_entry(&key, &s), 0),
+                    Loaded::Str(s) => (crate::db::Entry::string(&key, &s), 0),
                     Loaded::Value(v) => {
                         let kind = match &v {
                             Value::List(_) => 1,
@@ -1057,7 +1104,7 @@ pub fn load_step(
     if st.stats.version >= 5 {
         let trailer = r.bytes(8, "CRC64 checksum")?;
         let stored = u64::from_le_bytes(trailer.try_into().unwrap());
-        if stored != 0 && srv.config.rdbchecksum {
+        if stored != 0 && opts.checksum {
             let computed = crc64(0, &data[..body_end]);
             if computed != stored {
                 return Err(format!("offset {body_end}: wrong RDB checksum: expected {stored:016x}, computed {computed:016x}"));

@@ -9,6 +9,7 @@
 //! complete is given a buffer of its exact size, and later reads go straight
 //! into it, so a 512 MB value is neither copied nor reallocated on the way in.
 
+use crate::util::parse_i64;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -428,43 +429,6 @@ impl QueryBuffer {
     }
 }
 
-/// Parse a signed decimal the way Redis's `string2ll` does: no spaces, no
-/// `+`, no leading zeros, no overflow.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = if s[0] == b'-' {
-        (true, &s[1..])
-    } else {
-        (false, s)
-    };
-    if digits.is_empty() || digits[0] == b'0' {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else if v > i64::MAX as u64 {
-        None
-    } else {
-        Some(v as i64)
-    }
-}
-
 fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
@@ -664,15 +628,5 @@ mod tests {
         let cmds = parse_all(&mut q).unwrap();
         assert_eq!(cmds, vec![vec![b"GET".to_vec(), b"k".to_vec()]]);
         assert_eq!(q.len(), 0);
-    }
-
-    #[test]
-    fn string2ll_is_strict() {
-        assert_eq!(parse_i64(b"0"), Some(0));
-        assert_eq!(parse_i64(b"-0"), None);
-        assert_eq!(parse_i64(b"007"), None);
-        assert_eq!(parse_i64(b"+1"), None);
-        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_i64(b"9223372036854775808"), None);
     }
 }

@@ -11,11 +11,11 @@
 //! idle timeouts, incremental rehashing and statistics.
 
 pub mod client;
+mod cron;
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
@@ -25,9 +25,10 @@ use tracing::{debug, info, warn};
 
 use crate::commands;
 use crate::config::{ClientClass, Config};
-use crate::db::Db;
+use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
-pub use client::{is_loopback_peer, Blocked, Client, ClientState, Conn};
+use crate::state::{ClientState, Server, ShutdownMode};
+pub use client::{Conn, Link};
 
 /// Tokens at the top of the range are listeners and signals; clients use
 /// their slab index.
@@ -48,436 +49,13 @@ const REPLY_BUF_KEEP: usize = 64 * 1024;
 /// sends 50 GETs of a 100 MB value and never reads makes one reply, not a
 /// 5 GB buffer and a stalled loop.
 const OUTPUT_PAUSE_BYTES: usize = 256 * 1024;
-/// Time the cron spends on incremental rehashing per database.
-const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
 
-/// Counters reported by INFO stats.
-#[derive(Default, Debug)]
-pub struct Stats {
-    pub total_connections_received: u64,
-    pub total_commands_processed: u64,
-    pub total_net_input_bytes: u64,
-    pub total_net_output_bytes: u64,
-    pub rejected_connections: u64,
-    pub expired_keys: u64,
-    pub expired_stale_perc: f64,
-    pub expired_time_cap_reached_count: u64,
-    pub expire_cycle_cpu_ms: u64,
-    pub evicted_keys: u64,
-    pub keyspace_hits: u64,
-    pub keyspace_misses: u64,
-    pub total_error_replies: u64,
-    pub total_reads_processed: u64,
-    pub total_writes_processed: u64,
-    /// Failed AUTH/HELLO AUTH attempts (Redis's `acl_access_denied_auth`).
-    pub acl_access_denied_auth: u64,
-    /// Error replies by code, in name order (INFO errorstats).
-    pub errorstats: std::collections::BTreeMap<String, u64>,
-    /// Clients closed for overcoming their output buffer limit.
-    pub client_output_buffer_limit_disconnections: u64,
-    /// Ring of (ops, input bytes, output bytes) per second samples.
-    pub inst_ops: InstantMetric,
-    pub inst_input: InstantMetric,
-    pub inst_output: InstantMetric,
-}
-
-impl Stats {
-    /// Move the error codes a reply collected into INFO errorstats.
-    pub fn count_errors(&mut self, codes: &mut Vec<String>) {
-        for code in codes.drain(..) {
-            *self.errorstats.entry(code).or_insert(0) += 1;
-        }
-    }
-}
-
-/// Redis's instantaneous metric: a rate averaged over the last samples.
-#[derive(Default, Debug)]
-pub struct InstantMetric {
-    samples: [f64; 16],
-    idx: usize,
-    last_value: u64,
-    last_time: Option<Instant>,
-}
-
-impl InstantMetric {
-    pub fn sample(&mut self, value: u64, now: Instant) {
-        if let Some(t) = self.last_time {
-            let dt = now.duration_since(t).as_secs_f64();
-            if dt > 0.0 {
-                self.samples[self.idx] = (value - self.last_value) as f64 / dt;
-                self.idx = (self.idx + 1) % self.samples.len();
-            }
-        }
-        self.last_value = value;
-        self.last_time = Some(now);
-    }
-
-    pub fn rate(&self) -> f64 {
-        self.samples.iter().sum::<f64>() / self.samples.len() as f64
-    }
-}
-
-/// A small, fast PRNG (xorshift64*) for RANDOMKEY and expiry sampling.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-    /// An independent generator seeded from this one (for use while the
-    /// server's own generator cannot be borrowed).
-    pub fn fork(&mut self) -> Rng {
-        Rng::new(self.next_u64())
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-/// Random bytes from the kernel (seeds, run ids).
-pub fn random_u64() -> u64 {
-    let mut buf = [0u8; 8];
-    // SAFETY: getrandom writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    if n != 8 {
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        return t.as_nanos() as u64 ^ (std::process::id() as u64) << 32;
-    }
-    u64::from_ne_bytes(buf)
-}
-
-fn random_hex(n: usize) -> String {
-    let mut s = String::with_capacity(n);
-    while s.len() < n {
-        s.push_str(&format!("{:016x}", random_u64()));
-    }
-    s.truncate(n);
-    s
-}
-
-pub fn unix_time_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// How the server was asked to stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShutdownMode {
-    Default,
-    Save,
-    NoSave,
-}
-
-/// A command written to the keyspace, as it is fed to persistence and
-/// replicas: the database it applies to and its effective arguments.
-pub type Propagated = (usize, Vec<Vec<u8>>);
-
-/// State shared by all command handlers.
-pub struct Server {
-    pub config: Config,
-    pub dbs: Vec<Db>,
-    /// Client slab; the index is the client's mio token.
-    pub clients: Vec<Option<Box<Client>>>,
-    free_slots: Vec<usize>,
-    pub connected_clients: usize,
-    pub next_client_id: u64,
-    pub stats: Stats,
-    /// Changes since the last save.
-    pub dirty: u64,
-    pub start: Instant,
-    pub start_unix_ms: i64,
-    /// Time of the command being run (ms since the epoch), refreshed per batch.
-    pub now_ms: i64,
-    pub run_id: String,
-    pub replid: String,
-    pub rng: Rng,
-    pub shutdown: Option<ShutdownMode>,
-    pub active_expire_enabled: bool,
-    /// Where propagated writes go. `None` while nothing consumes them (no AOF,
-    /// no replicas yet); tests turn it on to observe propagation.
-    pub propagated: Option<Vec<Propagated>>,
-    pub peak_memory: usize,
-    pub lastsave_unix: i64,
-    /// Background saves and their status.
-    pub snapshot: crate::persistence::snapshot::SnapshotState,
-    /// A dump being loaded at startup (commands get -LOADING meanwhile).
-    pub loading: Option<crate::persistence::snapshot::AsyncLoad>,
-    pub rdb_last_load_keys: u64,
-    pub rdb_last_load_expired: u64,
-    /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
-    /// (slot, client id) so a slot reused in between is left alone.
-    pub to_close: Vec<(usize, u64)>,
-    pub cron_loops: u64,
-    pub executable: String,
-    /// Clients with input left unread after their turn.
-    pending_reads: Vec<usize>,
-    /// Blocked clients per (db, key), in the order they blocked.
-    pub blocked_keys: std::collections::HashMap<(usize, Vec<u8>), std::collections::VecDeque<u64>>,
-    /// Blocked clients by deadline.
-    pub block_deadlines: std::collections::BTreeSet<(Instant, u64)>,
-    pub blocked_clients: usize,
-    /// Slot of each client id.
-    pub client_slots: std::collections::HashMap<u64, usize>,
-    /// Clients just unblocked: their reply must be written and their
-    /// buffered input processed.
-    pub unblocked: Vec<(usize, u64)>,
-    /// Largest query/reply buffers seen recently (INFO clients).
-    pub recent_max_input: usize,
-    pub recent_max_output: usize,
-    /// Budgets for log lines that clients can trigger at will.
-    pub log_limits: LogLimits,
-    /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
-    pub new_tcp_listeners: Option<Vec<TcpListener>>,
-}
-
-/// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
-/// log line.
-#[derive(Debug)]
-pub struct LogLimits {
-    pub auth: crate::logging::RateLimit,
-    pub protocol: crate::logging::RateLimit,
-    pub denied: crate::logging::RateLimit,
-}
-
-impl Default for LogLimits {
-    fn default() -> Self {
-        let per_sec = |n| crate::logging::RateLimit::new(n, Duration::from_secs(1));
-        LogLimits {
-            auth: per_sec(5),
-            protocol: per_sec(5),
-            denied: per_sec(5),
-        }
-    }
-}
-
-impl Server {
-    pub fn new(config: Config) -> Server {
-        let seed = random_u64();
-        let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
-        let now = unix_time_ms();
-        let mut srv = Server {
-            config,
-            dbs,
-            clients: Vec::new(),
-            free_slots: Vec::new(),
-            connected_clients: 0,
-            next_client_id: 1,
-            stats: Stats::default(),
-            dirty: 0,
-            start: Instant::now(),
-            start_unix_ms: now,
-            now_ms: now,
-            run_id: random_hex(40),
-            replid: random_hex(40),
-            rng: Rng::new(seed.rotate_left(17)),
-            shutdown: None,
-            active_expire_enabled: true,
-            propagated: None,
-            peak_memory: 0,
-            lastsave_unix: now / 1000,
-            snapshot: Default::default(),
-            loading: None,
-            rdb_last_load_keys: 0,
-            rdb_last_load_expired: 0,
-            to_close: Vec::new(),
-            cron_loops: 0,
-            executable: std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            pending_reads: Vec::new(),
-            blocked_keys: Default::default(),
-            block_deadlines: Default::default(),
-            blocked_clients: 0,
-            client_slots: Default::default(),
-            unblocked: Vec::new(),
-            recent_max_input: 0,
-            recent_max_output: 0,
-            log_limits: LogLimits::default(),
-            new_tcp_listeners: None,
-        };
-        srv.apply_lazyfree_config();
-        srv
-    }
-
-    /// Hand the `lazyfree-lazy-server-del` setting down to the databases
-    /// (at startup and after CONFIG SET).
-    pub fn apply_lazyfree_config(&mut self) {
-        let mode = crate::db::FreeMode::lazy_if(self.config.lazyfree_lazy_server_del);
-        for db in &mut self.dbs {
-            db.server_del = mode;
-        }
-    }
-
-    /// Refresh the cached time and the access clock of new entries.
-    pub fn update_time(&mut self) {
-        self.now_ms = unix_time_ms();
-        crate::db::entry::set_lru_clock(commands::lru_clock(self.now_ms));
-    }
-
-    /// Does anything consume propagated writes? Callers skip building a
-    /// rewritten command (and copying its values) when nothing does.
-    pub fn propagating(&self) -> bool {
-        self.propagated.is_some()
-    }
-
-    /// Record a write for persistence and replicas.
-    pub fn propagate(&mut self, db: usize, argv: Vec<Vec<u8>>) {
-        if let Some(log) = self.propagated.as_mut() {
-            log.push((db, argv));
-        }
-    }
-
-    /// Bytes allocated by this thread right now: cheap enough to check before
-    /// every write command against `maxmemory`.
-    pub fn used_memory(&self) -> usize {
-        crate::memory::used_memory()
-    }
-
-    /// Run a command on behalf of an in-process caller (tests, replay). The
-    /// reply bytes are returned in the client's protocol.
-    pub fn execute_detached(&mut self, client: &mut ClientState, argv: &[&[u8]]) -> Vec<u8> {
-        self.update_time();
-        commands::execute(self, client, argv);
-        client.reply.take_bytes()
-    }
-
-    /// The slab index the next inserted client will get.
-    fn vacant_slot(&self) -> usize {
-        self.free_slots
-            .last()
-            .copied()
-            .unwrap_or(self.clients.len())
-    }
-
-    fn insert_client(&mut self, client: Client) -> usize {
-        self.connected_clients += 1;
-        let id = client.st.id;
-        let boxed = Some(Box::new(client));
-        let slot = if let Some(i) = self.free_slots.pop() {
-            self.clients[i] = boxed;
-            i
-        } else {
-            self.clients.push(boxed);
-            self.clients.len() - 1
-        };
-        self.client_slots.insert(id, slot);
-        slot
-    }
-
-    fn remove_client(&mut self, idx: usize) -> Option<Box<Client>> {
-        let mut c = self.clients.get_mut(idx)?.take()?;
-        self.free_slots.push(idx);
-        self.connected_clients -= 1;
-        self.client_slots.remove(&c.st.id);
-        commands::blocking::unblock(self, &mut c.st);
-        Some(c)
-    }
-
-    /// Close a client that overcame its output buffer limit, logged as Redis
-    /// logs it; its buffer is freed at once since nothing more is written.
-    pub fn close_for_output_limit(&mut self, st: &mut ClientState) {
-        warn!(
-            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-            st.info_line()
-        );
-        self.stats.client_output_buffer_limit_disconnections += 1;
-        st.close_asap = true;
-        st.reply.clear();
-        st.reply.buf = Vec::new();
-        st.sent = 0;
-    }
-
-    /// The soft output limit also counts time while nothing is added (a
-    /// paused client runs no commands): check it once per cron tick.
-    fn check_output_limits_cron(&mut self, now: Instant) {
-        let limit = self.config.client_output_buffer_limit[ClientClass::Normal as usize];
-        if limit.soft == 0 && limit.hard == 0 {
-            return;
-        }
-        let mut over = Vec::new();
-        for (i, c) in self.clients.iter_mut().enumerate() {
-            if let Some(c) = c {
-                if c.st.pending_output() > 0 && c.st.output_limit_reached(limit, now) {
-                    over.push(i);
-                }
-            }
-        }
-        for i in over {
-            if let Some(mut c) = self.clients[i].take() {
-                self.close_for_output_limit(&mut c.st);
-                self.to_close.push((i, c.st.id));
-                self.clients[i] = Some(c);
-            }
-        }
-    }
-
-    /// Find a client's slab index by id.
-    pub fn client_index(&self, id: u64) -> Option<usize> {
-        self.client_slots.get(&id).copied()
-    }
-
-    /// Cron: active expiry, rehashing, timeouts, metrics.
-    fn cron(&mut self) {
-        self.cron_loops += 1;
-        self.update_time();
-        let now = Instant::now();
-        self.stats
-            .inst_ops
-            .sample(self.stats.total_commands_processed, now);
-        self.stats
-            .inst_input
-            .sample(self.stats.total_net_input_bytes, now);
-        self.stats
-            .inst_output
-            .sample(self.stats.total_net_output_bytes, now);
-        let used = self.used_memory();
-        if used > self.peak_memory {
-            self.peak_memory = used;
-        }
-        if self.loading.is_none() {
-            if self.active_expire_enabled {
-                commands::expire::active_expire_cycle(self);
-            }
-            crate::persistence::snapshot::cron(self);
-        }
-        if self.config.activerehashing {
-            for db in &mut self.dbs {
-                if db.main.is_rehashing() || db.expires.is_rehashing() {
-                    db.rehash_for(CRON_REHASH_BUDGET);
-                }
-            }
-        }
-        self.check_output_limits_cron(now);
-        if self.config.timeout > 0 {
-            let limit = Duration::from_secs(self.config.timeout as u64);
-            for (i, c) in self.clients.iter().enumerate() {
-                if let Some(c) = c {
-                    if now.duration_since(c.st.last_interaction) > limit {
-                        debug!(client = %c.st.addr, "closing idle client");
-                        self.to_close.push((i, c.st.id));
-                    }
-                }
-            }
-        }
-        // Decay the recent maxima every few seconds, as Redis's sampling does.
-        if self
-            .cron_loops
-            .is_multiple_of((self.config.hz as u64 * 5).max(1))
-        {
-            self.recent_max_input = 0;
-            self.recent_max_output = 0;
-        }
-    }
+/// A client while the loop serves it: its connection and its state, both
+/// taken out of their slots (so handlers can reach every other client
+/// through the state's slab).
+struct Client {
+    link: Link,
+    st: Box<ClientState>,
 }
 
 enum Listener {
@@ -491,6 +69,10 @@ pub struct EventLoop {
     listeners: Vec<Listener>,
     _signals: Signals,
     pub srv: Server,
+    /// Connections, under the same slot as their client's state.
+    links: Vec<Option<Link>>,
+    /// Clients with input left unread after their turn.
+    pending_reads: Vec<usize>,
     argv_scratch: Vec<&'static [u8]>,
 }
 
@@ -536,6 +118,8 @@ impl EventLoop {
             listeners,
             _signals: signals,
             srv: Server::new(config),
+            links: Vec::new(),
+            pending_reads: Vec::new(),
             argv_scratch: Vec::new(),
         })
     }
@@ -586,7 +170,7 @@ impl EventLoop {
         loop {
             let now = Instant::now();
             if now >= next_cron {
-                self.srv.cron();
+                self.cron();
                 let period = Duration::from_millis(1000 / self.srv.config.hz.max(1) as u64);
                 next_cron = now + period;
             }
@@ -600,7 +184,7 @@ impl EventLoop {
                 }
             }
             if self.srv.loading.is_some() {
-                match crate::persistence::snapshot::continue_loading(&mut self.srv) {
+                match crate::state::snapshot::continue_loading(&mut self.srv) {
                     Ok(_) => {}
                     Err(e) => return Err(io::Error::other(e)),
                 }
@@ -611,7 +195,7 @@ impl EventLoop {
             if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
                 wake = wake.min(deadline);
             }
-            let timeout = if self.srv.pending_reads.is_empty()
+            let timeout = if self.pending_reads.is_empty()
                 && self.srv.unblocked.is_empty()
                 && self.srv.loading.is_none()
             {
@@ -627,7 +211,7 @@ impl EventLoop {
             }
             self.srv.update_time();
             self.resume_unblocked();
-            for idx in std::mem::take(&mut self.srv.pending_reads) {
+            for idx in std::mem::take(&mut self.pending_reads) {
                 self.handle_client(idx, true, false, false);
             }
             for event in events.iter() {
@@ -714,22 +298,25 @@ impl EventLoop {
                 warn!("Registering client: {e}");
                 continue;
             }
-            let slot = self.srv.insert_client(Client {
+            let slot = self.srv.insert_client(st);
+            debug_assert_eq!(slot, idx);
+            if self.links.len() <= slot {
+                self.links.resize_with(slot + 1, || None);
+            }
+            self.links[slot] = Some(Link {
                 conn,
                 query: crate::protocol::QueryBuffer::new(),
-                st,
                 write_interest: false,
                 input_paused: false,
                 peer_closed: false,
             });
-            debug_assert_eq!(slot, idx);
             debug!(client = id, "Accepted connection");
         }
     }
 
     /// Read, execute and reply for one client.
     fn handle_client(&mut self, idx: usize, readable: bool, writable: bool, read_closed: bool) {
-        let Some(mut client) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+        let Some(mut client) = self.take_client(idx) else {
             return;
         };
         let mut close = false;
@@ -737,16 +324,20 @@ impl EventLoop {
             close |= !self.write_client(idx, &mut client);
         }
         // A paused client is served again once its output has drained.
-        let resume = client.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES;
+        let resume = client.link.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES;
         if resume {
-            client.input_paused = false;
+            client.link.input_paused = false;
         }
         // A FIN reported once must be remembered: the read that sees it
         // may come turns later (read budget, pause), with no new event.
-        client.peer_closed |= read_closed;
+        client.link.peer_closed |= read_closed;
         let mut read_ok = true;
-        if (readable || resume) && !close && !client.st.close_after_reply && !client.input_paused {
-            let peer_closed = client.peer_closed;
+        if (readable || resume)
+            && !close
+            && !client.st.close_after_reply
+            && !client.link.input_paused
+        {
+            let peer_closed = client.link.peer_closed;
             read_ok = self.read_client(idx, &mut client, peer_closed);
         }
         // Replies to commands that arrived with the peer's FIN are still
@@ -759,7 +350,7 @@ impl EventLoop {
             close = true;
         }
         close |= client.st.close_asap;
-        self.srv.clients[idx] = Some(client);
+        self.put_client(idx, client);
         if close {
             self.close_client(idx);
         }
@@ -776,12 +367,12 @@ impl EventLoop {
                     .clients
                     .get(idx)
                     .and_then(|c| c.as_ref())
-                    .is_some_and(|c| c.st.id == id);
-                let Some(mut client) = same.then(|| self.srv.clients[idx].take()).flatten() else {
+                    .is_some_and(|c| c.id == id);
+                let Some(mut client) = same.then(|| self.take_client(idx)).flatten() else {
                     continue;
                 };
                 let mut close = false;
-                if client.st.blocked.is_none() && client.query.unparsed() > 0 {
+                if client.st.blocked.is_none() && client.link.query.unparsed() > 0 {
                     close |= self.run_buffered(idx, &mut client).is_none();
                 }
                 if client.st.pending_output() > 0 {
@@ -789,7 +380,7 @@ impl EventLoop {
                 }
                 close |= client.st.close_asap
                     || (client.st.close_after_reply && client.st.pending_output() == 0);
-                self.srv.clients[idx] = Some(client);
+                self.put_client(idx, client);
                 if close {
                     self.close_client(idx);
                 }
@@ -801,7 +392,7 @@ impl EventLoop {
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
         // Input left over from a pause runs before anything new is read.
-        if client.query.unparsed() > 0 {
+        if client.link.query.unparsed() > 0 {
             match self.run_buffered(idx, client) {
                 None => return false,
                 Some(false) => return true,
@@ -813,7 +404,7 @@ impl EventLoop {
             if turn_bytes >= MAX_READ_BYTES_PER_TURN {
                 break;
             }
-            let (n, want) = match client.query.read_from_fd(client.conn.fd()) {
+            let (n, want) = match client.link.query.read_from_fd(client.link.conn.fd()) {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -834,7 +425,7 @@ impl EventLoop {
                 Some(false) => return true,
                 Some(true) => {}
             }
-            if client.query.len() as u64 > self.srv.config.client_query_buffer_limit {
+            if client.link.query.len() as u64 > self.srv.config.client_query_buffer_limit {
                 warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
                 return false;
             }
@@ -848,8 +439,8 @@ impl EventLoop {
         }
         // Fairness: others get their turn, this client continues next turn
         // (once: an event for it in the same turn must not queue it twice).
-        if !self.srv.pending_reads.contains(&idx) {
-            self.srv.pending_reads.push(idx);
+        if !self.pending_reads.contains(&idx) {
+            self.pending_reads.push(idx);
         }
         true
     }
@@ -862,7 +453,7 @@ impl EventLoop {
         match self.run_buffered(idx, client) {
             None => false,
             // Paused: the end of the stream is seen again once resumed.
-            Some(_) if client.input_paused => true,
+            Some(_) if client.link.input_paused => true,
             Some(_) => {
                 client.st.close_after_reply = true;
                 true
@@ -890,7 +481,7 @@ impl EventLoop {
             }
             if client.st.pending_output() >= OUTPUT_PAUSE_BYTES {
                 // Resumed by the writable event that drains it.
-                client.input_paused = true;
+                client.link.input_paused = true;
                 return Some(false);
             }
         }
@@ -913,7 +504,7 @@ impl EventLoop {
             {
                 break;
             }
-            match client.query.parse(limits(client, &self.srv)) {
+            match client.link.query.parse(limits(client, &self.srv)) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -934,8 +525,12 @@ impl EventLoop {
                     break;
                 }
             }
-            client.st.qbuf_len = client.query.unparsed();
-            client.st.qbuf_free = client.query.capacity().saturating_sub(client.query.len());
+            client.st.qbuf_len = client.link.query.unparsed();
+            client.st.qbuf_free = client
+                .link
+                .query
+                .capacity()
+                .saturating_sub(client.link.query.len());
             let mut argv = std::mem::take(&mut self.argv_scratch);
             // SAFETY: the slices are used only while the command runs and
             // dropped (`argv.clear()`) before the query buffer is touched
@@ -943,6 +538,7 @@ impl EventLoop {
             // dropped after, or taken into the keyspace by the handler).
             unsafe {
                 client
+                    .link
                     .query
                     .argv_detached(&mut argv, &mut client.st.big_args)
             };
@@ -954,13 +550,13 @@ impl EventLoop {
                 commands::blocking::serve_blocked(&mut self.srv);
             }
             self.argv_scratch = argv;
-            client.query.consume();
+            client.link.query.consume();
             if !self.check_output_limits(&mut client.st) {
                 break;
             }
         }
-        client.query.compact();
-        let qlen = client.query.capacity();
+        client.link.query.compact();
+        let qlen = client.link.query.capacity();
         if qlen > self.srv.recent_max_input {
             self.srv.recent_max_input = qlen;
         }
@@ -995,7 +591,7 @@ impl EventLoop {
                 // SAFETY: writing from a valid slice to a socket we own.
                 unsafe {
                     libc::write(
-                        client.conn.fd(),
+                        client.link.conn.fd(),
                         rest.as_ptr() as *const libc::c_void,
                         rest.len(),
                     )
@@ -1009,7 +605,7 @@ impl EventLoop {
                 // borrows the reply, which outlives the call.
                 unsafe {
                     libc::writev(
-                        client.conn.fd(),
+                        client.link.conn.fd(),
                         slices.as_ptr() as *const libc::iovec,
                         slices.len() as libc::c_int,
                     )
@@ -1020,8 +616,8 @@ impl EventLoop {
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.resume_if_drained(idx, client);
-                        if !client.write_interest {
-                            client.write_interest = true;
+                        if !client.link.write_interest {
+                            client.link.write_interest = true;
                             return self.set_interest(
                                 idx,
                                 client,
@@ -1052,8 +648,8 @@ impl EventLoop {
         // is dropped just below): no event will come to resume a paused
         // client, so queue it for the next turn here.
         self.resume_if_drained(idx, client);
-        if client.write_interest {
-            client.write_interest = false;
+        if client.link.write_interest {
+            client.link.write_interest = false;
             return self.set_interest(idx, client, Interest::READABLE);
         }
         true
@@ -1063,17 +659,17 @@ impl EventLoop {
     /// served again from the next turn (its buffered input, then its
     /// socket, which it was not read from meanwhile).
     fn resume_if_drained(&mut self, idx: usize, client: &mut Client) {
-        if client.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES {
-            client.input_paused = false;
-            if !self.srv.pending_reads.contains(&idx) {
-                self.srv.pending_reads.push(idx);
+        if client.link.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES {
+            client.link.input_paused = false;
+            if !self.pending_reads.contains(&idx) {
+                self.pending_reads.push(idx);
             }
         }
     }
 
     /// Change what the client's socket is polled for. False if that failed.
     fn set_interest(&mut self, idx: usize, client: &mut Client, interest: Interest) -> bool {
-        let res = match &mut client.conn {
+        let res = match &mut client.link.conn {
             Conn::Tcp(s) => self.poll.registry().reregister(s, Token(idx), interest),
             Conn::Unix(s) => self.poll.registry().reregister(s, Token(idx), interest),
         };
@@ -1083,14 +679,42 @@ impl EventLoop {
         res.is_ok()
     }
 
+    /// Take a client out of its slots to serve it.
+    fn take_client(&mut self, idx: usize) -> Option<Client> {
+        let link = self.links.get_mut(idx)?.take()?;
+        let Some(st) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+            self.links[idx] = Some(link);
+            return None;
+        };
+        Some(Client { link, st })
+    }
+
+    fn put_client(&mut self, idx: usize, mut client: Client) {
+        // What CLIENT LIST shows of the query buffer while the client waits.
+        client.st.qbuf_len = client.link.query.unparsed();
+        client.st.qbuf_free = client
+            .link
+            .query
+            .capacity()
+            .saturating_sub(client.link.query.len());
+        self.links[idx] = Some(client.link);
+        self.srv.clients[idx] = Some(client.st);
+    }
+
     fn close_client(&mut self, idx: usize) {
-        if let Some(mut c) = self.srv.remove_client(idx) {
-            let _ = match &mut c.conn {
+        let Some(mut st) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+            return;
+        };
+        commands::detach_client(&mut self.srv, &mut st);
+        self.srv.clients[idx] = Some(st);
+        self.srv.remove_client(idx);
+        if let Some(mut link) = self.links.get_mut(idx).and_then(|l| l.take()) {
+            let _ = match &mut link.conn {
                 Conn::Tcp(s) => self.poll.registry().deregister(s),
                 Conn::Unix(s) => self.poll.registry().deregister(s),
             };
-            debug!(client = c.st.id, "Client closed connection");
         }
+        debug!(client = idx, "Client closed connection");
     }
 
     fn close_marked(&mut self) {
@@ -1100,7 +724,7 @@ impl EventLoop {
                 .clients
                 .get(idx)
                 .and_then(|c| c.as_ref())
-                .is_some_and(|c| c.st.id == id)
+                .is_some_and(|c| c.id == id)
             {
                 self.close_client(idx);
             }
@@ -1112,7 +736,7 @@ impl EventLoop {
     /// failed and the server keeps running, as Redis does.
     fn shutdown(&mut self, mode: ShutdownMode) -> bool {
         warn!("User requested shutdown...");
-        use crate::persistence::snapshot;
+        use crate::state::snapshot;
         snapshot::kill_child(&mut self.srv);
         let save = match mode {
             ShutdownMode::NoSave => false,
@@ -1150,80 +774,4 @@ const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mod
 fn reject_connection(conn: &Conn, msg: &[u8]) {
     // SAFETY: writing from a valid slice to a socket we own.
     unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
-}
-
-/// Listen on `port` at every `bind` address (none when the port is 0).
-pub fn bind_tcp_listeners(config: &Config) -> io::Result<Vec<TcpListener>> {
-    let mut listeners = Vec::new();
-    if config.port == 0 {
-        return Ok(listeners);
-    }
-    for addr in &config.bind {
-        let addr = addr.trim_start_matches('-');
-        let sa: SocketAddr = if addr.contains(':') && !addr.starts_with('[') {
-            format!("[{addr}]:{}", config.port).parse()
-        } else {
-            format!("{addr}:{}", config.port).parse()
-        }
-        .or_else(|_| {
-            (addr, config.port)
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
-        })?;
-        let l = bind_tcp(sa, config.tcp_backlog as i32)?;
-        info!("Listening on {}", l.local_addr()?);
-        listeners.push(l);
-    }
-    Ok(listeners)
-}
-
-fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    // SAFETY: re-issuing listen() on a bound socket to apply our backlog.
-    unsafe { libc::listen(std_listener.as_raw_fd(), backlog.max(1)) };
-    Ok(TcpListener::from_std(std_listener))
-}
-
-fn set_keepalive(fd: i32, interval: i64) {
-    if interval <= 0 {
-        return;
-    }
-    let on: libc::c_int = 1;
-    let idle: libc::c_int = interval as libc::c_int;
-    let intvl: libc::c_int = (interval / 3).max(1) as libc::c_int;
-    let cnt: libc::c_int = 3;
-    let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: setsockopt with valid pointers to ints on our own socket.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_KEEPALIVE,
-            &on as *const _ as *const libc::c_void,
-            sz,
-        );
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_KEEPIDLE,
-            &idle as *const _ as *const libc::c_void,
-            sz,
-        );
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_KEEPINTVL,
-            &intvl as *const _ as *const libc::c_void,
-            sz,
-        );
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_KEEPCNT,
-            &cnt as *const _ as *const libc::c_void,
-            sz,
-        );
-    }
 }

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::rdb;
-use crate::server::{unix_time_ms, Server};
+use super::Server;
+use crate::persistence::rdb;
+use crate::util::unix_time_ms;
 
 /// Seconds to wait before retrying after a failed background save (Redis's
 /// CONFIG_BGSAVE_RETRY_DELAY).
@@ -48,6 +49,11 @@ impl Default for SnapshotState {
     }
 }
 
+/// The writer's options from the server's configuration.
+pub fn save_options(srv: &Server) -> rdb::SaveOptions {
+    rdb::SaveOptions::from_config(&srv.config, srv.used_memory())
+}
+
 /// The configured save points as (seconds, changes).
 pub fn save_points(srv: &Server) -> Vec<(i64, u64)> {
     let nums: Vec<u64> = srv
@@ -70,7 +76,7 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
     let start = Instant::now();
     let dir = srv.config.dir.clone();
     let name = srv.config.dbfilename.clone();
-    match rdb::save_to_file(srv, &dir, &name, &|| true) {
+    match rdb::save_to_file(&srv.dbs, &save_options(srv), &dir, &name, &|| true) {
         Ok(()) => {
             srv.dirty = 0;
             srv.lastsave_unix = unix_time_ms() / 1000;
@@ -123,7 +129,8 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
         drop(errors_rd);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
-        let code = match rdb::save_to_file(srv, &dir, &name, &parent_alive) {
+        let code = match rdb::save_to_file(&srv.dbs, &save_options(srv), &dir, &name, &parent_alive)
+        {
             Ok(()) => 0,
             Err(e) => {
                 if let Some(mut w) = errors_wr {
@@ -297,7 +304,13 @@ pub fn continue_loading(srv: &mut Server) -> Result<bool, String> {
     let Some(mut load) = srv.loading.take() else {
         return Ok(false);
     };
-    if let Err(e) = rdb::load_step(srv, &load.map, &mut load.state, LOAD_SLICE_KEYS) {
+    if let Err(e) = rdb::load_step(
+        &mut srv.dbs,
+        &rdb::LoadOptions::from_config(&srv.config),
+        &load.map,
+        &mut load.state,
+        LOAD_SLICE_KEYS,
+    ) {
         return Err(format!("Bad RDB file {}: {e}", load.path.display()));
     }
     if !load.state.done {

@@ -1,0 +1,73 @@
+//! The server cron (Redis's `serverCron`), run `hz` times a second by the
+//! loop: metrics, active expiry, snapshot scheduling, incremental rehashing,
+//! output-limit and idle-timeout checks.
+
+use std::time::{Duration, Instant};
+
+use tracing::debug;
+
+use super::EventLoop;
+use crate::commands;
+
+/// Time the cron spends on incremental rehashing per database.
+const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
+
+impl EventLoop {
+    pub(super) fn cron(&mut self) {
+        let srv = &mut self.srv;
+        srv.cron_loops += 1;
+        srv.update_time();
+        let now = Instant::now();
+        srv.stats
+            .inst_ops
+            .sample(srv.stats.total_commands_processed, now);
+        srv.stats
+            .inst_input
+            .sample(srv.stats.total_net_input_bytes, now);
+        srv.stats
+            .inst_output
+            .sample(srv.stats.total_net_output_bytes, now);
+        let used = srv.used_memory();
+        if used > srv.peak_memory {
+            srv.peak_memory = used;
+        }
+        if srv.loading.is_none() {
+            if srv.active_expire_enabled {
+                commands::expire::active_expire_cycle(srv);
+            }
+            crate::state::snapshot::cron(srv);
+        }
+        if srv.config.activerehashing {
+            for db in &mut srv.dbs {
+                if db.main.is_rehashing() || db.expires.is_rehashing() {
+                    db.rehash_for(CRON_REHASH_BUDGET);
+                }
+            }
+        }
+        srv.check_output_limits_cron(now);
+        if srv.config.timeout > 0 {
+            let limit = Duration::from_secs(srv.config.timeout as u64);
+            for (i, c) in srv.clients.iter().enumerate() {
+                if let Some(c) = c {
+                    // As Redis: replicas, masters, blocked and subscribed
+                    // clients are never closed for idleness.
+                    if c.timeout_exempt() {
+                        continue;
+                    }
+                    if now.duration_since(c.last_interaction) > limit {
+                        debug!(client = %c.addr, "closing idle client");
+                        srv.to_close.push((i, c.id));
+                    }
+                }
+            }
+        }
+        // Decay the recent maxima every few seconds, as Redis's sampling does.
+        if srv
+            .cron_loops
+            .is_multiple_of((srv.config.hz as u64 * 5).max(1))
+        {
+            srv.recent_max_input = 0;
+            srv.recent_max_output = 0;
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! What the server knows about one client, apart from its socket and query
+//! buffer (which the event loop keeps): selected database, reply buffer,
+//! authentication, blocking, transaction, subscriptions.
+
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use crate::protocol::{Proto, Reply};
+
+/// Everything about a client that command handlers may read or change. The
+/// query buffer is kept outside so that handlers can borrow arguments from it
+/// while writing replies here.
+pub struct ClientState {
+    pub id: u64,
+    /// Selected database.
+    pub db: usize,
+    pub reply: Reply,
+    pub name: Option<Vec<u8>>,
+    pub lib_name: Option<Vec<u8>>,
+    pub lib_ver: Option<Vec<u8>>,
+    pub authenticated: bool,
+    /// Peer address (`ip:port`, or the socket path for unix clients).
+    pub addr: String,
+    pub laddr: String,
+    pub fd: RawFd,
+    pub is_unix: bool,
+    /// Connected from 127.0.0.1, ::1 or the unix socket (Redis's
+    /// `islocalClient`): what protected mode and the `local` gates accept.
+    pub is_local: bool,
+    pub created: Instant,
+    /// Last time the client sent a command (for `timeout` and CLIENT LIST idle).
+    pub last_interaction: Instant,
+    /// Lower-case name of the last command run (CLIENT LIST `cmd`).
+    pub last_cmd: &'static str,
+    /// Close once the pending replies are written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+    /// Close as soon as possible, without writing (CLIENT KILL).
+    pub close_asap: bool,
+    /// Bytes of the reply (see `Reply::len`) already written to the socket.
+    pub sent: usize,
+    /// Query buffer size, copied in for CLIENT LIST while the client runs.
+    pub qbuf_len: usize,
+    pub qbuf_free: usize,
+    /// Total commands this client ran.
+    pub commands: u64,
+    /// Set while the client waits in a blocking command (BLPOP, …).
+    pub blocked: Option<Blocked>,
+    /// Since when the pending output has been past the soft limit.
+    pub obuf_soft_since: Option<Instant>,
+    /// Big bulk arguments of the running command, read into buffers of
+    /// their own: a handler may take one to store it without copying (SET
+    /// of a 500 MB value). The argument's slice still points into the
+    /// buffer afterwards, so the buffer must outlive the command (it does:
+    /// it now belongs to the keyspace entry the handler made).
+    pub big_args: Vec<Vec<u8>>,
+    /// Inside MULTI: the commands queued for EXEC.
+    pub multi: Option<MultiState>,
+    /// Keys this client WATCHes, as (database, key).
+    pub watched: Vec<(usize, Vec<u8>)>,
+    /// A watched key was touched: the next EXEC fails (Redis's DIRTY_CAS).
+    pub dirty_cas: bool,
+    /// Subscribed channels (SUBSCRIBE), patterns (PSUBSCRIBE, in the order
+    /// given, as Redis keeps them) and shard channels (SSUBSCRIBE).
+    pub channels: std::collections::HashSet<Vec<u8>>,
+    pub patterns: Vec<Vec<u8>>,
+    pub shard_channels: std::collections::HashSet<Vec<u8>>,
+    /// Receives every command the server runs (MONITOR).
+    pub monitor: bool,
+    /// A replica of this server, or our master's link (replication).
+    pub kind: ClientKind,
+    /// Just unblocked; its reply is on its way (CLIENT LIST `u`).
+    pub unblocked_flag: bool,
+}
+
+/// What role a connection plays; with subscriptions, it decides the
+/// client's output-buffer class and what CLIENT LIST/KILL TYPE see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientKind {
+    #[default]
+    Normal,
+    /// A replica attached with SYNC/PSYNC.
+    Replica,
+    /// The link to our master.
+    Master,
+}
+
+/// A transaction being queued (between MULTI and EXEC).
+#[derive(Debug, Default)]
+pub struct MultiState {
+    /// Queued commands, copied out of the query buffer.
+    pub commands: Vec<Vec<Vec<u8>>>,
+    /// A command was refused while queuing: EXEC answers EXECABORT.
+    pub errored: bool,
+    /// Bytes held by the queued arguments (CLIENT LIST `multi-mem`).
+    pub mem: usize,
+}
+
+/// What a blocked client waits for.
+#[derive(Debug, Clone)]
+pub struct Blocked {
+    pub db: usize,
+    pub keys: Vec<Vec<u8>>,
+    /// The command, re-run when one of the keys gets data.
+    pub argv: Vec<Vec<u8>>,
+    pub deadline: Option<Instant>,
+    /// Waiting for a sorted set (BZPOP*) rather than a list.
+    pub zset: bool,
+}
+
+impl ClientState {
+    pub fn new(
+        id: u64,
+        fd: RawFd,
+        addr: String,
+        laddr: String,
+        is_unix: bool,
+        is_local: bool,
+        authenticated: bool,
+    ) -> ClientState {
+        let now = Instant::now();
+        ClientState {
+            id,
+            db: 0,
+            reply: Reply::new(Proto::Resp2),
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            authenticated,
+            addr,
+            laddr,
+            fd,
+            is_unix,
+            is_local,
+            created: now,
+            last_interaction: now,
+            last_cmd: "NULL",
+            close_after_reply: false,
+            close_asap: false,
+            sent: 0,
+            qbuf_len: 0,
+            qbuf_free: 0,
+            commands: 0,
+            blocked: None,
+            obuf_soft_since: None,
+            big_args: Vec::new(),
+            multi: None,
+            watched: Vec::new(),
+            dirty_cas: false,
+            channels: Default::default(),
+            patterns: Vec::new(),
+            shard_channels: Default::default(),
+            monitor: false,
+            kind: ClientKind::Normal,
+            unblocked_flag: false,
+        }
+    }
+
+    /// Subscriptions of every kind (what makes RESP2 subscribed mode).
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    /// The class whose `client-output-buffer-limit` applies (Redis's
+    /// `getClientType`: monitors count as replicas).
+    pub fn output_class(&self) -> crate::config::ClientClass {
+        use crate::config::ClientClass;
+        if self.kind == ClientKind::Replica || self.monitor {
+            ClientClass::Replica
+        } else if self.subscriptions() > 0 {
+            ClientClass::PubSub
+        } else {
+            ClientClass::Normal
+        }
+    }
+
+    /// The name CLIENT LIST TYPE / CLIENT KILL TYPE match.
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            ClientKind::Master => "master",
+            ClientKind::Replica => "replica",
+            ClientKind::Normal if self.monitor => "replica",
+            ClientKind::Normal if self.subscriptions() > 0 => "pubsub",
+            ClientKind::Normal => "normal",
+        }
+    }
+
+    /// Never closed by `timeout` (Redis's clientsCronHandleTimeout):
+    /// replicas, monitors, masters, blocked and subscribed clients.
+    pub fn timeout_exempt(&self) -> bool {
+        self.kind != ClientKind::Normal
+            || self.monitor
+            || self.blocked.is_some()
+            || self.subscriptions() > 0
+    }
+
+    /// CLIENT LIST's `flags` field, letters in Redis's order.
+    pub fn flags_string(&self) -> String {
+        let mut f = String::new();
+        if self.kind == ClientKind::Replica {
+            f.push('S');
+        } else if self.monitor {
+            f.push('O');
+        }
+        if self.kind == ClientKind::Master {
+            f.push('M');
+        }
+        if self.subscriptions() > 0 {
+            f.push('P');
+        }
+        if self.multi.is_some() {
+            f.push('x');
+        }
+        if self.blocked.is_some() {
+            f.push('b');
+        }
+        if self.dirty_cas {
+            f.push('d');
+        }
+        if self.close_after_reply {
+            f.push('c');
+        }
+        if self.unblocked_flag {
+            f.push('u');
+        }
+        if self.close_asap {
+            f.push('A');
+        }
+        if self.is_unix {
+            f.push('U');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
+    }
+
+    /// Take the buffer that argument `arg` (a slice of the running
+    /// command's argv) lives in, if it was read into one of its own (see
+    /// `big_args`).
+    pub fn take_big_arg(&mut self, arg: &[u8]) -> Option<Vec<u8>> {
+        let pos = self
+            .big_args
+            .iter()
+            .position(|v| v.as_ptr() == arg.as_ptr() && v.len() == arg.len())?;
+        Some(self.big_args.swap_remove(pos))
+    }
+
+    /// Has the pending output overcome `limit`: past its hard bytes, or
+    /// past its soft bytes for its seconds (Redis's
+    /// `checkClientOutputBufferLimits`)? Remembers when the soft limit was
+    /// first passed, and forgets it once the output is back under it.
+    pub fn output_limit_reached(
+        &mut self,
+        limit: crate::config::BufferLimit,
+        now: Instant,
+    ) -> bool {
+        let used = self.pending_output() as u64;
+        if limit.hard > 0 && used >= limit.hard {
+            return true;
+        }
+        if limit.soft > 0 && used >= limit.soft {
+            // As Redis: the first sighting only starts the clock, and the
+            // limit counts as reached once it has lasted more than its seconds.
+            let Some(since) = self.obuf_soft_since else {
+                self.obuf_soft_since = Some(now);
+                return false;
+            };
+            return now.duration_since(since).as_secs() > limit.soft_secs;
+        }
+        self.obuf_soft_since = None;
+        false
+    }
+
+    /// Bytes of reply not yet written.
+    pub fn pending_output(&self) -> usize {
+        self.reply.len() - self.sent
+    }
+
+    /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
+    pub fn info_line(&self) -> String {
+        let now = Instant::now();
+        let flags = self.flags_string();
+        let (multi, multi_mem) = match &self.multi {
+            Some(m) => (m.commands.len() as i64, m.mem),
+            None => (-1, 0),
+        };
+        let name = self
+            .name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            name,
+            now.duration_since(self.created).as_secs(),
+            now.duration_since(self.last_interaction).as_secs(),
+            flags,
+            self.db,
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+            multi,
+            self.qbuf_len,
+            self.qbuf_free,
+            multi_mem,
+            self.qbuf_len + self.qbuf_free,
+            self.pending_output(),
+            self.reply.buf.capacity() + self.reply.shared_len(),
+            self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + self.reply.shared_len() + std::mem::size_of::<ClientState>(),
+            self.last_cmd,
+            if self.reply.is_resp3() { 3 } else { 2 },
+            self.lib_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+            self.lib_ver.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+        )
+    }
+}

@@ -1,0 +1,274 @@
+//! The propagation feed: what the AOF and replicas receive.
+//!
+//! As in Redis 7.0, a command does not write its effects out directly. Each
+//! effect (the command's own argv, possibly rewritten — `SET … PXAT` for a
+//! relative expiry, `DEL` for a lazily expired key found on the way) is added
+//! to the *execution unit* in progress (`also_propagate`). When the unit ends
+//! (the top-level command, or the whole EXEC, returns), its ops move to the
+//! iteration's stream, wrapped in `MULTI`/`EXEC` when there is more than one
+//! op so that a consumer applies them atomically. Each op is RESP-encoded
+//! once, here; consumers copy bytes.
+//!
+//! The stream carries no `SELECT`s: every segment is tagged with its
+//! database, and each consumer (the AOF, the replica stream) keeps its own
+//! [`FeedCursor`] and gets `SELECT n` only when the database changes for it
+//! (a fresh replica and a rewritten AOF start from different selections).
+//!
+//! Nothing is encoded while no consumer is attached: `active()` is false and
+//! callers skip building rewritten argv at all.
+
+/// One consumer's position in the database space of the stream.
+#[derive(Debug, Default, Clone)]
+pub struct FeedCursor {
+    /// The database the consumer's stream has selected; `None` before the
+    /// first `SELECT` (so the first segment always gets one).
+    pub selected_db: Option<usize>,
+}
+
+impl FeedCursor {
+    /// Append the iteration's stream to `out`, with a `SELECT` before every
+    /// segment whose database differs from the one this consumer has.
+    pub fn append(&mut self, feed: &Feed, out: &mut Vec<u8>) {
+        let mut start = 0;
+        for &(db, end) in &feed.segments {
+            if self.selected_db != Some(db) {
+                encode_select(db, out);
+                self.selected_db = Some(db);
+            }
+            out.extend_from_slice(&feed.stream[start..end]);
+            start = end;
+        }
+    }
+}
+
+/// An in-process consumer (tests, tools): the bytes it was fed.
+#[derive(Debug, Default)]
+pub struct FeedTap {
+    pub cursor: FeedCursor,
+    pub bytes: Vec<u8>,
+}
+
+/// The feed of one loop iteration.
+#[derive(Debug, Default)]
+pub struct Feed {
+    /// Consumers attached (AOF, replicas, taps).
+    consumers: usize,
+    /// Ops of the unit in progress, encoded back to back.
+    unit: Vec<u8>,
+    /// (database, end offset in `unit`) of each op of the unit.
+    unit_ops: Vec<(usize, usize)>,
+    /// Depth of nested execution: EXEC runs its commands inside one unit.
+    nesting: u32,
+    /// Complete units, ready for consumers.
+    stream: Vec<u8>,
+    /// (database, end offset in `stream`) of each segment.
+    segments: Vec<(usize, usize)>,
+    /// In-process consumers.
+    pub taps: Vec<FeedTap>,
+}
+
+impl Feed {
+    /// Does anyone consume the feed?
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.consumers > 0
+    }
+
+    /// A consumer starts reading the feed (the AOF is turned on, a replica
+    /// attaches).
+    pub fn attach(&mut self) {
+        self.consumers += 1;
+    }
+
+    /// A consumer stops reading the feed.
+    pub fn detach(&mut self) {
+        self.consumers = self.consumers.saturating_sub(1);
+    }
+
+    /// Attach an in-process tap; its bytes accumulate in `taps[i].bytes`
+    /// each time the stream is [flushed](Feed::flush_taps).
+    pub fn add_tap(&mut self) -> usize {
+        self.attach();
+        self.taps.push(FeedTap::default());
+        self.taps.len() - 1
+    }
+
+    /// An execution unit starts (a command from a client, a whole EXEC,
+    /// one active-expiry deletion).
+    #[inline]
+    pub fn begin_unit(&mut self) {
+        self.nesting += 1;
+    }
+
+    /// The unit ends: at the outermost level its ops become a segment of
+    /// the stream (wrapped in MULTI/EXEC when there are several).
+    #[inline]
+    pub fn end_unit(&mut self) {
+        self.nesting = self.nesting.saturating_sub(1);
+        if self.nesting == 0 && !self.unit_ops.is_empty() {
+            self.commit_unit();
+        }
+    }
+
+    /// Add one op to the unit in progress (Redis's `alsoPropagate`). Outside
+    /// any unit (cron work) it is a unit of its own.
+    pub fn also_propagate(&mut self, db: usize, argv: &[&[u8]]) {
+        if !self.active() {
+            return;
+        }
+        encode_command(argv, &mut self.unit);
+        self.unit_ops.push((db, self.unit.len()));
+        if self.nesting == 0 {
+            self.commit_unit();
+        }
+    }
+
+    fn commit_unit(&mut self) {
+        let ops = std::mem::take(&mut self.unit_ops);
+        if ops.len() == 1 {
+            let (db, _) = ops[0];
+            if self.stream.is_empty() {
+                // The common case: move, don't copy (a 500 MB SET is not
+                // copied once more here).
+                std::mem::swap(&mut self.stream, &mut self.unit);
+            } else {
+                self.stream.extend_from_slice(&self.unit);
+            }
+            self.segments.push((db, self.stream.len()));
+        } else {
+            // MULTI takes the first op's database (its SELECT comes before
+            // the MULTI) and EXEC the last one's, as Redis does, so no
+            // SELECT is inserted between the last op and EXEC.
+            let first_db = ops[0].0;
+            self.stream.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
+            self.segments.push((first_db, self.stream.len()));
+            let mut start = 0;
+            for &(db, end) in &ops {
+                self.stream.extend_from_slice(&self.unit[start..end]);
+                self.segments.push((db, self.stream.len()));
+                start = end;
+            }
+            let last_db = ops[ops.len() - 1].0;
+            self.stream.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+            self.segments.push((last_db, self.stream.len()));
+        }
+        self.unit.clear();
+        self.unit_ops = ops;
+        self.unit_ops.clear();
+    }
+
+    /// Is there anything for consumers?
+    pub fn has_pending(&self) -> bool {
+        !self.segments.is_empty()
+    }
+
+    /// Give the stream to the in-process taps.
+    pub fn flush_taps(&mut self) {
+        let mut taps = std::mem::take(&mut self.taps);
+        for tap in &mut taps {
+            tap.cursor.append(self, &mut tap.bytes);
+        }
+        self.taps = taps;
+    }
+
+    /// Forget the iteration's stream once every consumer has its copy.
+    pub fn clear(&mut self) {
+        self.stream.clear();
+        self.segments.clear();
+        // Don't keep a huge buffer around after one big write.
+        if self.stream.capacity() > 1 << 20 {
+            self.stream = Vec::new();
+        }
+    }
+}
+
+/// RESP array of bulk strings.
+pub fn encode_command(argv: &[&[u8]], out: &mut Vec<u8>) {
+    let mut num = itoa(argv.len() as u64);
+    out.push(b'*');
+    out.extend_from_slice(num.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for a in argv {
+        num = itoa(a.len() as u64);
+        out.reserve(a.len() + num.len() + 5);
+        out.push(b'$');
+        out.extend_from_slice(num.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn encode_select(db: usize, out: &mut Vec<u8>) {
+    let n = itoa(db as u64);
+    encode_command(&[b"SELECT", n.as_bytes()], out);
+}
+
+fn itoa(n: u64) -> String {
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fed(feed: &Feed, cursor: &mut FeedCursor) -> Vec<u8> {
+        let mut out = Vec::new();
+        cursor.append(feed, &mut out);
+        out
+    }
+
+    #[test]
+    fn nothing_is_encoded_without_consumers() {
+        let mut f = Feed::default();
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"k", b"v"]);
+        f.end_unit();
+        assert!(!f.has_pending());
+    }
+
+    #[test]
+    fn single_op_units_are_not_wrapped_and_select_is_per_consumer() {
+        let mut f = Feed::default();
+        f.attach();
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"k", b"v"]);
+        f.end_unit();
+        f.begin_unit();
+        f.also_propagate(3, &[b"DEL", b"k"]);
+        f.end_unit();
+        let mut a = FeedCursor::default();
+        assert_eq!(
+            fed(&f, &mut a),
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"
+        );
+        let mut b = FeedCursor {
+            selected_db: Some(3),
+        };
+        let out = fed(&f, &mut b);
+        assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3"));
+        assert_eq!(b.selected_db, Some(3));
+    }
+
+    #[test]
+    fn a_unit_of_several_ops_is_wrapped_in_multi_exec() {
+        let mut f = Feed::default();
+        f.attach();
+        f.begin_unit();
+        f.also_propagate(1, &[b"DEL", b"k"]);
+        f.begin_unit();
+        f.also_propagate(1, &[b"INCR", b"k"]);
+        f.end_unit();
+        assert!(!f.has_pending(), "nested units commit with the outer one");
+        f.end_unit();
+        let mut c = FeedCursor {
+            selected_db: Some(1),
+        };
+        assert_eq!(
+            fed(&f, &mut c),
+            b"*1\r\n$5\r\nMULTI\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        f.clear();
+        assert!(!f.has_pending());
+    }
+}

@@ -1,0 +1,328 @@
+//! The server's state: databases, configuration, statistics, the client
+//! slab, the propagation feed and snapshot scheduling. Command handlers work
+//! on it; the event loop (`server`) owns it and drives it. Nothing here does
+//! I/O on sockets or knows the command table.
+
+pub mod client;
+pub mod feed;
+pub mod snapshot;
+
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use tracing::warn;
+
+use crate::config::{ClientClass, Config};
+use crate::db::Db;
+use crate::util::{random_hex, random_u64, unix_time_ms, Rng};
+pub use client::{Blocked, ClientState};
+pub use feed::{Feed, FeedCursor};
+
+/// Counters reported by INFO stats.
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub total_connections_received: u64,
+    pub total_commands_processed: u64,
+    pub total_net_input_bytes: u64,
+    pub total_net_output_bytes: u64,
+    pub rejected_connections: u64,
+    pub expired_keys: u64,
+    pub expired_stale_perc: f64,
+    pub expired_time_cap_reached_count: u64,
+    pub expire_cycle_cpu_ms: u64,
+    pub evicted_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub total_error_replies: u64,
+    pub total_reads_processed: u64,
+    pub total_writes_processed: u64,
+    /// Failed AUTH/HELLO AUTH attempts (Redis's `acl_access_denied_auth`).
+    pub acl_access_denied_auth: u64,
+    /// Error replies by code, in name order (INFO errorstats).
+    pub errorstats: std::collections::BTreeMap<String, u64>,
+    /// Clients closed for overcoming their output buffer limit.
+    pub client_output_buffer_limit_disconnections: u64,
+    /// Ring of (ops, input bytes, output bytes) per second samples.
+    pub inst_ops: InstantMetric,
+    pub inst_input: InstantMetric,
+    pub inst_output: InstantMetric,
+}
+
+impl Stats {
+    /// Move the error codes a reply collected into INFO errorstats.
+    pub fn count_errors(&mut self, codes: &mut Vec<String>) {
+        for code in codes.drain(..) {
+            *self.errorstats.entry(code).or_insert(0) += 1;
+        }
+    }
+}
+
+/// Redis's instantaneous metric: a rate averaged over the last samples.
+#[derive(Default, Debug)]
+pub struct InstantMetric {
+    samples: [f64; 16],
+    idx: usize,
+    last_value: u64,
+    last_time: Option<Instant>,
+}
+
+impl InstantMetric {
+    pub fn sample(&mut self, value: u64, now: Instant) {
+        if let Some(t) = self.last_time {
+            let dt = now.duration_since(t).as_secs_f64();
+            if dt > 0.0 {
+                self.samples[self.idx] = (value - self.last_value) as f64 / dt;
+                self.idx = (self.idx + 1) % self.samples.len();
+            }
+        }
+        self.last_value = value;
+        self.last_time = Some(now);
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.samples.iter().sum::<f64>() / self.samples.len() as f64
+    }
+}
+
+/// How the server was asked to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownMode {
+    Default,
+    Save,
+    NoSave,
+}
+
+/// State shared by all command handlers.
+pub struct Server {
+    pub config: Config,
+    pub dbs: Vec<Db>,
+    /// Client slab; the index is the client's slot (and mio token). A
+    /// client being served is taken out of its slot meanwhile.
+    pub clients: Vec<Option<Box<ClientState>>>,
+    free_slots: Vec<usize>,
+    pub connected_clients: usize,
+    pub next_client_id: u64,
+    pub stats: Stats,
+    /// Changes since the last save.
+    pub dirty: u64,
+    pub start: Instant,
+    pub start_unix_ms: i64,
+    /// Time of the command being run (ms since the epoch), refreshed per batch.
+    pub now_ms: i64,
+    pub run_id: String,
+    pub replid: String,
+    pub rng: Rng,
+    pub shutdown: Option<ShutdownMode>,
+    pub active_expire_enabled: bool,
+    /// Writes on their way to the AOF and replicas.
+    pub feed: Feed,
+    pub peak_memory: usize,
+    pub lastsave_unix: i64,
+    /// Background saves and their status.
+    pub snapshot: snapshot::SnapshotState,
+    /// A dump being loaded at startup (commands get -LOADING meanwhile).
+    pub loading: Option<snapshot::AsyncLoad>,
+    pub rdb_last_load_keys: u64,
+    pub rdb_last_load_expired: u64,
+    /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
+    /// (slot, client id) so a slot reused in between is left alone.
+    pub to_close: Vec<(usize, u64)>,
+    pub cron_loops: u64,
+    pub executable: String,
+    /// Blocked clients per (db, key), in the order they blocked.
+    pub blocked_keys: std::collections::HashMap<(usize, Vec<u8>), std::collections::VecDeque<u64>>,
+    /// Blocked clients by deadline.
+    pub block_deadlines: std::collections::BTreeSet<(Instant, u64)>,
+    pub blocked_clients: usize,
+    /// Slot of each client id.
+    pub client_slots: std::collections::HashMap<u64, usize>,
+    /// Clients just unblocked: their reply must be written and their
+    /// buffered input processed.
+    pub unblocked: Vec<(usize, u64)>,
+    /// Largest query/reply buffers seen recently (INFO clients).
+    pub recent_max_input: usize,
+    pub recent_max_output: usize,
+    /// Budgets for log lines that clients can trigger at will.
+    pub log_limits: LogLimits,
+    /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
+    pub new_tcp_listeners: Option<Vec<TcpListener>>,
+}
+
+/// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
+/// log line.
+#[derive(Debug)]
+pub struct LogLimits {
+    pub auth: crate::logging::RateLimit,
+    pub protocol: crate::logging::RateLimit,
+    pub denied: crate::logging::RateLimit,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        let per_sec = |n| crate::logging::RateLimit::new(n, Duration::from_secs(1));
+        LogLimits {
+            auth: per_sec(5),
+            protocol: per_sec(5),
+            denied: per_sec(5),
+        }
+    }
+}
+
+impl Server {
+    pub fn new(config: Config) -> Server {
+        let seed = random_u64();
+        let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
+        let now = unix_time_ms();
+        let mut srv = Server {
+            config,
+            dbs,
+            clients: Vec::new(),
+            free_slots: Vec::new(),
+            connected_clients: 0,
+            next_client_id: 1,
+            stats: Stats::default(),
+            dirty: 0,
+            start: Instant::now(),
+            start_unix_ms: now,
+            now_ms: now,
+            run_id: random_hex(40),
+            replid: random_hex(40),
+            rng: Rng::new(seed.rotate_left(17)),
+            shutdown: None,
+            active_expire_enabled: true,
+            feed: Feed::default(),
+            peak_memory: 0,
+            lastsave_unix: now / 1000,
+            snapshot: Default::default(),
+            loading: None,
+            rdb_last_load_keys: 0,
+            rdb_last_load_expired: 0,
+            to_close: Vec::new(),
+            cron_loops: 0,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            blocked_keys: Default::default(),
+            block_deadlines: Default::default(),
+            blocked_clients: 0,
+            client_slots: Default::default(),
+            unblocked: Vec::new(),
+            recent_max_input: 0,
+            recent_max_output: 0,
+            log_limits: LogLimits::default(),
+            new_tcp_listeners: None,
+        };
+        srv.apply_lazyfree_config();
+        srv
+    }
+
+    /// Hand the `lazyfree-lazy-server-del` setting down to the databases
+    /// (at startup and after CONFIG SET).
+    pub fn apply_lazyfree_config(&mut self) {
+        let mode = crate::db::FreeMode::lazy_if(self.config.lazyfree_lazy_server_del);
+        for db in &mut self.dbs {
+            db.server_del = mode;
+        }
+    }
+
+    /// Refresh the cached time and the access clock of new entries.
+    pub fn update_time(&mut self) {
+        self.now_ms = unix_time_ms();
+        crate::db::entry::set_lru_clock(crate::db::entry::lru_clock(self.now_ms));
+    }
+
+    /// Does anything consume propagated writes? Callers skip building a
+    /// rewritten command (and copying its values) when nothing does.
+    pub fn propagating(&self) -> bool {
+        self.feed.active()
+    }
+
+    /// Add a write to the execution unit in progress (Redis's
+    /// `alsoPropagate`), for persistence and replicas.
+    pub fn propagate(&mut self, db: usize, argv: &[&[u8]]) {
+        self.feed.also_propagate(db, argv);
+    }
+
+    /// Bytes allocated by this thread right now: cheap enough to check before
+    /// every write command against `maxmemory`.
+    pub fn used_memory(&self) -> usize {
+        crate::memory::used_memory()
+    }
+
+    /// The slab index the next inserted client will get.
+    pub fn vacant_slot(&self) -> usize {
+        self.free_slots
+            .last()
+            .copied()
+            .unwrap_or(self.clients.len())
+    }
+
+    /// Give a new client a slot (the one [`vacant_slot`](Self::vacant_slot) named).
+    pub fn insert_client(&mut self, client: ClientState) -> usize {
+        self.connected_clients += 1;
+        let id = client.id;
+        let boxed = Some(Box::new(client));
+        let slot = if let Some(i) = self.free_slots.pop() {
+            self.clients[i] = boxed;
+            i
+        } else {
+            self.clients.push(boxed);
+            self.clients.len() - 1
+        };
+        self.client_slots.insert(id, slot);
+        slot
+    }
+
+    /// Free a client's slot; the caller has already detached it from
+    /// everything it took part in (blocking, watches, subscriptions).
+    pub fn remove_client(&mut self, idx: usize) -> Option<Box<ClientState>> {
+        let c = self.clients.get_mut(idx)?.take()?;
+        self.free_slots.push(idx);
+        self.connected_clients -= 1;
+        self.client_slots.remove(&c.id);
+        Some(c)
+    }
+
+    /// Close a client that overcame its output buffer limit, logged as Redis
+    /// logs it; its buffer is freed at once since nothing more is written.
+    pub fn close_for_output_limit(&mut self, st: &mut ClientState) {
+        warn!(
+            "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+            st.info_line()
+        );
+        self.stats.client_output_buffer_limit_disconnections += 1;
+        st.close_asap = true;
+        st.reply.clear();
+        st.reply.buf = Vec::new();
+        st.sent = 0;
+    }
+
+    /// The soft output limit also counts time while nothing is added (a
+    /// paused client runs no commands): check it once per cron tick.
+    pub fn check_output_limits_cron(&mut self, now: Instant) {
+        let limit = self.config.client_output_buffer_limit[ClientClass::Normal as usize];
+        if limit.soft == 0 && limit.hard == 0 {
+            return;
+        }
+        let mut over = Vec::new();
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            if let Some(c) = c {
+                if c.pending_output() > 0 && c.output_limit_reached(limit, now) {
+                    over.push(i);
+                }
+            }
+        }
+        for i in over {
+            if let Some(mut c) = self.clients[i].take() {
+                self.close_for_output_limit(&mut c);
+                self.to_close.push((i, c.id));
+                self.clients[i] = Some(c);
+            }
+        }
+    }
+
+    /// Find a client's slab index by id.
+    pub fn client_index(&self, id: u64) -> Option<usize> {
+        self.client_slots.get(&id).copied()
+    }
+}

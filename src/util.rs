@@ -1,0 +1,419 @@
+//! Small helpers every layer uses (Redis's util.c): number parsing with
+//! Redis's exact rules, C `long double` arithmetic, glob matching, random
+//! numbers and the wall clock.
+//!
+//! This is the bottom layer: it imports nothing from the crate.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+// ---- integers ----
+
+/// Parse a signed decimal the way Redis's `string2ll` does: no spaces, no
+/// `+`, no leading zeros, no overflow.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = if s[0] == b'-' {
+        (true, &s[1..])
+    } else {
+        (false, s)
+    };
+    if digits.is_empty() || digits[0] == b'0' {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+// ---- doubles ----
+
+/// C's `strtod` over the whole argument: the value and whether it was out
+/// of range (`ERANGE`: overflow to ±HUGE_VAL or underflow). `None` when the
+/// argument is not entirely a number (or holds a NUL).
+pub fn strtod(arg: &[u8]) -> Option<(f64, bool)> {
+    if arg.contains(&0) {
+        return None;
+    }
+    let c = std::ffi::CString::new(arg).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated and strtod leaves `end` inside it;
+    // errno is this thread's own.
+    let (v, erange) = unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::strtod(c.as_ptr(), &mut end);
+        (v, *libc::__errno_location() == libc::ERANGE)
+    };
+    let used = end as usize - c.as_ptr() as usize;
+    (used == arg.len()).then_some((v, erange))
+}
+
+/// A double argument as Redis's `getDoubleFromObject` reads it: the whole
+/// string, no leading space, no NaN, and no overflow to infinity or
+/// underflow to zero ("inf" spelled out is fine).
+pub fn parse_f64(arg: &[u8]) -> Option<f64> {
+    if arg.is_empty() || arg[0].is_ascii_whitespace() {
+        return None;
+    }
+    let (v, erange) = strtod(arg)?;
+    if v.is_nan() || (erange && (v.is_infinite() || v == 0.0)) {
+        return None;
+    }
+    Some(v)
+}
+
+// ---- long double (Redis computes INCRBYFLOAT and timeouts in it) ----
+
+extern "C" {
+    fn kvstore_ld_add(
+        cur: *const libc::c_char,
+        cur_len: usize,
+        incr: *const libc::c_char,
+        incr_len: usize,
+        out: *mut libc::c_char,
+        out_len: usize,
+    ) -> libc::c_int;
+    fn kvstore_ld_scaled_ceil(
+        s: *const libc::c_char,
+        len: usize,
+        scale: libc::c_double,
+        out: *mut libc::c_longlong,
+    ) -> libc::c_int;
+}
+
+/// Why a long double computation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongDoubleError {
+    /// An operand is not a valid float (Redis's `string2ld` refused it).
+    NotAFloat,
+    /// The result is NaN or infinite, or does not fit the target type.
+    OutOfRange,
+}
+
+/// Add two decimal strings in C long double and print the sum as Redis's
+/// `ld2string` does (`%.17Lf`, trailing zeroes trimmed): INCRBYFLOAT and
+/// HINCRBYFLOAT results byte-identical to Redis's.
+pub fn ld_add(cur: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, LongDoubleError> {
+    let mut out = vec![0u8; 5 * 1024 + 64];
+    let (cp, cl) = match cur {
+        Some(s) => (s.as_ptr() as *const libc::c_char, s.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: all pointers are valid for the lengths given; the C side
+    // never writes more than out.len() bytes.
+    let n = unsafe {
+        kvstore_ld_add(
+            cp,
+            cl,
+            incr.as_ptr() as *const libc::c_char,
+            incr.len(),
+            out.as_mut_ptr() as *mut libc::c_char,
+            out.len(),
+        )
+    };
+    match n {
+        -1 | -2 => Err(LongDoubleError::NotAFloat),
+        n if n <= 0 => Err(LongDoubleError::OutOfRange),
+        n => {
+            out.truncate(n as usize);
+            Ok(out)
+        }
+    }
+}
+
+/// `ceill(value * scale)` of a decimal string parsed as a long double, as
+/// Redis turns a timeout in seconds into milliseconds. `OutOfRange` when
+/// the value is infinite or the result does not fit an i64.
+pub fn ld_scaled_ceil(arg: &[u8], scale: f64) -> Result<i64, LongDoubleError> {
+    let mut out: libc::c_longlong = 0;
+    // SAFETY: `arg` is valid for its length; `out` is a valid pointer.
+    let rc = unsafe {
+        kvstore_ld_scaled_ceil(
+            arg.as_ptr() as *const libc::c_char,
+            arg.len(),
+            scale,
+            &mut out,
+        )
+    };
+    match rc {
+        0 => Ok(out),
+        -1 => Err(LongDoubleError::NotAFloat),
+        _ => Err(LongDoubleError::OutOfRange),
+    }
+}
+
+// ---- glob patterns ----
+
+/// Glob-style pattern matching with Redis's `stringmatchlen` rules:
+/// `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes. Like Redis, `*` does not
+/// match the empty string here; KEYS and SCAN treat a lone `*` as "all".
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let mut skip_longer = false;
+    glob_match_impl(pattern, string, nocase, &mut skip_longer)
+}
+fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
+    while !p.is_empty() && !s.is_empty() {
+        match p[0] {
+            b'*' => {
+                while p.len() > 1 && p[1] == b'*' {
+                    p = &p[1..];
+                }
+                if p.len() == 1 {
+                    return true;
+                }
+                while !s.is_empty() {
+                    if glob_match_impl(&p[1..], s, nocase, skip_longer) {
+                        return true;
+                    }
+                    // A failed match of the rest cannot succeed on a shorter
+                    // suffix either: stop, keeping matching linear-ish.
+                    if *skip_longer {
+                        return false;
+                    }
+                    s = &s[1..];
+                }
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => {
+                s = &s[1..];
+            }
+            b'[' => {
+                p = &p[1..];
+                let not = p.first() == Some(&b'^');
+                if not {
+                    p = &p[1..];
+                }
+                let mut matched = false;
+                let c = s[0];
+                loop {
+                    if p.is_empty() {
+                        break;
+                    }
+                    if p[0] == b'\\' && p.len() >= 2 {
+                        p = &p[1..];
+                        if p[0] == c {
+                            matched = true;
+                        }
+                    } else if p[0] == b']' {
+                        break;
+                    } else if p.len() >= 3 && p[1] == b'-' {
+                        let (mut start, mut end) = (p[0], p[2]);
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        let (cc, start, end) = if nocase {
+                            (
+                                c.to_ascii_lowercase(),
+                                start.to_ascii_lowercase(),
+                                end.to_ascii_lowercase(),
+                            )
+                        } else {
+                            (c, start, end)
+                        };
+                        if cc >= start && cc <= end {
+                            matched = true;
+                        }
+                        p = &p[2..];
+                    } else if eq(p[0], c) {
+                        matched = true;
+                    }
+                    p = &p[1..];
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                s = &s[1..];
+                if p.is_empty() {
+                    // Unterminated class: the pattern ends here.
+                    return s.is_empty();
+                }
+            }
+            b'\\' if p.len() >= 2 => {
+                p = &p[1..];
+                if !eq(p[0], s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            c => {
+                if !eq(c, s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+        }
+        p = &p[1..];
+        if s.is_empty() {
+            while p.first() == Some(&b'*') {
+                p = &p[1..];
+            }
+            break;
+        }
+    }
+    p.is_empty() && s.is_empty()
+}
+
+// ---- random numbers ----
+
+/// A small, fast PRNG (xorshift64*) for RANDOMKEY, sampling and table seeds.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    /// An independent generator seeded from this one (for use while the
+    /// server's own generator cannot be borrowed).
+    pub fn fork(&mut self) -> Rng {
+        Rng::new(self.next_u64())
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Random bytes from the kernel (seeds, run ids).
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: getrandom writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        return t.as_nanos() as u64 ^ (std::process::id() as u64) << 32;
+    }
+    u64::from_ne_bytes(buf)
+}
+
+/// `n` random hex digits (run ids, replication ids).
+pub fn random_hex(n: usize) -> String {
+    let mut s = String::with_capacity(n);
+    while s.len() < n {
+        s.push_str(&format!("{:016x}", random_u64()));
+    }
+    s.truncate(n);
+    s
+}
+
+// ---- time ----
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_time_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"user:*:name", b"user:42:name", false));
+        assert!(!glob_match(b"user:*", b"usr:1", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+        assert!(glob_match(b"*a*", b"a", false));
+        assert!(!glob_match(b"a*", b"", false));
+        assert!(!glob_match(b"*", b"", false));
+        assert!(!glob_match(
+            b"*a*a*a*a*a*a*a*a*a*a*a*b",
+            &[b'a'; 200],
+            false
+        ));
+        assert!(glob_match(b"", b"", false));
+    }
+
+    #[test]
+    fn doubles_follow_get_double_from_object() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_f64(b"1e-310").map(|v| v > 0.0), Some(true));
+        assert_eq!(parse_f64(b"1e400"), None);
+        assert_eq!(parse_f64(b"1e-400"), None);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"1 "), None);
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b""), None);
+    }
+
+    #[test]
+    fn long_double_matches_redis() {
+        assert_eq!(ld_add(Some(b"10.50"), b"0.1").unwrap(), b"10.6");
+        assert_eq!(ld_add(Some(b"5.0e3"), b"2.0e2").unwrap(), b"5200");
+        assert_eq!(ld_add(None, b"3").unwrap(), b"3");
+        assert_eq!(ld_add(Some(b"abc"), b"1"), Err(LongDoubleError::NotAFloat));
+        assert_eq!(ld_add(Some(b"1"), b" 1"), Err(LongDoubleError::NotAFloat));
+        assert_eq!(ld_add(Some(b"1"), b"inf"), Err(LongDoubleError::OutOfRange));
+        assert_eq!(ld_scaled_ceil(b"0.1", 1000.0), Ok(100));
+        assert_eq!(ld_scaled_ceil(b"0.0001", 1000.0), Ok(1));
+        assert_eq!(ld_scaled_ceil(b"-2", 1000.0), Ok(-2000));
+        assert_eq!(
+            ld_scaled_ceil(b"x", 1000.0),
+            Err(LongDoubleError::NotAFloat)
+        );
+        assert_eq!(
+            ld_scaled_ceil(b"inf", 1000.0),
+            Err(LongDoubleError::OutOfRange)
+        );
+        assert_eq!(
+            ld_scaled_ceil(b"1e30", 1000.0),
+            Err(LongDoubleError::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn string2ll_is_strict() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-0"), None);
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"+1"), None);
+        assert_eq!(parse_i64(b" 1"), None);
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+}
