@@ -404,42 +404,6 @@ const OBJECT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// Reply with a HELP text as Redis's addReplyHelp does.
-pub fn reply_help(c: &mut Ctx, lines: &[&str]) {
-    c.cl.reply.array(lines.len());
-    for l in lines {
-        c.cl.reply.simple(l);
-    }
-}
-
-/// Match a subcommand: replies with Redis's error and returns `None` when it
-/// is unknown or has the wrong number of arguments. `subs` lists
-/// `(name, arity)` with arity counted as Redis does (container included).
-pub fn subcommand(
-    c: &mut Ctx,
-    argv: &[&[u8]],
-    subs: &[(&'static str, i32)],
-) -> Option<&'static str> {
-    let name = argv[1];
-    for &(sub, arity) in subs {
-        if eq_ic(name, sub) {
-            let argc = argv.len() as i32;
-            if (arity > 0 && argc != arity) || argc < -arity {
-                c.cl.reply
-                    .error(&arity_error(&format!("{}|{}", c.cmd.name, sub)));
-                return None;
-            }
-            return Some(sub);
-        }
-    }
-    c.cl.reply.error(&format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
-        String::from_utf8_lossy(&name[..name.len().min(128)]),
-        c.cmd.name.to_uppercase()
-    ));
-    None
-}
-
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
 pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(sub) = subcommand(

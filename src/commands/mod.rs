@@ -9,12 +9,18 @@
 //! Handlers receive a [`Ctx`] (server state, the calling client) and the
 //! arguments as slices of the query buffer.
 
+pub mod args;
 pub mod blocking;
+pub mod command;
+pub mod config_cmd;
+pub mod connection;
 pub mod expire;
 pub mod hash;
+pub mod info;
 pub mod keys;
 pub mod list;
-pub mod server_cmds;
+pub mod lookup;
+pub mod server;
 pub mod set;
 pub mod sort;
 pub mod string;
@@ -29,6 +35,8 @@ use crate::db::{Entry, ValueRef};
 use crate::state::{ClientState, Server};
 pub use crate::util::{glob_match, parse_f64, parse_i64};
 
+pub use args::*;
+pub use lookup::*;
 pub use table::{CommandSpec, COMMANDS};
 
 // Flags, as COMMAND INFO reports them.
@@ -335,261 +343,6 @@ fn protected_command_refused(
         _ => return None,
     };
     (!gate.allows(client.is_local)).then_some(option)
-}
-
-// ---- keyspace access with expiry (Redis's lookupKey*, expireIfNeeded) ----
-
-/// Delete `key` if its TTL has passed, propagating a DEL as Redis does so
-/// that replicas and the AOF never decide expiry on their own clock.
-/// Returns true when the key was expired.
-pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
-    let now = srv.now_ms;
-    let d = &mut srv.dbs[db];
-    let Some(e) = d.main.get(key) else {
-        return false;
-    };
-    if !e.has_expire() || !d.is_expired(key, now) {
-        return false;
-    }
-    delete_expired(srv, db, key);
-    true
-}
-
-/// Remove an expired key and propagate its deletion.
-pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
-    let mode = crate::db::FreeMode::lazy_if(srv.config.lazyfree_lazy_expire);
-    srv.dbs[db].delete_with(key, mode);
-    srv.stats.expired_keys += 1;
-    let del: &[u8] = if srv.config.lazyfree_lazy_expire {
-        b"UNLINK"
-    } else {
-        b"DEL"
-    };
-    srv.propagate(db, &[del, key]);
-}
-
-/// Look up a key for reading: expires it if needed, counts hits and misses,
-/// updates its access clock. One hash lookup for a key without a TTL.
-pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
-    let found = lookup_live(srv, db, key);
-    if found.is_some() {
-        srv.stats.keyspace_hits += 1;
-    } else {
-        srv.stats.keyspace_misses += 1;
-    }
-    // SAFETY: the pointer comes from the table of `srv.dbs[db]`, which is
-    // borrowed mutably through `srv` for the returned lifetime.
-    found.map(|p| unsafe { &mut *p })
-}
-
-/// Look up a key for writing: expires it if needed, updates its clock.
-pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
-    // SAFETY: as in lookup_read.
-    lookup_live(srv, db, key).map(|p| unsafe { &mut *p })
-}
-
-/// Find a live key (deleting it if its TTL has passed) and touch its clock.
-fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
-    let now = srv.now_ms;
-    let clock = lru_clock(now);
-    let d = &mut srv.dbs[db];
-    let e: *mut Entry = d.main.get_mut(key)?;
-    // SAFETY: `e` points into `d.main`; only shared lookups (which never move
-    // entries) happen before it is used or the key is deleted.
-    let has_expire = unsafe { (*e).has_expire() };
-    if has_expire && d.is_expired(key, now) {
-        delete_expired(srv, db, key);
-        return None;
-    }
-    unsafe { (*e).set_lru(clock) };
-    Some(e)
-}
-
-/// Does the key exist (after expiry), without touching statistics?
-pub fn key_exists(srv: &mut Server, db: usize, key: &[u8]) -> bool {
-    expire_if_needed(srv, db, key);
-    srv.dbs[db].main.get(key).is_some()
-}
-
-/// The result of looking up a key that must hold a given collection type.
-pub enum Typed<'a, T> {
-    Missing,
-    Found(&'a mut T),
-    WrongType,
-}
-
-/// Look up `key` for a command on collections of one type: `pick` selects
-/// the variant. Expires the key first; counts hits/misses when `read`.
-pub fn lookup_typed<'s, T>(
-    srv: &'s mut Server,
-    db: usize,
-    key: &[u8],
-    read: bool,
-    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
-) -> Typed<'s, T> {
-    let e = if read {
-        lookup_read(srv, db, key)
-    } else {
-        lookup_write(srv, db, key)
-    };
-    match e {
-        None => Typed::Missing,
-        Some(e) => match e.boxed_mut().and_then(pick) {
-            Some(v) => Typed::Found(v),
-            None => Typed::WrongType,
-        },
-    }
-}
-
-/// Store a new collection under `key` (which must be absent) and return it.
-pub fn create_value<'s>(
-    srv: &'s mut Server,
-    db: usize,
-    key: &[u8],
-    v: crate::db::Value,
-) -> &'s mut crate::db::Value {
-    let table = &mut srv.dbs[db].main;
-    table.insert_new(Entry::new(
-        key,
-        crate::db::NewValue::Boxed(Box::new(v)),
-        false,
-    ));
-    table
-        .get_mut(key)
-        .and_then(|e| e.boxed_mut())
-        .expect("value just inserted")
-}
-
-/// The collection at `key` for a write, created with `make` when missing,
-/// in one lookup. The error is WRONGTYPE's when the key holds another type.
-pub fn lookup_or_create<'s, T>(
-    srv: &'s mut Server,
-    db: usize,
-    key: &[u8],
-    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
-    make: impl FnOnce() -> crate::db::Value,
-) -> Result<&'s mut T, &'static str> {
-    let found: *mut T = match lookup_typed(srv, db, key, false, pick) {
-        Typed::WrongType => return Err(ERR_WRONGTYPE),
-        Typed::Found(v) => v,
-        Typed::Missing => std::ptr::null_mut(),
-    };
-    if found.is_null() {
-        return pick(create_value(srv, db, key, make())).ok_or(ERR_WRONGTYPE);
-    }
-    // SAFETY: `found` was borrowed from `srv` just above and nothing has run
-    // since; returning it directly is only refused by the borrow checker's
-    // conditional-return limitation.
-    Ok(unsafe { &mut *found })
-}
-
-/// Delete `key` if its collection became empty (Redis never keeps empty ones).
-pub fn delete_if_empty(srv: &mut Server, db: usize, key: &[u8], empty: bool) {
-    if empty {
-        srv.dbs[db].delete(key);
-    }
-}
-
-/// The type name of an entry's value.
-pub fn type_name(e: &Entry) -> &'static str {
-    match e.value() {
-        ValueRef::Str(_) | ValueRef::Int(_) => "string",
-        ValueRef::Boxed(v) => v.type_name(),
-    }
-}
-
-// ---- argument parsing helpers ----
-
-/// The optional count of LPOP/RPOP/SPOP/ZPOPMIN/ZPOPMAX at `argv[idx]`
-/// (Redis's getPositiveLongFromObjectOrReply wording).
-pub fn optional_pop_count(argv: &[&[u8]], idx: usize) -> Result<Option<usize>, &'static str> {
-    match argv.get(idx) {
-        None => Ok(None),
-        Some(a) => match parse_i64(a) {
-            Some(n) if n >= 0 => Ok(Some(n as usize)),
-            _ => Err("ERR value is out of range, must be positive"),
-        },
-    }
-}
-
-/// Parsed `numkeys key [key ...] <where> [COUNT count]` of LMPOP/ZMPOP and
-/// their blocking forms (`argv[1]` is numkeys): the keys, the `<where>`
-/// argument for the caller to interpret, and the count (default 1).
-pub struct MpopArgs<'a> {
-    pub keys: Vec<&'a [u8]>,
-    pub side: &'a [u8],
-    pub count: usize,
-}
-
-/// `side_ok` validates `<where>`; like Redis it is checked before COUNT.
-pub fn parse_mpop<'a>(
-    argv: &[&'a [u8]],
-    side_ok: fn(&[u8]) -> bool,
-) -> Result<MpopArgs<'a>, &'static str> {
-    let numkeys = match parse_i64(argv[1]) {
-        Some(n) if n >= 1 => n as usize,
-        _ => return Err("ERR numkeys should be greater than 0"),
-    };
-    let where_idx = numkeys
-        .checked_add(2)
-        .filter(|&w| w < argv.len())
-        .ok_or(ERR_SYNTAX)?;
-    if !side_ok(argv[where_idx]) {
-        return Err(ERR_SYNTAX);
-    }
-    let mut count: i64 = -1;
-    let mut j = where_idx + 1;
-    while j < argv.len() {
-        if count == -1 && eq_ic(argv[j], "count") && j + 1 < argv.len() {
-            j += 1;
-            count = match parse_i64(argv[j]) {
-                Some(n) if n >= 1 => n,
-                _ => return Err("ERR count should be greater than 0"),
-            };
-        } else {
-            return Err(ERR_SYNTAX);
-        }
-        j += 1;
-    }
-    Ok(MpopArgs {
-        keys: argv[2..where_idx].to_vec(),
-        side: argv[where_idx],
-        count: count.max(1) as usize,
-    })
-}
-
-/// Clamp a Redis start/stop index pair (negative = from the end) to
-/// `0..len`, as LRANGE, LTRIM and ZRANGE do; `None` when the range is empty.
-pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
-    let len = len as i64;
-    let (mut start, mut end) = (start, end);
-    if start < 0 {
-        start += len;
-    }
-    if end < 0 {
-        end += len;
-    }
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    if end >= len {
-        end = len - 1;
-    }
-    Some((start as usize, end as usize))
-}
-
-/// An argument as a signed 64-bit integer, or Redis's error.
-pub fn arg_i64(arg: &[u8]) -> Result<i64, &'static str> {
-    parse_i64(arg).ok_or(ERR_NOT_INT)
-}
-
-/// Case-insensitive comparison with an ASCII keyword.
-#[inline]
-pub fn eq_ic(arg: &[u8], kw: &str) -> bool {
-    arg.eq_ignore_ascii_case(kw.as_bytes())
 }
 
 #[cfg(test)]

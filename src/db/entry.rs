@@ -83,6 +83,16 @@ pub enum NewValue<'a> {
 }
 
 /// An owning pointer to one entry allocation.
+///
+/// # Invariant
+/// The pointer is never null and points at a live allocation made by
+/// [`Entry::new`] with the layout in this file's header: the tag byte says
+/// which payload follows, and the key-length field (one byte, or four with
+/// `WIDE_KLEN`) gives the key's size, so the allocation's size and layout can
+/// always be computed back from its contents (that is how `Drop` frees it).
+/// Exactly one owner holds the pointer at any time: an `Entry` value, or one
+/// link slot of a [`Table`](super::Table) (after [`Entry::into_raw`]). A boxed
+/// value's pointer in the payload is owned by the entry and freed with it.
 #[derive(Debug, PartialEq, Eq)]
 #[repr(transparent)]
 pub struct Entry(NonNull<u8>);
@@ -180,16 +190,19 @@ impl Entry {
 
     #[inline]
     fn tag(&self) -> u8 {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { *self.base().add(OFF_TAG) }
     }
 
     #[inline]
     fn set_tag(&mut self, t: u8) {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { *self.base().add(OFF_TAG) = t }
     }
 
     #[inline]
     fn key_off_len(&self) -> (usize, usize) {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             if self.tag() & WIDE_KLEN != 0 {
                 let len = ptr::read_unaligned(self.base().add(OFF_KLEN) as *const u32) as usize;
@@ -219,12 +232,14 @@ impl Entry {
     #[inline]
     pub fn key(&self) -> &[u8] {
         let (off, len) = self.key_off_len();
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { std::slice::from_raw_parts(self.base().add(off), len) }
     }
 
     #[inline]
     fn val_ptr(&self) -> *mut u8 {
         let (off, len) = self.key_off_len();
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { self.base().add(off + len) }
     }
 
@@ -232,6 +247,7 @@ impl Entry {
         let (off, len) = self.key_off_len();
         off + len
             + match self.tag() & KIND_MASK {
+                // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
                 KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
                 _ => 8,
             }
@@ -250,6 +266,7 @@ impl Entry {
     #[inline]
     pub fn value(&self) -> ValueRef<'_> {
         let v = self.val_ptr();
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             match self.tag() & KIND_MASK {
                 KIND_INLINE => ValueRef::Str(std::slice::from_raw_parts(v.add(1), *v as usize)),
@@ -264,6 +281,7 @@ impl Entry {
         if self.tag() & KIND_MASK != KIND_BOXED {
             return None;
         }
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             Some(&mut *ptr::read_unaligned(
                 self.val_ptr() as *const *mut Value
@@ -276,6 +294,7 @@ impl Entry {
         if self.tag() & KIND_MASK != KIND_INT {
             return false;
         }
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { ptr::write_unaligned(self.val_ptr() as *mut i64, n) };
         true
     }
@@ -295,6 +314,7 @@ impl Entry {
 
     /// The 24-bit access clock (LRU seconds, or LFU time+counter).
     pub fn lru(&self) -> u32 {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             let p = self.base().add(OFF_LRU);
             (*p as u32) | ((*p.add(1) as u32) << 8) | ((*p.add(2) as u32) << 16)
@@ -302,6 +322,7 @@ impl Entry {
     }
 
     pub fn set_lru(&mut self, v: u32) {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             let p = self.base().add(OFF_LRU);
             *p = v as u8;
@@ -316,6 +337,7 @@ impl Entry {
         let raw = self.is_raw();
         let lru = self.lru();
         let mut e = match self.tag() & KIND_MASK {
+            // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
             KIND_BOXED => unsafe {
                 let bx = Box::from_raw(ptr::read_unaligned(self.val_ptr() as *const *mut Value));
                 // The payload is 8 bytes either way: relabel it as an integer
@@ -345,11 +367,13 @@ impl Entry {
 
     #[inline]
     pub(super) fn next(&self) -> *mut u8 {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { ptr::read_unaligned(self.base().add(OFF_NEXT) as *const *mut u8) }
     }
 
     #[inline]
     pub(super) fn set_next(&mut self, p: *mut u8) {
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe { ptr::write_unaligned(self.base().add(OFF_NEXT) as *mut *mut u8, p) }
     }
 
@@ -371,6 +395,7 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let size = self.alloc_size();
+        // SAFETY: the Entry invariant (see `Entry`): the pointer is a live allocation with this layout, owned by this value.
         unsafe {
             if self.tag() & KIND_MASK == KIND_BOXED {
                 drop(Box::from_raw(ptr::read_unaligned(

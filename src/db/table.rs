@@ -31,6 +31,15 @@ const MIN_FILL_RATIO: usize = 10;
 /// Empty buckets visited per rehash step before giving up for now.
 const EMPTY_VISITS_PER_STEP: usize = 10;
 
+/// A link slot: a bucket, or the `next` field inside an entry.
+///
+/// # Invariant
+/// Every slot reachable from a table is either null or holds a pointer
+/// from [`Entry::into_raw`] of an entry that the table owns; each entry is
+/// reachable from exactly one slot, and chains end in null. A `*mut Link`
+/// passed between the table's methods points at such a slot (in the current
+/// bucket arrays or inside a live entry) and is valid only until the table is
+/// next changed.
 type Link = *mut u8;
 
 /// Bytes of bucket arrays mapped outside the allocator (counted in
@@ -258,6 +267,7 @@ impl Table {
                 }
             }
             let mut link = tab.as_ptr().wrapping_add(idx) as *mut Link;
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             unsafe {
                 while !(*link).is_null() {
                     let e = &*(link as *const Entry);
@@ -279,6 +289,7 @@ impl Table {
     pub fn get(&self, key: &[u8]) -> Option<&Entry> {
         let h = self.hash(key);
         self.find_link(key, h)
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             .map(|l| unsafe { &*(l as *const Entry) })
     }
 
@@ -288,6 +299,7 @@ impl Table {
         self.rehash_step();
         let h = self.hash(key);
         self.find_link(key, h)
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             .map(|l| unsafe { &mut *(l as *mut Entry) })
     }
 
@@ -296,6 +308,7 @@ impl Table {
         self.rehash_step();
         let h = self.hash(entry.key());
         if let Some(link) = self.find_link(entry.key(), h) {
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             return Some(unsafe { self.replace_at(link, entry) });
         }
         self.insert_new_hashed(entry, h);
@@ -321,6 +334,10 @@ impl Table {
     }
 
     /// Put `new` in the chain where the entry at `link` is, returning the old one.
+    ///
+    /// # Safety
+    /// `link` must be a valid, non-null slot of this table (see [`Link`]),
+    /// obtained since the table was last changed.
     unsafe fn replace_at(&mut self, link: *mut Link, mut new: Entry) -> Entry {
         let old = Entry::from_raw(*link);
         new.set_next(old.next());
@@ -335,6 +352,7 @@ impl Table {
     pub fn replace(&mut self, new: Entry) -> Option<Entry> {
         let h = self.hash(new.key());
         let link = self.find_link(new.key(), h)?;
+        // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
         Some(unsafe { self.replace_at(link, new) })
     }
 
@@ -343,6 +361,7 @@ impl Table {
         self.rehash_step();
         let h = self.hash(key);
         let link = self.find_link(key, h)?;
+        // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
         let removed = unsafe {
             let mut e = Entry::from_raw(*link);
             *link = e.next();
@@ -363,6 +382,7 @@ impl Table {
             for &p in tab.iter() {
                 let mut p = p;
                 while !p.is_null() {
+                    // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                     let e = unsafe { Entry::from_raw(p) };
                     p = e.next();
                     drop(e);
@@ -443,6 +463,7 @@ impl Table {
             self.tabs[0][idx] = ptr::null_mut();
             let mask = self.tabs[1].len() - 1;
             while !p.is_null() {
+                // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 let mut e = unsafe { Entry::from_raw(p) };
                 p = e.next();
                 let h = self.hash(e.key());
@@ -483,6 +504,7 @@ impl Table {
         }
         let visit = |tab: &Buckets, idx: usize, f: &mut dyn FnMut(&Entry)| {
             let mut link = &tab[idx] as *const Link;
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             unsafe {
                 while !(*link).is_null() {
                     f(&*(link as *const Entry));
@@ -543,6 +565,7 @@ impl Table {
             }
             let mut n = 0;
             let mut link = &tab[idx] as *const Link;
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             unsafe {
                 while !(*link).is_null() {
                     n += 1;
@@ -552,6 +575,7 @@ impl Table {
             let pick = (rand() as usize) % n;
             let mut link = &tab[idx] as *const Link;
             for _ in 0..pick {
+                // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 link = unsafe { *link } as *const Link;
             }
             return Some(unsafe { &*(link as *const Entry) });
@@ -560,6 +584,7 @@ impl Table {
         let mut found = None;
         for tab in &self.tabs {
             if let Some(l) = tab.iter().find(|p| !p.is_null()) {
+                // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 found = Some(unsafe { &*(l as *const Link as *const Entry) });
                 break;
             }
@@ -572,6 +597,7 @@ impl Table {
         for tab in &self.tabs {
             for slot in tab.iter() {
                 let mut link = slot as *const Link;
+                // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 unsafe {
                     while !(*link).is_null() {
                         let e = &*(link as *const Entry);

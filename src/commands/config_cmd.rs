@@ -1,0 +1,151 @@
+//! CONFIG GET|SET|RESETSTAT|REWRITE: the command side of `config.rs`.
+
+use super::*;
+use crate::config::{find_option, OPTIONS};
+
+// ---- CONFIG ----
+
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// `CONFIG GET|SET|RESETSTAT|REWRITE|HELP`
+pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("get", -3),
+            ("set", -4),
+            ("resetstat", 2),
+            ("rewrite", 2),
+            ("help", 2),
+        ],
+    ) else {
+        return;
+    };
+    match sub {
+        "help" => reply_help(c, CONFIG_HELP),
+        "get" => {
+            let mut pairs: Vec<(String, String)> = Vec::new();
+            let mut seen: Vec<&str> = Vec::new();
+            for pattern in &argv[2..] {
+                let literal = !pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
+                for opt in OPTIONS {
+                    for name in std::iter::once(opt.name).chain(opt.alias) {
+                        if seen.contains(&name) {
+                            continue;
+                        }
+                        if glob_match(pattern, name.as_bytes(), true) {
+                            seen.push(name);
+                            // A literal name is echoed as the client typed it.
+                            let shown = if literal {
+                                String::from_utf8_lossy(pattern).into_owned()
+                            } else {
+                                name.to_string()
+                            };
+                            pairs.push((shown, (opt.get)(&c.srv.config)));
+                        }
+                    }
+                }
+            }
+            c.cl.reply.map(pairs.len());
+            for (n, v) in pairs {
+                c.cl.reply.bulk(n.as_bytes());
+                c.cl.reply.bulk(v.as_bytes());
+            }
+        }
+        "set" => config_set(c, argv),
+        "resetstat" => {
+            c.srv.stats = Default::default();
+            c.cl.reply.ok();
+        }
+        _ => match c.srv.config.rewrite() {
+            Ok(()) => c.cl.reply.ok(),
+            Err(e) => {
+                tracing::warn!("CONFIG REWRITE failed: {e}");
+                c.cl.reply.error(&format!("ERR {e}"));
+            }
+        },
+    }
+}
+
+fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
+    if !argv.len().is_multiple_of(2) {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    let backup = c.srv.config.clone();
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in argv[2..].chunks(2) {
+        let name = String::from_utf8_lossy(pair[0]).to_string();
+        let Some(opt) = find_option(&name) else {
+            c.srv.config = backup;
+            return c.cl.reply.error(&format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ));
+        };
+        let fail = |why: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+        };
+        if seen.contains(&opt.name) {
+            c.srv.config = backup;
+            return c.cl.reply.error(&fail("duplicate parameter"));
+        }
+        seen.push(opt.name);
+        if !opt.mutable {
+            c.srv.config = backup;
+            return c.cl.reply.error(&fail("can't set immutable config"));
+        }
+        // Protected configs decide where the server writes files: only
+        // where `enable-protected-configs` lets this client change them.
+        if opt.protected && !backup.enable_protected_configs.allows(c.cl.is_local) {
+            c.srv.config = backup;
+            return c.cl.reply.error(&fail("can't set protected config"));
+        }
+        let value = String::from_utf8_lossy(pair[1]).to_string();
+        if let Err(why) = (opt.set)(&mut c.srv.config, &value) {
+            c.srv.config = backup;
+            return c.cl.reply.error(&fail(&why));
+        }
+    }
+    // Like Redis's chdir: the directory must exist; nothing is created.
+    if c.srv.config.dir != backup.dir {
+        if let Err(e) = std::env::set_current_dir(&c.srv.config.dir) {
+            let msg = format!(
+                "ERR CONFIG SET failed (possibly related to argument 'dir') - {}",
+                crate::config::os_error_text(&e)
+            );
+            c.srv.config = backup;
+            return c.cl.reply.error(&msg);
+        }
+    }
+    // A new port is listened on before the reply (Redis's changeListenPort):
+    // a port that cannot be bound leaves everything as it was.
+    if c.srv.config.port != backup.port {
+        match crate::net::bind_tcp_listeners(&c.srv.config) {
+            Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
+            Err(e) => {
+                tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
+                c.srv.config = backup;
+                return c.cl.reply.error(
+                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.",
+                );
+            }
+        }
+    }
+    c.srv.apply_lazyfree_config();
+    if c.srv.config.loglevel != backup.loglevel {
+        crate::logging::set_level(&c.srv.config.loglevel);
+    }
+    c.cl.reply.ok();
+}

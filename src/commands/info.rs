@@ -1,0 +1,298 @@
+//! INFO: the report, section by section, with Redis's field names.
+
+use std::fmt::Write as _;
+
+use super::*;
+use crate::memory;
+use crate::{KVSTORE_VERSION, REDIS_VERSION};
+
+// ---- INFO ----
+
+fn info_section_server(srv: &crate::state::Server, out: &mut String) {
+    let uptime = srv.start.elapsed().as_secs();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    let uname = uname();
+    let _ = write!(
+        out,
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nkvstore_version:{KVSTORE_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\nredis_mode:standalone\r\nos:{uname}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\n",
+        std::process::id(),
+        srv.run_id,
+        srv.config.port,
+        uptime / 86400,
+        srv.config.hz,
+        srv.config.hz,
+        lru_clock(srv.now_ms),
+        srv.executable,
+        srv.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+    );
+}
+
+fn uname() -> String {
+    // SAFETY: uname fills a zeroed struct.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return "Linux".into();
+        }
+        let f = |s: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(s.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        format!("{} {} {}", f(&u.sysname), f(&u.release), f(&u.machine))
+    }
+}
+
+fn info_section_clients(srv: &crate::state::Server, out: &mut String) {
+    let _ = write!(
+        out,
+        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+        srv.connected_clients,
+        srv.config.maxclients,
+        srv.recent_max_input,
+        srv.recent_max_output,
+        srv.blocked_clients,
+    );
+}
+
+fn info_section_memory(srv: &mut crate::state::Server, out: &mut String) {
+    let stats = memory::allocator_stats();
+    let used = stats.allocated;
+    if used > srv.peak_memory {
+        srv.peak_memory = used;
+    }
+    let rss = memory::rss_bytes();
+    let peak = srv.peak_memory;
+    let overhead: usize = srv
+        .dbs
+        .iter()
+        .map(|d| d.main.overhead_bytes() + d.expires.overhead_bytes())
+        .sum::<usize>()
+        + srv
+            .clients
+            .iter()
+            .flatten()
+            .map(|c| c.qbuf_len + c.qbuf_free + c.reply.buf.capacity())
+            .sum::<usize>();
+    let dataset = used.saturating_sub(overhead);
+    let total = memory::total_system_memory();
+    let frag = if used > 0 {
+        rss as f64 / used as f64
+    } else {
+        0.0
+    };
+    let h = memory::bytes_to_human;
+    let _ = write!(
+        out,
+        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\nused_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{frag:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+        h(used),
+        h(rss),
+        h(peak),
+        if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+        if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
+        stats.allocated,
+        stats.active,
+        stats.resident,
+        h(total),
+        srv.config.maxmemory,
+        h(srv.config.maxmemory as usize),
+        srv.config.maxmemory_policy,
+        if stats.allocated > 0 { stats.active as f64 / stats.allocated as f64 } else { 0.0 },
+        stats.active.saturating_sub(stats.allocated),
+        if stats.active > 0 { stats.resident as f64 / stats.active as f64 } else { 0.0 },
+        stats.resident.saturating_sub(stats.active),
+        if stats.resident > 0 { rss as f64 / stats.resident as f64 } else { 0.0 },
+        rss as i64 - stats.resident as i64,
+        rss as i64 - used as i64,
+        crate::db::lazyfree::pending_objects(),
+        crate::db::lazyfree::freed_objects(),
+    );
+}
+
+/// The loading_* fields INFO shows while a dump loads.
+fn loading_fields(srv: &crate::state::Server) -> String {
+    let Some(l) = &srv.loading else {
+        return String::new();
+    };
+    let total = l.map.len().max(1);
+    let done = l.state.loaded_bytes();
+    let elapsed = l.state.started().elapsed().as_secs_f64();
+    let perc = done as f64 * 100.0 / total as f64;
+    let eta = if done > 0 {
+        (elapsed * (total - done) as f64 / done as f64) as u64
+    } else {
+        1
+    };
+    let start = crate::util::unix_time_ms() / 1000 - elapsed as i64;
+    format!("loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n")
+}
+
+fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
+    let _ = write!(
+        out,
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\n{}current_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        srv.loading.is_some() as u8,
+        loading_fields(srv),
+        srv.dirty,
+        srv.snapshot.child.is_some() as u8,
+        srv.lastsave_unix,
+        if srv.snapshot.last_bgsave_ok { "ok" } else { "err" },
+        srv.snapshot.last_bgsave_secs,
+        srv.snapshot.child.map_or(-1, |(_, t)| t.elapsed().as_secs() as i64),
+        srv.snapshot.saves,
+        srv.rdb_last_load_expired,
+        srv.rdb_last_load_keys,
+    );
+}
+
+fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
+    let s = &srv.stats;
+    let _ = write!(
+        out,
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+        s.total_connections_received,
+        s.total_commands_processed,
+        s.inst_ops.rate().round() as u64,
+        s.total_net_input_bytes,
+        s.total_net_output_bytes,
+        s.inst_input.rate() / 1024.0,
+        s.inst_output.rate() / 1024.0,
+        s.rejected_connections,
+        s.expired_keys,
+        s.expired_stale_perc * 100.0,
+        s.expired_time_cap_reached_count,
+        s.expire_cycle_cpu_ms,
+        s.evicted_keys,
+        s.keyspace_hits,
+        s.keyspace_misses,
+        srv.snapshot.latest_fork_usec,
+        srv.snapshot.saves,
+        s.total_error_replies,
+        s.total_reads_processed,
+        s.total_writes_processed,
+        s.acl_access_denied_auth,
+        s.client_output_buffer_limit_disconnections,
+    );
+}
+
+fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
+    let _ = write!(
+        out,
+        "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+        srv.replid
+    );
+}
+
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut ru);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        (t(ru.ru_stime), t(ru.ru_utime))
+    }
+}
+
+fn info_section_cpu(out: &mut String) {
+    let (sys, user) = rusage(libc::RUSAGE_SELF);
+    let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);
+    let (tsys, tuser) = rusage(libc::RUSAGE_THREAD);
+    let _ = write!(
+        out,
+        "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\nused_cpu_sys_main_thread:{tsys:.6}\r\nused_cpu_user_main_thread:{tuser:.6}\r\n"
+    );
+}
+
+fn info_section_keyspace(srv: &crate::state::Server, out: &mut String) {
+    out.push_str("# Keyspace\r\n");
+    for d in &srv.dbs {
+        if !d.is_empty() {
+            let _ = write!(
+                out,
+                "db{}:keys={},expires={},avg_ttl={}\r\n",
+                d.id,
+                d.len(),
+                d.expires.len(),
+                d.avg_ttl
+            );
+        }
+    }
+}
+
+/// Build the INFO text for the requested sections (Redis's genRedisInfoString).
+pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String {
+    let defaults = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "errorstats",
+        "cluster",
+        "keyspace",
+    ];
+    let mut wanted: Vec<String> = Vec::new();
+    if sections.is_empty() {
+        wanted = defaults.iter().map(|s| s.to_string()).collect();
+    }
+    for s in sections {
+        let s = String::from_utf8_lossy(s).to_ascii_lowercase();
+        match s.as_str() {
+            "all" | "everything" | "default" => {
+                for d in defaults {
+                    if !wanted.iter().any(|w| w == d) {
+                        wanted.push(d.to_string());
+                    }
+                }
+                if s != "default" && !wanted.iter().any(|w| w == "commandstats") {
+                    wanted.push("commandstats".into());
+                }
+            }
+            _ => {
+                if !wanted.contains(&s) {
+                    wanted.push(s);
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    for section in &defaults {
+        if !wanted.iter().any(|w| w == section) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        match *section {
+            "server" => info_section_server(srv, &mut out),
+            "clients" => info_section_clients(srv, &mut out),
+            "memory" => info_section_memory(srv, &mut out),
+            "persistence" => info_section_persistence(srv, &mut out),
+            "stats" => info_section_stats(srv, &mut out),
+            "replication" => info_section_replication(srv, &mut out),
+            "cpu" => info_section_cpu(&mut out),
+            "modules" => out.push_str("# Modules\r\n"),
+            "errorstats" => {
+                out.push_str("# Errorstats\r\n");
+                for (code, count) in &srv.stats.errorstats {
+                    let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+                }
+            }
+            "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+            _ => info_section_keyspace(srv, &mut out),
+        }
+    }
+    out
+}
+
+/// `INFO [section ...]`
+pub fn info(c: &mut Ctx, argv: &[&[u8]]) {
+    let text = info_string(c.srv, &argv[1..]);
+    c.cl.reply.verbatim(text.as_bytes());
+}

@@ -1,0 +1,165 @@
+//! Keyspace access for handlers (Redis's lookupKey*, expireIfNeeded): every
+//! lookup expires a key whose TTL has passed (propagating the deletion),
+//! counts hits and misses and touches the access clock.
+
+use super::*;
+use crate::db::entry::lru_clock;
+
+/// Delete `key` if its TTL has passed, propagating a DEL as Redis does so
+/// that replicas and the AOF never decide expiry on their own clock.
+/// Returns true when the key was expired.
+pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
+    let now = srv.now_ms;
+    let d = &mut srv.dbs[db];
+    let Some(e) = d.main.get(key) else {
+        return false;
+    };
+    if !e.has_expire() || !d.is_expired(key, now) {
+        return false;
+    }
+    delete_expired(srv, db, key);
+    true
+}
+
+/// Remove an expired key and propagate its deletion.
+pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
+    let mode = crate::db::FreeMode::lazy_if(srv.config.lazyfree_lazy_expire);
+    srv.dbs[db].delete_with(key, mode);
+    srv.stats.expired_keys += 1;
+    let del: &[u8] = if srv.config.lazyfree_lazy_expire {
+        b"UNLINK"
+    } else {
+        b"DEL"
+    };
+    srv.propagate(db, &[del, key]);
+}
+
+/// Look up a key for reading: expires it if needed, counts hits and misses,
+/// updates its access clock. One hash lookup for a key without a TTL.
+pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
+    let found = lookup_live(srv, db, key);
+    if found.is_some() {
+        srv.stats.keyspace_hits += 1;
+    } else {
+        srv.stats.keyspace_misses += 1;
+    }
+    // SAFETY: the pointer comes from the table of `srv.dbs[db]`, which is
+    // borrowed mutably through `srv` for the returned lifetime.
+    found.map(|p| unsafe { &mut *p })
+}
+
+/// Look up a key for writing: expires it if needed, updates its clock.
+pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
+    // SAFETY: as in lookup_read.
+    lookup_live(srv, db, key).map(|p| unsafe { &mut *p })
+}
+
+/// Find a live key (deleting it if its TTL has passed) and touch its clock.
+fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
+    let now = srv.now_ms;
+    let clock = lru_clock(now);
+    let d = &mut srv.dbs[db];
+    let e: *mut Entry = d.main.get_mut(key)?;
+    // SAFETY: `e` points into `d.main`; only shared lookups (which never move
+    // entries) happen before it is used or the key is deleted.
+    let has_expire = unsafe { (*e).has_expire() };
+    if has_expire && d.is_expired(key, now) {
+        delete_expired(srv, db, key);
+        return None;
+    }
+    unsafe { (*e).set_lru(clock) };
+    Some(e)
+}
+
+/// Does the key exist (after expiry), without touching statistics?
+pub fn key_exists(srv: &mut Server, db: usize, key: &[u8]) -> bool {
+    expire_if_needed(srv, db, key);
+    srv.dbs[db].main.get(key).is_some()
+}
+
+/// The result of looking up a key that must hold a given collection type.
+pub enum Typed<'a, T> {
+    Missing,
+    Found(&'a mut T),
+    WrongType,
+}
+
+/// Look up `key` for a command on collections of one type: `pick` selects
+/// the variant. Expires the key first; counts hits/misses when `read`.
+pub fn lookup_typed<'s, T>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    read: bool,
+    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
+) -> Typed<'s, T> {
+    let e = if read {
+        lookup_read(srv, db, key)
+    } else {
+        lookup_write(srv, db, key)
+    };
+    match e {
+        None => Typed::Missing,
+        Some(e) => match e.boxed_mut().and_then(pick) {
+            Some(v) => Typed::Found(v),
+            None => Typed::WrongType,
+        },
+    }
+}
+
+/// Store a new collection under `key` (which must be absent) and return it.
+pub fn create_value<'s>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    v: crate::db::Value,
+) -> &'s mut crate::db::Value {
+    let table = &mut srv.dbs[db].main;
+    table.insert_new(Entry::new(
+        key,
+        crate::db::NewValue::Boxed(Box::new(v)),
+        false,
+    ));
+    table
+        .get_mut(key)
+        .and_then(|e| e.boxed_mut())
+        .expect("value just inserted")
+}
+
+/// The collection at `key` for a write, created with `make` when missing,
+/// in one lookup. The error is WRONGTYPE's when the key holds another type.
+pub fn lookup_or_create<'s, T>(
+    srv: &'s mut Server,
+    db: usize,
+    key: &[u8],
+    pick: fn(&mut crate::db::Value) -> Option<&mut T>,
+    make: impl FnOnce() -> crate::db::Value,
+) -> Result<&'s mut T, &'static str> {
+    let found: *mut T = match lookup_typed(srv, db, key, false, pick) {
+        Typed::WrongType => return Err(ERR_WRONGTYPE),
+        Typed::Found(v) => v,
+        Typed::Missing => std::ptr::null_mut(),
+    };
+    if found.is_null() {
+        return pick(create_value(srv, db, key, make())).ok_or(ERR_WRONGTYPE);
+    }
+    // SAFETY: `found` was borrowed from `srv` just above and nothing has run
+    // since; returning it directly is only refused by the borrow checker's
+    // conditional-return limitation.
+    Ok(unsafe { &mut *found })
+}
+
+/// Delete `key` if its collection became empty (Redis never keeps empty ones).
+pub fn delete_if_empty(srv: &mut Server, db: usize, key: &[u8], empty: bool) {
+    if empty {
+        srv.dbs[db].delete(key);
+    }
+}
+
+/// The type name of an entry's value.
+pub fn type_name(e: &Entry) -> &'static str {
+    match e.value() {
+        ValueRef::Str(_) | ValueRef::Int(_) => "string",
+        ValueRef::Boxed(v) => v.type_name(),
+    }
+}

@@ -1,0 +1,325 @@
+//! Server commands: SWAPDB, DBSIZE, FLUSHDB, FLUSHALL, TIME, SAVE, BGSAVE,
+//! LASTSAVE, DEBUG, MODULE and SHUTDOWN.
+
+use std::time::Duration;
+
+use super::keys::encoding_name;
+use super::*;
+use crate::db::FreeMode;
+use crate::state::ShutdownMode;
+
+/// A database index as SWAPDB takes it: `msg` for a non-integer or
+/// out-of-int-range argument, as Redis's getIntFromObjectOrReply does.
+fn parse_db_index(c: &Ctx, arg: &[u8], msg: &'static str) -> Result<usize, &'static str> {
+    let n = parse_i64(arg)
+        .filter(|n| *n >= i32::MIN as i64 && *n <= i32::MAX as i64)
+        .ok_or(msg)?;
+    if n < 0 || n as usize >= c.srv.dbs.len() {
+        return Err(ERR_DB_INDEX);
+    }
+    Ok(n as usize)
+}
+
+/// `SWAPDB index1 index2`
+pub fn swapdb(c: &mut Ctx, argv: &[&[u8]]) {
+    let a = match parse_db_index(c, argv[1], "ERR invalid first DB index") {
+        Ok(a) => a,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let b = match parse_db_index(c, argv[2], "ERR invalid second DB index") {
+        Ok(b) => b,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    if a != b {
+        c.srv.dbs.swap(a, b);
+        c.srv.dbs[a].id = a;
+        c.srv.dbs[b].id = b;
+    }
+    c.dirty(1);
+    c.cl.reply.ok();
+}
+
+/// `DBSIZE`
+pub fn dbsize(c: &mut Ctx, _argv: &[&[u8]]) {
+    let n = c.srv.dbs[c.cl.db].len();
+    c.cl.reply.int(n as i64);
+}
+
+/// Parse the optional ASYNC|SYNC of FLUSHDB/FLUSHALL; without it,
+/// `lazyfree-lazy-user-flush` decides.
+fn flush_flags(c: &Ctx, argv: &[&[u8]]) -> Result<FreeMode, &'static str> {
+    match argv.len() {
+        1 => Ok(FreeMode::lazy_if(c.srv.config.lazyfree_lazy_user_flush)),
+        2 if eq_ic(argv[1], "sync") => Ok(FreeMode::Sync),
+        2 if eq_ic(argv[1], "async") => Ok(FreeMode::Lazy),
+        _ => Err(ERR_SYNTAX),
+    }
+}
+
+/// `FLUSHDB [ASYNC | SYNC]` — ASYNC swaps in an empty table at once and
+/// leaves freeing the old one to the lazyfree thread.
+pub fn flushdb(c: &mut Ctx, argv: &[&[u8]]) {
+    let mode = match flush_flags(c, argv) {
+        Ok(m) => m,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let db = c.cl.db;
+    let n = c.srv.dbs[db].len() as u64;
+    c.srv.dbs[db].clear_with(mode);
+    c.dirty(n);
+    c.force_propagation();
+    c.cl.reply.ok();
+}
+
+/// `FLUSHALL [ASYNC | SYNC]`
+pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
+    let mode = match flush_flags(c, argv) {
+        Ok(m) => m,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let mut n = 0;
+    for d in &mut c.srv.dbs {
+        n += d.len() as u64;
+        d.clear_with(mode);
+    }
+    // Like Redis: a running background save is stale now, and with save
+    // points configured the (empty) dataset is saved right away.
+    crate::state::snapshot::kill_child(c.srv);
+    if !crate::state::snapshot::save_points(c.srv).is_empty() {
+        let _ = crate::state::snapshot::save(c.srv);
+    }
+    c.dirty(n + 1);
+    c.cl.reply.ok();
+}
+
+/// `TIME` — seconds and microseconds.
+pub fn time(c: &mut Ctx, _argv: &[&[u8]]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    c.cl.reply.array(2);
+    c.cl.reply.bulk(now.as_secs().to_string().as_bytes());
+    c.cl.reply.bulk(now.subsec_micros().to_string().as_bytes());
+}
+
+/// `SAVE` — write the snapshot now (blocking, as in Redis).
+pub fn save(c: &mut Ctx, _argv: &[&[u8]]) {
+    match crate::state::snapshot::save(c.srv) {
+        Ok(()) => c.cl.reply.ok(),
+        Err(e) if e.contains("in progress") => c.cl.reply.error(&format!("ERR {e}")),
+        Err(_) => c.cl.reply.error("ERR"),
+    }
+}
+
+/// `BGSAVE [SCHEDULE]` — snapshot in a forked child while the loop serves.
+pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
+    let schedule = match argv.len() {
+        1 => false,
+        2 if eq_ic(argv[1], "schedule") => true,
+        _ => return c.cl.reply.error(ERR_SYNTAX),
+    };
+    if c.srv.snapshot.child.is_some() {
+        if schedule {
+            c.srv.snapshot.scheduled = true;
+            return c.cl.reply.simple("Background saving scheduled");
+        }
+        return c.cl.reply.error("ERR Background save already in progress");
+    }
+    match crate::state::snapshot::bgsave(c.srv) {
+        Ok(()) => c.cl.reply.simple("Background saving started"),
+        Err(e) => c.cl.reply.error(&format!("ERR {e}")),
+    }
+}
+
+/// `LASTSAVE` — Unix time of the last successful save (startup until then).
+pub fn lastsave(c: &mut Ctx, _argv: &[&[u8]]) {
+    c.cl.reply.int(c.srv.lastsave_unix);
+}
+
+// ---- DEBUG ----
+
+const DEBUG_HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "OBJECT <key>",
+    "    Show low level info about the key and associated value.",
+    "RELOAD",
+    "    Save the RDB on disk and reload it back to memory.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|HELP`
+pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("help", 2),
+            ("sleep", 3),
+            ("set-active-expire", 3),
+            ("object", 3),
+            ("reload", -2),
+        ],
+    ) else {
+        return;
+    };
+    match sub {
+        "help" => reply_help(c, DEBUG_HELP),
+        "sleep" => {
+            // DEBUG SLEEP is defined to block the server; it is a test tool.
+            let secs = String::from_utf8_lossy(argv[2])
+                .trim()
+                .parse::<f64>()
+                .unwrap_or(0.0);
+            if secs > 0.0 && secs.is_finite() {
+                std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
+            }
+            c.cl.reply.ok();
+        }
+        "reload" => {
+            // Save, empty the databases, load the file back.
+            use crate::persistence::rdb;
+            use crate::state::snapshot;
+            if let Err(e) = snapshot::save(c.srv) {
+                return c
+                    .cl
+                    .reply
+                    .error(&format!("ERR Error trying to save the DB: {e}"));
+            }
+            for d in &mut c.srv.dbs {
+                d.clear();
+            }
+            let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
+            let opts = rdb::LoadOptions::from_config(&c.srv.config);
+            match rdb::load_file(&mut c.srv.dbs, &opts, &path) {
+                Ok(_) => c.cl.reply.ok(),
+                Err(e) => {
+                    c.cl.reply
+                        .error(&format!("ERR Error trying to load the RDB dump: {e}"))
+                }
+            }
+        }
+        "set-active-expire" => {
+            c.srv.active_expire_enabled = parse_i64(argv[2]).unwrap_or(0) != 0;
+            c.cl.reply.ok();
+        }
+        _ => {
+            let db = c.cl.db;
+            let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
+                return c.cl.reply.error(ERR_NO_SUCH_KEY);
+            };
+            let size = e.heap_size();
+            let encoding = encoding_name(e);
+            let idle = {
+                let now = lru_clock(c.srv.now_ms) as i64;
+                let lru = e.lru() as i64;
+                if now >= lru {
+                    now - lru
+                } else {
+                    now + (LRU_CLOCK_MAX as i64 - lru)
+                }
+            };
+            let text = format!(
+                "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
+                e as *const _, encoding, size, e.lru(), idle
+            );
+            c.cl.reply.simple(&text);
+        }
+    }
+}
+
+// ---- MODULE ----
+
+const MODULE_HELP: &[&str] = &[
+    "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LIST",
+    "    Return a list of loaded modules.",
+    "LOAD <path> [<arg> ...]",
+    "    Load a module library from <path>, passing to it any optional arguments.",
+    "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+    "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+    "UNLOAD <name>",
+    "    Unload a module.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// `MODULE LIST|LOAD|LOADEX|UNLOAD|HELP` — kvstore loads no Redis modules
+/// (their API is Redis's C internals): the list is empty and a load fails
+/// as a failed load does in Redis, with the reason in the log. Only where
+/// `enable-module-command` allows it at all.
+pub fn module(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(sub) = subcommand(
+        c,
+        argv,
+        &[
+            ("help", 2),
+            ("list", 2),
+            ("load", -3),
+            ("loadex", -3),
+            ("unload", 3),
+        ],
+    ) else {
+        return;
+    };
+    match sub {
+        "help" => reply_help(c, MODULE_HELP),
+        "list" => c.cl.reply.array(0),
+        "unload" => {
+            c.cl.reply
+                .error("ERR Error unloading module: no such module with that name")
+        }
+        _ => {
+            tracing::warn!(
+                "Module {} failed to load: kvstore does not load Redis modules",
+                String::from_utf8_lossy(argv[2])
+            );
+            c.cl.reply
+                .error("ERR Error loading the extension. Please check the server logs.");
+        }
+    }
+}
+
+/// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
+pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
+    let (mut nosave, mut save, mut abort) = (false, false, false);
+    for a in &argv[1..] {
+        if eq_ic(a, "nosave") {
+            nosave = true;
+        } else if eq_ic(a, "save") {
+            save = true;
+        } else if eq_ic(a, "now") || eq_ic(a, "force") {
+        } else if eq_ic(a, "abort") {
+            abort = true;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+    }
+    if (nosave && save) || (abort && argv.len() > 2) {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    if abort {
+        return c.cl.reply.error("ERR No shutdown in progress.");
+    }
+    use crate::state::snapshot;
+    let want_save = !nosave && (save || !snapshot::save_points(c.srv).is_empty());
+    if want_save {
+        snapshot::kill_child(c.srv);
+        if snapshot::save(c.srv).is_err() {
+            return c
+                .cl
+                .reply
+                .error("ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    // Saved above (or not wanted): the loop only has to stop.
+    c.srv.shutdown = Some(ShutdownMode::NoSave);
+    // No reply: the connection closes as the server exits.
+    c.cl.close_asap = true;
+}

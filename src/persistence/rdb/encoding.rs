@@ -1,0 +1,236 @@
+//! Decoders for the compact encodings found in dumps: listpack, ziplist,
+//! zipmap and intset blobs, each checked against its own length fields so a
+//! corrupt blob is an error, never an out-of-bounds read.
+
+/// Decode a listpack into its elements (integers as decimal strings).
+pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let bad = |what: &str| Err(format!("invalid listpack: {what}"));
+    if lp.len() < 7 {
+        return bad("too short");
+    }
+    let total = u32::from_le_bytes(lp[0..4].try_into().unwrap()) as usize;
+    if total != lp.len() {
+        return bad("size header does not match");
+    }
+    let mut out = Vec::new();
+    let mut p = 6;
+    loop {
+        let Some(&b) = lp.get(p) else {
+            return bad("missing end marker");
+        };
+        if b == 0xFF {
+            break;
+        }
+        let get = |from: usize, n: usize| lp.get(from..from + n).ok_or("truncated entry");
+        let (item, size): (Vec<u8>, usize) = if b & 0x80 == 0 {
+            ((b & 0x7f).to_string().into_bytes(), 1)
+        } else if b & 0xC0 == 0x80 {
+            let n = (b & 0x3f) as usize;
+            (get(p + 1, n)?.to_vec(), 1 + n)
+        } else if b & 0xE0 == 0xC0 {
+            let v = (((b & 0x1f) as u16) << 8) | *lp.get(p + 1).ok_or("truncated entry")? as u16;
+            let v = ((v << 3) as i16 >> 3) as i64;
+            (v.to_string().into_bytes(), 2)
+        } else if b & 0xF0 == 0xE0 {
+            let n =
+                (((b & 0x0f) as usize) << 8) | *lp.get(p + 1).ok_or("truncated entry")? as usize;
+            (get(p + 2, n)?.to_vec(), 2 + n)
+        } else {
+            match b {
+                0xF0 => {
+                    let n = u32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap()) as usize;
+                    (get(p + 5, n)?.to_vec(), 5 + n)
+                }
+                0xF1 => (
+                    i16::from_le_bytes(get(p + 1, 2)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    3,
+                ),
+                0xF2 => {
+                    let b3 = get(p + 1, 3)?;
+                    let v = (((b3[0] as u32) | (b3[1] as u32) << 8 | (b3[2] as u32) << 16) << 8)
+                        as i32
+                        >> 8;
+                    (v.to_string().into_bytes(), 4)
+                }
+                0xF3 => (
+                    i32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    5,
+                ),
+                0xF4 => (
+                    i64::from_le_bytes(get(p + 1, 8)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    9,
+                ),
+                _ => return bad("unknown entry encoding"),
+            }
+        };
+        let backlen = if size < 128 {
+            1
+        } else if size < 16384 {
+            2
+        } else if size < 2097152 {
+            3
+        } else if size < 268435456 {
+            4
+        } else {
+            5
+        };
+        out.push(item);
+        p += size + backlen;
+    }
+    Ok(out)
+}
+
+/// Decode a ziplist (pre-7.0 compact encoding) into its elements.
+pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let bad = |what: &str| Err(format!("invalid ziplist: {what}"));
+    if zl.len() < 11 {
+        return bad("too short");
+    }
+    if u32::from_le_bytes(zl[0..4].try_into().unwrap()) as usize != zl.len() {
+        return bad("size header does not match");
+    }
+    let mut out = Vec::new();
+    let mut p = 10;
+    loop {
+        let Some(&first) = zl.get(p) else {
+            return bad("missing end marker");
+        };
+        if first == 0xFF {
+            break;
+        }
+        // prevlen: 1 byte, or 0xFE and 4 more.
+        p += if first == 0xFE { 5 } else { 1 };
+        let get = |from: usize, n: usize| zl.get(from..from + n).ok_or("truncated entry");
+        let Some(&enc) = zl.get(p) else {
+            return bad("truncated entry");
+        };
+        let (item, size): (Vec<u8>, usize) = match enc >> 6 {
+            0 => {
+                let n = (enc & 0x3f) as usize;
+                (get(p + 1, n)?.to_vec(), 1 + n)
+            }
+            1 => {
+                let n = (((enc & 0x3f) as usize) << 8)
+                    | *zl.get(p + 1).ok_or("truncated entry")? as usize;
+                (get(p + 2, n)?.to_vec(), 2 + n)
+            }
+            2 => {
+                let n = u32::from_be_bytes(get(p + 1, 4)?.try_into().unwrap()) as usize;
+                (get(p + 5, n)?.to_vec(), 5 + n)
+            }
+            _ => match enc {
+                0xC0 => (
+                    i16::from_le_bytes(get(p + 1, 2)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    3,
+                ),
+                0xD0 => (
+                    i32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    5,
+                ),
+                0xE0 => (
+                    i64::from_le_bytes(get(p + 1, 8)?.try_into().unwrap())
+                        .to_string()
+                        .into_bytes(),
+                    9,
+                ),
+                0xF0 => {
+                    let b = get(p + 1, 3)?;
+                    let v = (((b[0] as u32) | (b[1] as u32) << 8 | (b[2] as u32) << 16) << 8)
+                        as i32
+                        >> 8;
+                    (v.to_string().into_bytes(), 4)
+                }
+                0xFE => (
+                    (*zl.get(p + 1).ok_or("truncated entry")? as i8)
+                        .to_string()
+                        .into_bytes(),
+                    2,
+                ),
+                0xF1..=0xFD => (((enc & 0x0f) - 1).to_string().into_bytes(), 1),
+                _ => return bad("unknown entry encoding"),
+            },
+        };
+        out.push(item);
+        p += size;
+    }
+    Ok(out)
+}
+
+/// Decode a zipmap (the oldest compact hash encoding) into field, value, ….
+pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let bad = || Err("invalid zipmap".to_string());
+    let mut out = Vec::new();
+    let mut p = 1;
+    let read_len = |p: &mut usize| -> Option<usize> {
+        let b = *zm.get(*p)?;
+        if b < 254 {
+            *p += 1;
+            Some(b as usize)
+        } else if b == 254 {
+            let n = u32::from_le_bytes(zm.get(*p + 1..*p + 5)?.try_into().ok()?) as usize;
+            *p += 5;
+            Some(n)
+        } else {
+            None
+        }
+    };
+    loop {
+        match zm.get(p) {
+            None => return bad(),
+            Some(0xFF) => break,
+            _ => {}
+        }
+        let Some(klen) = read_len(&mut p) else {
+            return bad();
+        };
+        let Some(key) = zm.get(p..p + klen) else {
+            return bad();
+        };
+        p += klen;
+        let Some(vlen) = read_len(&mut p) else {
+            return bad();
+        };
+        let Some(&free) = zm.get(p) else { return bad() };
+        p += 1;
+        let Some(val) = zm.get(p..p + vlen) else {
+            return bad();
+        };
+        p += vlen + free as usize;
+        out.push(key.to_vec());
+        out.push(val.to_vec());
+    }
+    Ok(out)
+}
+
+/// Decode an intset into decimal strings.
+pub(super) fn intset_items(is: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if is.len() < 8 {
+        return Err("invalid intset: too short".into());
+    }
+    let width = u32::from_le_bytes(is[0..4].try_into().unwrap()) as usize;
+    let n = u32::from_le_bytes(is[4..8].try_into().unwrap()) as usize;
+    if !matches!(width, 2 | 4 | 8) || is.len() != 8 + width * n {
+        return Err("invalid intset: bad encoding or size".into());
+    }
+    Ok((0..n)
+        .map(|i| {
+            let b = &is[8 + i * width..8 + (i + 1) * width];
+            let v: i64 = match width {
+                2 => i16::from_le_bytes(b.try_into().unwrap()) as i64,
+                4 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
+                _ => i64::from_le_bytes(b.try_into().unwrap()),
+            };
+            v.to_string().into_bytes()
+        })
+        .collect())
+}

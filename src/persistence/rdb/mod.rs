@@ -1,0 +1,170 @@
+//! Redis-format RDB snapshots: writing (version 10, plain encodings Redis
+//! 7.0 loads and redis-check-rdb accepts) and loading (through a memory map,
+//! never a heap copy of the file), including the compact encodings a Redis
+//! 7.0 dump holds: intset, listpack hashes and sorted sets, quicklist2.
+//!
+//! The file ends with a CRC-64 (Jones) of everything before it; a truncated
+//! or corrupt file is refused with the offset and what was expected.
+
+mod encoding;
+mod load;
+mod save;
+
+use crate::config::Config;
+use crate::db::NodeLimit;
+
+pub use load::{load_begin, load_bytes, load_file, load_step, LoadState, LoadStats};
+pub use save::{save_to_file, write_rdb};
+
+pub const RDB_VERSION: u32 = 10;
+/// Oldest and newest versions we read.
+pub(super) const MIN_VERSION: u32 = 1;
+pub(super) const MAX_VERSION: u32 = 12;
+
+// Object types.
+pub(super) const T_STRING: u8 = 0;
+pub(super) const T_LIST: u8 = 1;
+pub(super) const T_SET: u8 = 2;
+pub(super) const T_ZSET: u8 = 3;
+pub(super) const T_HASH: u8 = 4;
+pub(super) const T_ZSET_2: u8 = 5;
+pub(super) const T_MODULE: u8 = 6;
+pub(super) const T_MODULE_2: u8 = 7;
+pub(super) const T_HASH_ZIPMAP: u8 = 9;
+pub(super) const T_LIST_ZIPLIST: u8 = 10;
+pub(super) const T_SET_INTSET: u8 = 11;
+pub(super) const T_ZSET_ZIPLIST: u8 = 12;
+pub(super) const T_HASH_ZIPLIST: u8 = 13;
+pub(super) const T_LIST_QUICKLIST: u8 = 14;
+pub(super) const T_STREAM_LISTPACKS: u8 = 15;
+pub(super) const T_HASH_LISTPACK: u8 = 16;
+pub(super) const T_ZSET_LISTPACK: u8 = 17;
+pub(super) const T_LIST_QUICKLIST_2: u8 = 18;
+pub(super) const T_STREAM_LISTPACKS_2: u8 = 19;
+pub(super) const T_SET_LISTPACK: u8 = 20;
+pub(super) const T_STREAM_LISTPACKS_3: u8 = 21;
+
+// Opcodes.
+pub(super) const OP_FUNCTION2: u8 = 245;
+pub(super) const OP_FUNCTION_PRE_GA: u8 = 246;
+pub(super) const OP_MODULE_AUX: u8 = 247;
+pub(super) const OP_IDLE: u8 = 248;
+pub(super) const OP_FREQ: u8 = 249;
+pub(super) const OP_AUX: u8 = 250;
+pub(super) const OP_RESIZEDB: u8 = 251;
+pub(super) const OP_EXPIRETIME_MS: u8 = 252;
+pub(super) const OP_EXPIRETIME: u8 = 253;
+pub(super) const OP_SELECTDB: u8 = 254;
+pub(super) const OP_EOF: u8 = 255;
+
+/// What the writer takes from the configuration and the server.
+#[derive(Debug, Clone)]
+pub struct SaveOptions {
+    /// LZF-compress strings (`rdbcompression`).
+    pub compress: bool,
+    /// Write a CRC-64 trailer; zero when off (`rdbchecksum`).
+    pub checksum: bool,
+    /// Sleep this many microseconds per key (`rdb-key-save-delay`, a test aid).
+    pub key_save_delay_us: i64,
+    /// Recorded in the `used-mem` aux field.
+    pub used_memory: usize,
+}
+
+impl SaveOptions {
+    pub fn from_config(cfg: &Config, used_memory: usize) -> SaveOptions {
+        SaveOptions {
+            compress: cfg.rdbcompression,
+            checksum: cfg.rdbchecksum,
+            key_save_delay_us: cfg.rdb_key_save_delay,
+            used_memory,
+        }
+    }
+}
+
+/// What the loader takes from the configuration: whether to verify the
+/// checksum and the limits that decide each loaded value's encoding.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub checksum: bool,
+    pub(super) list_node: NodeLimit,
+    /// (entries, value bytes) of a listpack hash / sorted set.
+    pub(super) hash_limits: (usize, usize),
+    pub(super) zset_limits: (usize, usize),
+    pub(super) intset_max: usize,
+}
+
+impl LoadOptions {
+    pub fn from_config(cfg: &Config) -> LoadOptions {
+        LoadOptions {
+            checksum: cfg.rdbchecksum,
+            list_node: NodeLimit(cfg.list_max_listpack_size),
+            hash_limits: (
+                cfg.hash_max_listpack_entries.max(0) as usize,
+                cfg.hash_max_listpack_value.max(0) as usize,
+            ),
+            zset_limits: (
+                cfg.zset_max_listpack_entries.max(0) as usize,
+                cfg.zset_max_listpack_value.max(0) as usize,
+            ),
+            intset_max: cfg.set_max_intset_entries.max(0) as usize,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encoding::*;
+
+    #[test]
+    fn decodes_listpack_entries() {
+        // Built by hand: 7-bit uint 5, 6-bit str "ab", 13-bit int -2, end.
+        let mut lp = vec![0, 0, 0, 0, 3, 0];
+        lp.extend_from_slice(&[0x05, 1]);
+        lp.extend_from_slice(&[0x82, b'a', b'b', 3]);
+        let v: u16 = (-2i16 as u16) & 0x1fff;
+        lp.extend_from_slice(&[0xC0 | (v >> 8) as u8, v as u8, 2]);
+        lp.push(0xFF);
+        let total = lp.len() as u32;
+        lp[0..4].copy_from_slice(&total.to_le_bytes());
+        let items = listpack_items(&lp).unwrap();
+        assert_eq!(items, vec![b"5".to_vec(), b"ab".to_vec(), b"-2".to_vec()]);
+    }
+
+    #[test]
+    fn decodes_ziplists_and_zipmaps() {
+        // Entries: "ab" (6-bit string), 7 (4-bit immediate), -300 (int16), end.
+        let mut zl = vec![0; 10];
+        zl.extend_from_slice(&[0x00, 0x02, b'a', b'b']);
+        zl.extend_from_slice(&[0x04, 0xF8]);
+        zl.extend_from_slice(&[0x02, 0xC0]);
+        zl.extend_from_slice(&(-300i16).to_le_bytes());
+        zl.push(0xFF);
+        let total = zl.len() as u32;
+        zl[0..4].copy_from_slice(&total.to_le_bytes());
+        zl[8..10].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(
+            ziplist_items(&zl).unwrap(),
+            vec![b"ab".to_vec(), b"7".to_vec(), b"-300".to_vec()]
+        );
+        assert!(ziplist_items(&zl[..zl.len() - 1]).is_err());
+        // zipmap: {"f": "vv"} with one free byte.
+        let zm = [1, 1, b'f', 2, 1, b'v', b'v', 0, 0xFF];
+        assert_eq!(
+            zipmap_items(&zm).unwrap(),
+            vec![b"f".to_vec(), b"vv".to_vec()]
+        );
+        assert!(zipmap_items(&zm[..5]).is_err());
+    }
+
+    #[test]
+    fn decodes_intsets() {
+        let mut is = vec![2, 0, 0, 0, 2, 0, 0, 0];
+        is.extend_from_slice(&(-3i16).to_le_bytes());
+        is.extend_from_slice(&7i16.to_le_bytes());
+        assert_eq!(
+            intset_items(&is).unwrap(),
+            vec![b"-3".to_vec(), b"7".to_vec()]
+        );
+        assert!(intset_items(&is[..9]).is_err());
+    }
+}

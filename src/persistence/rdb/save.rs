@@ -1,0 +1,249 @@
+//! The RDB writer: version 10, plain encodings Redis 7.0 loads.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use super::*;
+use crate::db::{Db, Value, ValueRef};
+use crate::persistence::crc64::crc64;
+use crate::persistence::lzf;
+
+/// A writer that keeps the running CRC of everything written.
+struct RdbWriter<W: Write> {
+    out: BufWriter<W>,
+    crc: u64,
+    /// `rdbcompression`: LZF-compress strings longer than 20 bytes.
+    compress: bool,
+}
+
+impl<W: Write> RdbWriter<W> {
+    fn raw(&mut self, b: &[u8]) -> io::Result<()> {
+        self.crc = crc64(self.crc, b);
+        self.out.write_all(b)
+    }
+
+    fn len(&mut self, n: u64) -> io::Result<()> {
+        if n < 64 {
+            self.raw(&[n as u8])
+        } else if n < 16384 {
+            self.raw(&[0x40 | (n >> 8) as u8, n as u8])
+        } else if n <= u32::MAX as u64 {
+            self.raw(&[0x80])?;
+            self.raw(&(n as u32).to_be_bytes())
+        } else {
+            self.raw(&[0x81])?;
+            self.raw(&n.to_be_bytes())
+        }
+    }
+
+    /// A string, integer-encoded when it is a canonical 32-bit integer.
+    fn string(&mut self, s: &[u8]) -> io::Result<()> {
+        if s.len() <= 11 {
+            if let Some(n) = crate::util::parse_i64(s) {
+                if let Ok(v) = i8::try_from(n) {
+                    return self.raw(&[0xC0, v as u8]);
+                } else if let Ok(v) = i16::try_from(n) {
+                    self.raw(&[0xC1])?;
+                    return self.raw(&v.to_le_bytes());
+                } else if let Ok(v) = i32::try_from(n) {
+                    self.raw(&[0xC2])?;
+                    return self.raw(&v.to_le_bytes());
+                }
+            }
+        }
+        // As Redis: LZF for strings over 20 bytes when it saves at least 4.
+        if self.compress && s.len() > 20 {
+            if let Some(c) = lzf::compress(s, s.len() - 4) {
+                self.raw(&[0xC3])?;
+                self.len(c.len() as u64)?;
+                self.len(s.len() as u64)?;
+                return self.raw(&c);
+            }
+        }
+        self.len(s.len() as u64)?;
+        self.raw(s)
+    }
+}
+
+/// Serialise every database of `dbs` in RDB format to `w`.
+pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<()> {
+    let mut r = RdbWriter {
+        out: BufWriter::with_capacity(1 << 16, w),
+        crc: 0,
+        compress: opts.compress,
+    };
+    r.raw(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
+    let now_ms = crate::util::unix_time_ms();
+    let aux = [
+        ("redis-ver", crate::REDIS_VERSION.to_string()),
+        ("redis-bits", "64".to_string()),
+        ("ctime", (now_ms / 1000).to_string()),
+        ("used-mem", opts.used_memory.to_string()),
+        ("aof-base", "0".to_string()),
+    ];
+    for (k, v) in aux {
+        r.raw(&[OP_AUX])?;
+        r.string(k.as_bytes())?;
+        r.string(v.as_bytes())?;
+    }
+    for (i, db) in dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        r.raw(&[OP_SELECTDB])?;
+        r.len(i as u64)?;
+        r.raw(&[OP_RESIZEDB])?;
+        r.len(db.len() as u64)?;
+        r.len(db.expires.len() as u64)?;
+        let key_delay_us = opts.key_save_delay_us;
+        let mut err = None;
+        db.main.for_each(&mut |e| {
+            if err.is_some() {
+                return;
+            }
+            let res = (|| -> io::Result<()> {
+                if e.has_expire() {
+                    if let Some(t) = db.get_expire(e.key()) {
+                        r.raw(&[OP_EXPIRETIME_MS])?;
+                        r.raw(&t.to_le_bytes())?;
+                    }
+                }
+                if key_delay_us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us as u64));
+                }
+                write_entry(&mut r, e)
+            })();
+            if let Err(x) = res {
+                err = Some(x);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    r.raw(&[OP_EOF])?;
+    let crc = if opts.checksum { r.crc } else { 0 };
+    r.out.write_all(&crc.to_le_bytes())?;
+    r.out.flush()
+}
+
+fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Result<()> {
+    let key = e.key();
+    match e.value() {
+        ValueRef::Str(s) => {
+            r.raw(&[T_STRING])?;
+            r.string(key)?;
+            r.string(s)
+        }
+        ValueRef::Int(n) => {
+            r.raw(&[T_STRING])?;
+            r.string(key)?;
+            r.string(n.to_string().as_bytes())
+        }
+        ValueRef::Boxed(v) => match v {
+            Value::Str(s) => {
+                r.raw(&[T_STRING])?;
+                r.string(key)?;
+                r.string(s)
+            }
+            Value::List(l) => {
+                r.raw(&[T_LIST])?;
+                r.string(key)?;
+                r.len(l.len() as u64)?;
+                for item in l.iter() {
+                    r.string(item)?;
+                }
+                Ok(())
+            }
+            Value::Set(s) => {
+                r.raw(&[T_SET])?;
+                r.string(key)?;
+                let members = s.members();
+                r.len(members.len() as u64)?;
+                for m in &members {
+                    r.string(m)?;
+                }
+                Ok(())
+            }
+            Value::Hash(h) => {
+                r.raw(&[T_HASH])?;
+                r.string(key)?;
+                r.len(h.len() as u64)?;
+                let mut res = Ok(());
+                h.for_each(&mut |f, v| {
+                    if res.is_ok() {
+                        res = r.string(f).and_then(|_| r.string(v));
+                    }
+                });
+                res
+            }
+            Value::ZSet(z) => {
+                r.raw(&[T_ZSET_2])?;
+                r.string(key)?;
+                let items = z.items();
+                r.len(items.len() as u64)?;
+                for (m, s) in items {
+                    r.string(m)?;
+                    r.raw(&s.to_le_bytes())?;
+                }
+                Ok(())
+            }
+        },
+    }
+}
+
+/// Write a snapshot to `dir/filename` crash-safely: a temporary file,
+/// fsynced, renamed over the target, and the directory fsynced, so a crash
+/// leaves either the old file or the new one.
+///
+/// `may_publish` is asked just before the rename: a background save whose
+/// parent has died says no, so it never replaces a newer dump written by a
+/// restarted server. Errors say what failed in Redis's words (the log shows
+/// them: ENOSPC, EACCES, …).
+pub fn save_to_file(
+    dbs: &[Db],
+    opts: &SaveOptions,
+    dir: &Path,
+    filename: &str,
+    may_publish: &dyn Fn() -> bool,
+) -> io::Result<()> {
+    use crate::config::os_error_text;
+    let tmp_name = format!("temp-{}.rdb", std::process::id());
+    let tmp = dir.join(&tmp_name);
+    let context = |e: io::Error, what: String| io::Error::new(e.kind(), what);
+    let file = File::create(&tmp).map_err(|e| {
+        let why = os_error_text(&e);
+        context(
+            e,
+            format!(
+                "Failed opening the temp RDB file {tmp_name} (in server root dir {}) for saving: {why}",
+                dir.display()
+            ),
+        )
+    })?;
+    let res = write_rdb(dbs, opts, &file).and_then(|_| file.sync_all());
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        let why = os_error_text(&e);
+        return Err(context(e, format!("Write error saving DB on disk: {why}")));
+    }
+    if !may_publish() {
+        let _ = fs::remove_file(&tmp);
+        return Err(io::Error::other(
+            "the server that started this save is gone: not replacing the dump",
+        ));
+    }
+    fs::rename(&tmp, dir.join(filename)).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        let why = os_error_text(&e);
+        context(
+            e,
+            format!(
+                "Error moving temp DB file {tmp_name} on the final destination {filename} (in server root dir {}): {why}",
+                dir.display()
+            ),
+        )
+    })?;
+    File::open(dir)?.sync_all()
+}
