@@ -57,7 +57,7 @@ pub struct Config {
     pub zset_max_listpack_value: i64,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: i64,
-    pub notify_keyspace_events: String,
+    pub notify_keyspace_events: NotifyFlags,
     pub pidfile: String,
     pub protected_mode: bool,
     /// Who may change protected configs (`dir`, `dbfilename`) at run time.
@@ -126,7 +126,7 @@ impl Default for Config {
             zset_max_listpack_value: 0,
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
-            notify_keyspace_events: String::new(),
+            notify_keyspace_events: NotifyFlags(0),
             pidfile: String::new(),
             protected_mode: false,
             enable_protected_configs: Gate::No,
@@ -259,6 +259,112 @@ pub fn os_error_text(e: &std::io::Error) -> String {
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+/// `notify-keyspace-events`: which keyspace events are published, as
+/// Redis's NOTIFY_* bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotifyFlags(pub u32);
+
+impl NotifyFlags {
+    pub const KEYSPACE: u32 = 1 << 0; // K
+    pub const KEYEVENT: u32 = 1 << 1; // E
+    pub const GENERIC: u32 = 1 << 2; // g
+    pub const STRING: u32 = 1 << 3; // $
+    pub const LIST: u32 = 1 << 4; // l
+    pub const SET: u32 = 1 << 5; // s
+    pub const HASH: u32 = 1 << 6; // h
+    pub const ZSET: u32 = 1 << 7; // z
+    pub const EXPIRED: u32 = 1 << 8; // x
+    pub const EVICTED: u32 = 1 << 9; // e
+    pub const STREAM: u32 = 1 << 10; // t
+    pub const KEY_MISS: u32 = 1 << 11; // m
+    pub const MODULE: u32 = 1 << 13; // d
+    pub const NEW: u32 = 1 << 14; // n
+    /// `A`: every class but key-miss and new.
+    pub const ALL: u32 = Self::GENERIC
+        | Self::STRING
+        | Self::LIST
+        | Self::SET
+        | Self::HASH
+        | Self::ZSET
+        | Self::EXPIRED
+        | Self::EVICTED
+        | Self::STREAM
+        | Self::MODULE;
+
+    /// Redis's keyspaceEventsStringToFlags: letters are case-sensitive,
+    /// anything else is an error.
+    pub fn parse(v: &str) -> Result<NotifyFlags, String> {
+        let mut f = 0;
+        for ch in v.chars() {
+            f |= match ch {
+                'A' => Self::ALL,
+                'g' => Self::GENERIC,
+                '$' => Self::STRING,
+                'l' => Self::LIST,
+                's' => Self::SET,
+                'h' => Self::HASH,
+                'z' => Self::ZSET,
+                'x' => Self::EXPIRED,
+                'e' => Self::EVICTED,
+                'K' => Self::KEYSPACE,
+                'E' => Self::KEYEVENT,
+                't' => Self::STREAM,
+                'm' => Self::KEY_MISS,
+                'd' => Self::MODULE,
+                'n' => Self::NEW,
+                _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
+            };
+        }
+        Ok(NotifyFlags(f))
+    }
+
+    /// Is anything published for events of `class`?
+    #[inline]
+    pub fn wants(self, class: u32) -> bool {
+        self.0 & class != 0 && self.0 & (Self::KEYSPACE | Self::KEYEVENT) != 0
+    }
+}
+
+impl std::fmt::Display for NotifyFlags {
+    /// Redis's keyspaceEventsFlagsToString, letter order included (`n` is
+    /// only written when not every `A` class is set, as in Redis).
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let f = self.0;
+        let mut s = String::new();
+        if f & Self::ALL == Self::ALL {
+            s.push('A');
+        } else {
+            for (bit, ch) in [
+                (Self::GENERIC, 'g'),
+                (Self::STRING, '$'),
+                (Self::LIST, 'l'),
+                (Self::SET, 's'),
+                (Self::HASH, 'h'),
+                (Self::ZSET, 'z'),
+                (Self::EXPIRED, 'x'),
+                (Self::EVICTED, 'e'),
+                (Self::STREAM, 't'),
+                (Self::MODULE, 'd'),
+                (Self::NEW, 'n'),
+            ] {
+                if f & bit != 0 {
+                    s.push(ch);
+                }
+            }
+        }
+        for (bit, ch) in [
+            (Self::KEYSPACE, 'K'),
+            (Self::KEYEVENT, 'E'),
+            (Self::KEY_MISS, 'm'),
+        ] {
+            if f & bit != 0 {
+                s.push(ch);
+            }
+        }
+        out.write_str(&s)
     }
 }
 
@@ -842,14 +948,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         "notify-keyspace-events",
         "",
         true,
-        "Keyspace notification classes (pub/sub not available yet).",
-        |c| c.notify_keyspace_events.clone(),
-        |c, v| {
-            if !v.is_empty() {
-                return Err("keyspace notifications are not supported by this build yet".into());
-            }
-            c.notify_keyspace_events = String::new()
-        }
+        "Keyspace notification classes: K E g $ l s h z x e t m d n, A for g$lshzxetd.",
+        |c| c.notify_keyspace_events.to_string(),
+        |c, v| c.notify_keyspace_events = NotifyFlags::parse(v)?
     ),
     opt!(
         "pidfile",

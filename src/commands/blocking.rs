@@ -45,6 +45,16 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
     if c.retry || c.cl.blocked.is_some() {
         return;
     }
+    // Inside EXEC a blocking command answers at once as if it timed out
+    // (BLMOVE and BRPOPLPUSH with a null bulk, as Redis does).
+    if c.cl.in_exec {
+        if matches!(c.cmd.name, "blmove" | "brpoplpush") {
+            c.cl.reply.null();
+        } else {
+            c.cl.reply.null_array();
+        }
+        return;
+    }
     let db = c.cl.db;
     let id = c.cl.id;
     for k in keys {

@@ -68,6 +68,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
         "set" => config_set(c, argv),
         "resetstat" => {
             c.srv.stats = Default::default();
+            c.srv.command_stats.clear();
             c.cl.reply.ok();
         }
         _ => match c.srv.config.rewrite() {

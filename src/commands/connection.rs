@@ -10,7 +10,13 @@ pub fn ping(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() > 2 {
         return c.cl.reply.error(&arity_error("ping"));
     }
-    if argv.len() == 2 {
+    // A RESP2 client in subscribed mode gets its answer in the shape of a
+    // message, as Redis does.
+    if c.cl.subscriptions() > 0 && !c.cl.reply.is_resp3() {
+        c.cl.reply.array(2);
+        c.cl.reply.bulk(b"pong");
+        c.cl.reply.bulk(argv.get(1).copied().unwrap_or(b""));
+    } else if argv.len() == 2 {
         c.cl.reply.bulk(argv[1]);
     } else {
         c.cl.reply.simple("PONG");
@@ -30,6 +36,15 @@ pub fn quit(c: &mut Ctx, _argv: &[&[u8]]) {
 
 /// `RESET` — back to a fresh connection's state.
 pub fn reset(c: &mut Ctx, _argv: &[&[u8]]) {
+    // Redis's clearClientConnectionState: no MONITOR, no transaction, no
+    // watched keys, no subscriptions (silently), database 0, RESP2.
+    if c.cl.monitor {
+        c.cl.monitor = false;
+        let id = c.cl.id;
+        c.srv.monitors.retain(|&m| m != id);
+    }
+    super::transaction::discard_transaction(c.srv, c.cl);
+    super::pubsub::unsubscribe_everything(c.srv, c.cl);
     c.cl.db = 0;
     c.cl.reply.proto = Proto::Resp2;
     c.cl.name = None;
@@ -217,10 +232,13 @@ const CLIENT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn client_type_known(t: &[u8]) -> bool {
-    ["normal", "master", "replica", "slave", "pubsub"]
-        .iter()
-        .any(|n| eq_ic(t, n))
+/// The client type a TYPE argument names, as `ClientState::type_name`
+/// spells it (`slave` is `replica`).
+fn client_type_arg(t: &[u8]) -> Option<&'static str> {
+    ["normal", "master", "replica", "pubsub"]
+        .into_iter()
+        .find(|n| eq_ic(t, n))
+        .or_else(|| eq_ic(t, "slave").then_some("replica"))
 }
 
 /// `CLIENT ID|INFO|LIST|KILL|GETNAME|SETNAME|NO-EVICT|HELP`
@@ -280,19 +298,17 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
 
 fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
     let mut ids: Option<Vec<u64>> = None;
+    let mut type_filter: Option<&str> = None;
     let mut j = 2;
     while j < argv.len() {
         if eq_ic(argv[j], "type") && j + 1 < argv.len() {
-            if !client_type_known(argv[j + 1]) {
+            let Some(t) = client_type_arg(argv[j + 1]) else {
                 return c.cl.reply.error(&format!(
                     "ERR Unknown client type '{}'",
                     String::from_utf8_lossy(argv[j + 1])
                 ));
-            }
-            // Every client is a normal client until replication exists.
-            if !eq_ic(argv[j + 1], "normal") {
-                ids = Some(Vec::new());
-            }
+            };
+            type_filter = Some(t);
             j += 2;
         } else if eq_ic(argv[j], "id") && j + 1 < argv.len() {
             let mut list = Vec::new();
@@ -311,9 +327,14 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
     }
     let mut text = String::new();
     let mut lines: Vec<(u64, String)> = Vec::new();
-    lines.push((c.cl.id, c.cl.info_line()));
+    let wanted = |st: &ClientState| type_filter.is_none_or(|t| st.type_name() == t);
+    if wanted(c.cl) {
+        lines.push((c.cl.id, c.cl.info_line()));
+    }
     for other in c.srv.clients.iter().flatten() {
-        lines.push((other.id, other.info_line()));
+        if wanted(other) {
+            lines.push((other.id, other.info_line()));
+        }
     }
     lines.sort_by_key(|(id, _)| *id);
     for (id, line) in lines {
@@ -331,7 +352,7 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
 fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
     let old_form = argv.len() == 3;
     let (mut addr, mut laddr, mut id, mut skipme) = (None, None, None, !old_form);
-    let mut type_filter: Option<bool> = None; // Some(true): matches normal clients
+    let mut type_filter: Option<&str> = None;
     if old_form {
         addr = Some(argv[2]);
     } else {
@@ -348,13 +369,13 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
                     _ => return c.cl.reply.error("ERR client-id should be greater than 0"),
                 }
             } else if eq_ic(argv[i], "type") {
-                if !client_type_known(v) {
+                let Some(t) = client_type_arg(v) else {
                     return c.cl.reply.error(&format!(
                         "ERR Unknown client type '{}'",
                         String::from_utf8_lossy(v)
                     ));
-                }
-                type_filter = Some(eq_ic(v, "normal"));
+                };
+                type_filter = Some(t);
             } else if eq_ic(argv[i], "addr") {
                 addr = Some(v);
             } else if eq_ic(argv[i], "laddr") {
@@ -384,7 +405,7 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
         addr.is_none_or(|a| a == st.addr.as_bytes())
             && laddr.is_none_or(|a| a == st.laddr.as_bytes())
             && id.is_none_or(|i| i == st.id)
-            && type_filter.unwrap_or(true)
+            && type_filter.is_none_or(|t| st.type_name() == t)
     };
     let mut killed = 0;
     for (idx, other) in c.srv.clients.iter().enumerate() {

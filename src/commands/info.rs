@@ -152,7 +152,7 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
     let s = &srv.stats;
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
         s.total_connections_received,
         s.total_commands_processed,
         s.inst_ops.rate().round() as u64,
@@ -168,6 +168,9 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
         s.evicted_keys,
         s.keyspace_hits,
         s.keyspace_misses,
+        srv.pubsub.channels.len(),
+        srv.pubsub.pattern_count(),
+        srv.pubsub.shard_channels.len(),
         srv.snapshot.latest_fork_usec,
         srv.snapshot.saves,
         s.total_error_replies,
@@ -261,8 +264,23 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
             }
         }
     }
+    // Every section in Redis's order; commandstats only when asked for.
+    let all = [
+        "server",
+        "clients",
+        "memory",
+        "persistence",
+        "stats",
+        "replication",
+        "cpu",
+        "modules",
+        "commandstats",
+        "errorstats",
+        "cluster",
+        "keyspace",
+    ];
     let mut out = String::new();
-    for section in &defaults {
+    for section in &all {
         if !wanted.iter().any(|w| w == section) {
             continue;
         }
@@ -282,6 +300,23 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
                 out.push_str("# Errorstats\r\n");
                 for (code, count) in &srv.stats.errorstats {
                     let _ = write!(out, "errorstat_{code}:count={count}\r\n");
+                }
+            }
+            "commandstats" => {
+                out.push_str("# Commandstats\r\n");
+                let mut names: Vec<_> = srv.command_stats.iter().collect();
+                names.sort_by_key(|(n, _)| **n);
+                for (name, st) in names {
+                    let per_call = if st.calls > 0 {
+                        st.usec as f64 / st.calls as f64
+                    } else {
+                        0.0
+                    };
+                    let _ = write!(
+                        out,
+                        "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                        st.calls, st.usec, st.rejected_calls, st.failed_calls
+                    );
                 }
             }
             "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),

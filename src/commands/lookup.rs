@@ -21,7 +21,8 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     true
 }
 
-/// Remove an expired key and propagate its deletion.
+/// Remove an expired key, propagate its deletion, publish `expired` and
+/// signal its watchers (Redis's deleteExpiredKeyAndPropagate).
 pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
     let mode = crate::db::FreeMode::lazy_if(srv.config.lazyfree_lazy_expire);
     srv.dbs[db].delete_with(key, mode);
@@ -32,6 +33,8 @@ pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
         b"DEL"
     };
     srv.propagate(db, &[del, key]);
+    srv.notify_keyspace_event(NotifyFlags::EXPIRED, "expired", key, db);
+    srv.touch_watched_key(None, db, key);
 }
 
 /// Look up a key for reading: expires it if needed, counts hits and misses,
@@ -42,6 +45,7 @@ pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s
         srv.stats.keyspace_hits += 1;
     } else {
         srv.stats.keyspace_misses += 1;
+        srv.notify_keyspace_event(NotifyFlags::KEY_MISS, "keymiss", key, db);
     }
     // SAFETY: the pointer comes from the table of `srv.dbs[db]`, which is
     // borrowed mutably through `srv` for the returned lifetime.
@@ -114,6 +118,7 @@ pub fn create_value<'s>(
     key: &[u8],
     v: crate::db::Value,
 ) -> &'s mut crate::db::Value {
+    srv.notify_keyspace_event(NotifyFlags::NEW, "new", key, db);
     let table = &mut srv.dbs[db].main;
     table.insert_new(Entry::new(
         key,

@@ -20,16 +20,21 @@ pub mod info;
 pub mod keys;
 pub mod list;
 pub mod lookup;
+pub mod monitor;
+pub mod pubsub;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod string;
 pub mod table;
+pub mod transaction;
 pub mod zset;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+pub use crate::config::NotifyFlags;
 use crate::db::entry::{lru_clock, LRU_CLOCK_MAX};
 use crate::db::{Entry, ValueRef};
 use crate::state::{ClientState, Server};
@@ -53,6 +58,8 @@ pub const RANDOM: u32 = 1 << 9;
 pub const PUBSUB: u32 = 1 << 10;
 pub const BLOCKING: u32 = 1 << 11;
 pub const ALLOW_BUSY: u32 = 1 << 12;
+/// Refused inside MULTI (Redis's CMD_NO_MULTI).
+pub const NO_MULTI: u32 = 1 << 13;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -66,6 +73,7 @@ pub const FLAG_NAMES: &[(u32, &str)] = &[
     (STALE, "stale"),
     (NOAUTH, "no_auth"),
     (ALLOW_BUSY, "allow_busy"),
+    (NO_MULTI, "no_multi"),
     (FAST, "fast"),
     (RANDOM, "random"),
 ];
@@ -139,6 +147,34 @@ impl<'a> Ctx<'a> {
 
     pub fn db_index(&self) -> usize {
         self.cl.db
+    }
+
+    /// Publish a keyspace event for `key` in the client's database
+    /// (Redis's notifyKeyspaceEvent); `class` is a `NotifyFlags` bit.
+    #[inline]
+    pub fn notify(&mut self, class: u32, event: &str, key: &[u8]) {
+        if self.srv.config.notify_keyspace_events.wants(class) {
+            self.srv
+                .notify_keyspace_event(class, event, key, self.cl.db);
+        }
+    }
+
+    /// `key` in the client's database changed: clients WATCHing it fail
+    /// their EXEC (Redis's signalModifiedKey).
+    #[inline]
+    pub fn signal_modified(&mut self, key: &[u8]) {
+        if !self.srv.watched_keys.is_empty() {
+            let db = self.cl.db;
+            self.srv.touch_watched_key(Some(self.cl), db, key);
+        }
+    }
+
+    /// A key changed: signal watchers and publish the event (the pair
+    /// Redis's handlers call after every write).
+    #[inline]
+    pub fn modified(&mut self, key: &[u8], class: u32, event: &str) {
+        self.signal_modified(key);
+        self.notify(class, event, key);
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -232,7 +268,80 @@ pub fn execute(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
     execute_with(srv, client, argv, false);
 }
 
+/// Commands a RESP2 client may send while subscribed.
+const SUBSCRIBED_MODE_COMMANDS: &[&str] = &[
+    "ping",
+    "subscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "sunsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "quit",
+    "reset",
+];
+
+/// Commands that run at once inside MULTI instead of being queued.
+const MULTI_CONTROL: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
+
+/// Why a command was refused before it ran; inside MULTI a refusal
+/// makes EXEC fail (Redis's flagTransaction).
+fn refusal(
+    srv: &Server,
+    client: &ClientState,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+) -> Option<String> {
+    let argc = argv.len() as i32;
+    if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
+        return Some(arity_error(cmd.name));
+    }
+    if let Some(option) = protected_command_refused(srv, client, cmd, argv) {
+        // Checked before authentication, as Redis does.
+        return Some(format!(
+            "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            cmd.name.to_ascii_uppercase()
+        ));
+    }
+    if !client.authenticated && cmd.flags & NOAUTH == 0 {
+        return Some(ERR_NOAUTH.into());
+    }
+    // EXEC is judged by what it would run.
+    let queued_flags = match (&client.multi, cmd.name) {
+        (Some(m), "exec") => m.flags,
+        _ => 0,
+    };
+    let flags = cmd.flags | queued_flags;
+    if flags & DENYOOM != 0
+        && srv.config.maxmemory > 0
+        && srv.used_memory() as u64 > srv.config.maxmemory
+    {
+        return Some(ERR_OOM.into());
+    }
+    if (flags & WRITE != 0 || cmd.name == "ping") && crate::state::snapshot::writes_refused(srv) {
+        return Some(ERR_MISCONF.into());
+    }
+    if client.subscriptions() > 0
+        && !client.reply.is_resp3()
+        && !SUBSCRIBED_MODE_COMMANDS.contains(&cmd.name)
+    {
+        return Some(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            cmd.name
+        ));
+    }
+    if srv.loading.is_some() && cmd.flags & LOADING == 0 {
+        return Some("LOADING Redis is loading the dataset in memory".into());
+    }
+    if client.multi.is_some() && cmd.flags & NO_MULTI != 0 {
+        return Some("ERR Command not allowed inside a transaction".into());
+    }
+    None
+}
+
 /// Run one command; `retry` when re-running a blocked client's command.
+/// This is Redis's processCommand (checks, MULTI queueing) and call()
+/// (execution, propagation, statistics, slow log, MONITOR) in one.
 pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], retry: bool) {
     if argv.is_empty() {
         return;
@@ -240,72 +349,206 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let errors_before = client.reply.errors;
     srv.stats.total_commands_processed += 1;
     client.commands += 1;
-    let Some(cmd) = lookup_command(argv[0]) else {
-        client.reply.error(&unknown_command_error(argv));
-        srv.stats.total_error_replies += client.reply.errors - errors_before;
-        srv.stats.count_errors(&mut client.reply.error_codes);
-        return;
-    };
-    client.last_cmd = cmd.name;
-    let argc = argv.len() as i32;
-    if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
-        client.reply.error(&arity_error(cmd.name));
-    } else if let Some(option) = protected_command_refused(srv, client, cmd, argv) {
-        // Checked before authentication, as Redis does.
-        client.reply.error(&format!(
-            "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-            cmd.name.to_ascii_uppercase()
-        ));
-    } else if !client.authenticated && cmd.flags & NOAUTH == 0 {
-        client.reply.error(ERR_NOAUTH);
-    } else if srv.loading.is_some() && cmd.flags & LOADING == 0 {
-        client
-            .reply
-            .error("LOADING Redis is loading the dataset in memory");
-    } else if (cmd.flags & WRITE != 0 || cmd.name == "ping")
-        && crate::state::snapshot::writes_refused(srv)
-    {
-        client.reply.error(ERR_MISCONF);
-    } else if cmd.flags & DENYOOM != 0
-        && srv.config.maxmemory > 0
-        && srv.used_memory() as u64 > srv.config.maxmemory
-    {
-        client.reply.error(ERR_OOM);
-    } else {
-        let mut ctx = Ctx {
-            srv,
-            cl: client,
-            cmd,
-            dirty: 0,
-            rewrite: None,
-            no_propagate: false,
-            force_propagate: false,
-            retry,
-        };
-        let db = ctx.cl.db;
-        ctx.srv.feed.begin_unit();
-        (cmd.handler)(&mut ctx, argv);
-        let (dirty, rewrite, no_propagate, force) = (
-            ctx.dirty,
-            ctx.rewrite,
-            ctx.no_propagate,
-            ctx.force_propagate,
-        );
-        srv.dirty += dirty;
-        if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
-            match rewrite {
-                Some(argv) => {
-                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                    srv.propagate(db, &refs);
-                }
-                None => srv.propagate(db, argv),
+    match lookup_command(argv[0]) {
+        None => {
+            client.reply.error(&unknown_command_error(argv));
+            if let Some(m) = client.multi.as_mut() {
+                m.errored = true;
             }
         }
-        srv.feed.end_unit();
+        Some(cmd) => {
+            client.last_cmd = stats_name(cmd, argv);
+            if let Some(err) = refusal(srv, client, cmd, argv) {
+                client.reply.error(&err);
+                srv.command_stats
+                    .entry(stats_name(cmd, argv))
+                    .or_default()
+                    .rejected_calls += 1;
+                if let Some(m) = client.multi.as_mut() {
+                    m.errored = true;
+                }
+            } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
+                transaction::queue(client, cmd, argv);
+            } else {
+                call(srv, client, cmd, argv, retry);
+            }
+        }
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
     srv.stats.count_errors(&mut client.reply.error_codes);
 }
+
+/// Execute a command that passed every check (Redis's call()): run the
+/// handler inside an execution unit of the propagation feed, propagate its
+/// effect, count it, log it if slow, show it to MONITORs.
+pub fn call(
+    srv: &mut Server,
+    client: &mut ClientState,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+    retry: bool,
+) {
+    let errors_before = client.reply.errors;
+    let started = std::time::Instant::now();
+    let outer = srv.current_client == 0;
+    if outer {
+        srv.current_client = client.id;
+        srv.current_resp3 = client.reply.is_resp3();
+    }
+    let mut ctx = Ctx {
+        srv,
+        cl: client,
+        cmd,
+        dirty: 0,
+        rewrite: None,
+        no_propagate: false,
+        force_propagate: false,
+        retry,
+    };
+    let db = ctx.cl.db;
+    ctx.srv.feed.begin_unit();
+    (cmd.handler)(&mut ctx, argv);
+    let (dirty, rewrite, no_propagate, force) = (
+        ctx.dirty,
+        ctx.rewrite,
+        ctx.no_propagate,
+        ctx.force_propagate,
+    );
+    srv.dirty += dirty;
+    if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
+        match rewrite {
+            Some(argv) => {
+                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                srv.propagate(db, &refs);
+            }
+            None => srv.propagate(db, argv),
+        }
+    }
+    srv.feed.end_unit();
+    let duration_us = started.elapsed().as_micros() as u64;
+    // A blocked command is accounted when it is served (or times out).
+    if client.blocked.is_none() {
+        let stats = srv.command_stats.entry(stats_name(cmd, argv)).or_default();
+        stats.calls += 1;
+        stats.usec += duration_us;
+        if client.reply.errors > errors_before {
+            stats.failed_calls += 1;
+        }
+        if !SKIP_SLOWLOG.contains(&cmd.name) {
+            slowlog::push_if_slow(srv, client, argv, duration_us);
+        }
+    }
+    // A blocked command is shown once, when it first runs.
+    if !srv.monitors.is_empty() && cmd.flags & ADMIN == 0 && !retry {
+        monitor::feed_monitors(srv, client, db, argv);
+    }
+    if outer {
+        srv.current_client = 0;
+        for (db, key) in std::mem::take(&mut srv.deferred_touches) {
+            srv.touch_watched_key(Some(client), db, &key);
+        }
+        if !srv.self_pushes.is_empty() {
+            client.reply.raw(&srv.self_pushes);
+            srv.self_pushes.clear();
+        }
+    }
+}
+
+/// Commands the slow log leaves out (Redis's CMD_SKIP_SLOWLOG): EXEC is
+/// accounted through the commands it runs; AUTH and HELLO carry secrets.
+const SKIP_SLOWLOG: &[&str] = &["exec", "auth", "hello"];
+
+/// The name INFO commandstats counts a call under: `container|sub` for a
+/// known subcommand of a container command, as Redis 7.0 shows them.
+fn stats_name(cmd: &'static CommandSpec, argv: &[&[u8]]) -> &'static str {
+    if let Some(sub) = argv.get(1) {
+        if let Some((_, subs)) = SUBCOMMAND_STATS.iter().find(|(c, _)| *c == cmd.name) {
+            if let Some(name) = subs.iter().find(|(s, _)| eq_ic(sub, s)) {
+                return name.1;
+            }
+        }
+    }
+    cmd.name
+}
+
+/// Container commands and their subcommands' commandstats names.
+const SUBCOMMAND_STATS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "client",
+        &[
+            ("id", "client|id"),
+            ("info", "client|info"),
+            ("list", "client|list"),
+            ("kill", "client|kill"),
+            ("getname", "client|getname"),
+            ("setname", "client|setname"),
+            ("no-evict", "client|no-evict"),
+            ("unblock", "client|unblock"),
+            ("help", "client|help"),
+        ],
+    ),
+    (
+        "config",
+        &[
+            ("get", "config|get"),
+            ("set", "config|set"),
+            ("resetstat", "config|resetstat"),
+            ("rewrite", "config|rewrite"),
+            ("help", "config|help"),
+        ],
+    ),
+    (
+        "command",
+        &[
+            ("count", "command|count"),
+            ("list", "command|list"),
+            ("info", "command|info"),
+            ("docs", "command|docs"),
+            ("getkeys", "command|getkeys"),
+            ("help", "command|help"),
+        ],
+    ),
+    (
+        "object",
+        &[
+            ("encoding", "object|encoding"),
+            ("freq", "object|freq"),
+            ("idletime", "object|idletime"),
+            ("refcount", "object|refcount"),
+            ("help", "object|help"),
+        ],
+    ),
+    (
+        "pubsub",
+        &[
+            ("channels", "pubsub|channels"),
+            ("numsub", "pubsub|numsub"),
+            ("numpat", "pubsub|numpat"),
+            ("shardchannels", "pubsub|shardchannels"),
+            ("shardnumsub", "pubsub|shardnumsub"),
+            ("help", "pubsub|help"),
+        ],
+    ),
+    (
+        "slowlog",
+        &[
+            ("get", "slowlog|get"),
+            ("len", "slowlog|len"),
+            ("reset", "slowlog|reset"),
+            ("help", "slowlog|help"),
+        ],
+    ),
+    (
+        "module",
+        &[
+            ("list", "module|list"),
+            ("load", "module|load"),
+            ("loadex", "module|loadex"),
+            ("unload", "module|unload"),
+            ("help", "module|help"),
+        ],
+    ),
+];
 
 /// Run a command on behalf of an in-process caller (tests, tools). The
 /// reply bytes are returned in the client's protocol.
@@ -320,6 +563,10 @@ pub fn execute_detached(srv: &mut Server, client: &mut ClientState, argv: &[&[u8
 /// freed.
 pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
     blocking::unblock(srv, client);
+    srv.unwatch_all(client);
+    client.multi = None;
+    pubsub::unsubscribe_everything(srv, client);
+    srv.monitors.retain(|&id| id != client.id);
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,

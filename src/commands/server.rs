@@ -31,6 +31,9 @@ pub fn swapdb(c: &mut Ctx, argv: &[&[u8]]) {
         Err(e) => return c.cl.reply.error(e),
     };
     if a != b {
+        // Watchers of keys that exist on either side see a change.
+        c.srv.touch_all_watched_keys_in_db(Some(c.cl), a, Some(b));
+        c.srv.touch_all_watched_keys_in_db(Some(c.cl), b, Some(a));
         c.srv.dbs.swap(a, b);
         c.srv.dbs[a].id = a;
         c.srv.dbs[b].id = b;
@@ -65,6 +68,7 @@ pub fn flushdb(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let db = c.cl.db;
     let n = c.srv.dbs[db].len() as u64;
+    c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
     c.srv.dbs[db].clear_with(mode);
     c.dirty(n);
     c.force_propagation();
@@ -78,7 +82,9 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
         Err(e) => return c.cl.reply.error(e),
     };
     let mut n = 0;
-    for d in &mut c.srv.dbs {
+    for db in 0..c.srv.dbs.len() {
+        c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
+        let d = &mut c.srv.dbs[db];
         n += d.len() as u64;
         d.clear_with(mode);
     }

@@ -3,7 +3,8 @@
 use super::*;
 use super::{
     command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    keys as k, list as l, server as srvc, set as se, sort as so, string as st, zset as z,
+    keys as k, list as l, monitor as mon, pubsub as ps, server as srvc, set as se, slowlog as sl,
+    sort as so, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -43,6 +44,8 @@ impl CommandSpec {
             "sorted-set" => cats.push("@sortedset"),
             "generic" => cats.push("@keyspace"),
             "connection" => cats.push("@connection"),
+            "transactions" => cats.push("@transaction"),
+            "pubsub" => cats.push("@pubsub"),
             "server" => {}
             _ => {}
         }
@@ -269,5 +272,21 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, 0, 0, 0, srvc::shutdown, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
     cmd!("save", 1, ADMIN | NOSCRIPT, 0, 0, 0, srvc::save, "server", "1.0.0", "Synchronously saves the database(s) to disk.", "O(N) where N is the total number of keys in all databases"),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, srvc::bgsave, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", "O(1)"),
+    cmd!("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, mon::monitor, "server", "1.0.0", "Listens for all requests received by the server in real-time.", ""),
+    cmd!("slowlog", -2, ADMIN | LOADING | STALE, 0, 0, 0, sl::slowlog, "server", "2.2.12", "A container for slow log commands.", "Depends on subcommand."),
+    cmd!("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, tx::multi, "transactions", "1.2.0", "Starts a transaction.", "O(1)"),
+    cmd!("exec", 1, NOSCRIPT | LOADING | STALE, 0, 0, 0, tx::exec, "transactions", "1.2.0", "Executes all commands in a transaction.", "Depends on commands in the transaction"),
+    cmd!("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, tx::discard, "transactions", "2.0.0", "Discards a transaction.", "O(N), when N is the number of queued commands"),
+    cmd!("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 1, -1, 1, tx::watch, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."),
+    cmd!("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, tx::unwatch, "transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"),
+    cmd!("subscribe", -2, PUBSUB | NOSCRIPT | LOADING | STALE, 0, 0, 0, ps::subscribe, "pubsub", "2.0.0", "Listens for messages published to channels.", "O(N) where N is the number of channels to subscribe to."),
+    cmd!("unsubscribe", -1, PUBSUB | NOSCRIPT | LOADING | STALE, 0, 0, 0, ps::unsubscribe, "pubsub", "2.0.0", "Stops listening to messages posted to channels.", "O(N) where N is the number of channels to unsubscribe."),
+    cmd!("psubscribe", -2, PUBSUB | NOSCRIPT | LOADING | STALE, 0, 0, 0, ps::psubscribe, "pubsub", "2.0.0", "Listens for messages published to channels that match one or more patterns.", "O(N) where N is the number of patterns to subscribe to."),
+    cmd!("punsubscribe", -1, PUBSUB | NOSCRIPT | LOADING | STALE, 0, 0, 0, ps::punsubscribe, "pubsub", "2.0.0", "Stops listening to messages published to channels that match one or more patterns.", "O(N) where N is the number of patterns to unsubscribe."),
+    cmd!("ssubscribe", -2, PUBSUB | NOSCRIPT | LOADING | STALE, 1, -1, 1, ps::ssubscribe, "pubsub", "7.0.0", "Listens for messages published to shard channels.", "O(N) where N is the number of shard channels to subscribe to."),
+    cmd!("sunsubscribe", -1, PUBSUB | NOSCRIPT | LOADING | STALE, 1, -1, 1, ps::sunsubscribe, "pubsub", "7.0.0", "Stops listening to messages posted to shard channels.", "O(N) where N is the number of shard channels to unsubscribe."),
+    cmd!("publish", 3, PUBSUB | LOADING | STALE | FAST, 0, 0, 0, ps::publish, "pubsub", "2.0.0", "Posts a message to a channel.", "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client)."),
+    cmd!("spublish", 3, PUBSUB | LOADING | STALE | FAST, 1, 1, 1, ps::spublish, "pubsub", "7.0.0", "Post a message to a shard channel", "O(N) where N is the number of clients subscribed to the receiving shard channel."),
+    cmd!("pubsub", -2, 0, 0, 0, 0, ps::pubsub, "pubsub", "2.8.0", "A container for Pub/Sub commands.", "Depends on subcommand."),
     cmd!("lastsave", 1, LOADING | STALE | FAST | RANDOM, 0, 0, 0, srvc::lastsave, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk.", "O(1)"),
 ];

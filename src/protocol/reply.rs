@@ -263,6 +263,12 @@ impl Reply {
         }
     }
 
+    /// Bytes already encoded in this client's protocol (a pub/sub message
+    /// built once for many subscribers).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
     /// A push message header (`>n` in RESP3, array in RESP2).
     pub fn push(&mut self, n: usize) {
         if self.is_resp3() {

@@ -24,7 +24,7 @@ use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
 use crate::commands;
-use crate::config::{ClientClass, Config};
+use crate::config::Config;
 use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
 use crate::state::{ClientState, Server, ShutdownMode};
@@ -191,6 +191,7 @@ impl EventLoop {
             }
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
             self.resume_unblocked();
+            self.before_sleep();
             let mut wake = next_cron;
             if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
                 wake = wake.min(deadline);
@@ -340,19 +341,63 @@ impl EventLoop {
             let peer_closed = client.link.peer_closed;
             read_ok = self.read_client(idx, &mut client, peer_closed);
         }
-        // Replies to commands that arrived with the peer's FIN are still
-        // written (best effort) before the connection is closed.
-        if !close && client.st.pending_output() > 0 {
-            close |= !self.write_client(idx, &mut client);
+        close |= !read_ok || client.st.close_asap;
+        if client.st.pending_output() > 0 {
+            if !close {
+                // Written before the loop sleeps, after the feed has gone
+                // to its consumers (see `before_sleep`).
+                self.queue_write(&mut client);
+            } else if !client.st.close_asap {
+                // Best effort for a connection that is going away.
+                let _ = self.write_client(idx, &mut client);
+            }
         }
-        close |= !read_ok;
         if client.st.close_after_reply && client.st.pending_output() == 0 {
             close = true;
         }
-        close |= client.st.close_asap;
         self.put_client(idx, client);
         if close {
             self.close_client(idx);
+        }
+    }
+
+    /// Queue a client that has output for `before_sleep`.
+    fn queue_write(&mut self, client: &mut Client) {
+        if !client.st.pending_write {
+            client.st.pending_write = true;
+            let slot = self.srv.client_index(client.st.id).unwrap_or(usize::MAX);
+            self.srv.pending_writes.push((slot, client.st.id));
+        }
+    }
+
+    /// What the loop does before it sleeps (Redis's beforeSleep), in this
+    /// order: the iteration's writes go to the propagation feed's consumers
+    /// (the AOF and replicas will attach here, and a reply never reaches a
+    /// client before the write it reflects reached them), then every client
+    /// with pending output is written. Replies held for durability will be
+    /// released here too: `ClientState::releasable` bounds what is written.
+    fn before_sleep(&mut self) {
+        self.srv.flush_feed();
+        for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
+            let same = self
+                .srv
+                .clients
+                .get(idx)
+                .and_then(|c| c.as_ref())
+                .is_some_and(|c| c.id == id);
+            let Some(mut client) = same.then(|| self.take_client(idx)).flatten() else {
+                continue;
+            };
+            client.st.pending_write = false;
+            let mut close = client.st.close_asap;
+            if !close && client.st.pending_output() > 0 {
+                close |= !self.write_client(idx, &mut client);
+            }
+            close |= client.st.close_after_reply && client.st.pending_output() == 0;
+            self.put_client(idx, client);
+            if close {
+                self.close_client(idx);
+            }
         }
     }
 
@@ -376,7 +421,7 @@ impl EventLoop {
                     close |= self.run_buffered(idx, &mut client).is_none();
                 }
                 if client.st.pending_output() > 0 {
-                    close |= !self.write_client(idx, &mut client);
+                    self.queue_write(&mut client);
                 }
                 close |= client.st.close_asap
                     || (client.st.close_after_reply && client.st.pending_output() == 0);
@@ -476,6 +521,8 @@ impl EventLoop {
             if client.st.pending_output() < OUTPUT_PAUSE_BYTES {
                 return Some(true);
             }
+            // Writes reach the feed's consumers before any reply is sent.
+            self.srv.flush_feed();
             if !self.write_client(idx, client) {
                 return None;
             }
@@ -566,7 +613,7 @@ impl EventLoop {
     /// Enforce `client-output-buffer-limit` (normal class) after a reply
     /// was added. Returns false when the client is to be closed.
     fn check_output_limits(&mut self, st: &mut ClientState) -> bool {
-        let limit = self.srv.config.client_output_buffer_limit[ClientClass::Normal as usize];
+        let limit = self.srv.config.client_output_buffer_limit[st.output_class() as usize];
         // The default (0 0 0) costs nothing per command, not even a clock read.
         if limit.hard == 0 && limit.soft == 0 {
             return true;

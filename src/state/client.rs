@@ -56,7 +56,7 @@ pub struct ClientState {
     /// Inside MULTI: the commands queued for EXEC.
     pub multi: Option<MultiState>,
     /// Keys this client WATCHes, as (database, key).
-    pub watched: Vec<(usize, Vec<u8>)>,
+    pub watched: Vec<super::watch::WatchedKey>,
     /// A watched key was touched: the next EXEC fails (Redis's DIRTY_CAS).
     pub dirty_cas: bool,
     /// Subscribed channels (SUBSCRIBE), patterns (PSUBSCRIBE, in the order
@@ -68,8 +68,11 @@ pub struct ClientState {
     pub monitor: bool,
     /// A replica of this server, or our master's link (replication).
     pub kind: ClientKind,
-    /// Just unblocked; its reply is on its way (CLIENT LIST `u`).
-    pub unblocked_flag: bool,
+    /// Queued in the server's pending writes.
+    pub pending_write: bool,
+    /// Running the commands of an EXEC: blocking commands don't block
+    /// (Redis's CLIENT_DENY_BLOCKING).
+    pub in_exec: bool,
 }
 
 /// What role a connection plays; with subscriptions, it decides the
@@ -93,6 +96,9 @@ pub struct MultiState {
     pub errored: bool,
     /// Bytes held by the queued arguments (CLIENT LIST `multi-mem`).
     pub mem: usize,
+    /// Flags of every queued command, OR-ed (EXEC is refused as a write
+    /// when it would run one).
+    pub flags: u32,
 }
 
 /// What a blocked client waits for.
@@ -151,7 +157,8 @@ impl ClientState {
             shard_channels: Default::default(),
             monitor: false,
             kind: ClientKind::Normal,
-            unblocked_flag: false,
+            pending_write: false,
+            in_exec: false,
         }
     }
 
@@ -218,9 +225,6 @@ impl ClientState {
         }
         if self.close_after_reply {
             f.push('c');
-        }
-        if self.unblocked_flag {
-            f.push('u');
         }
         if self.close_asap {
             f.push('A');

@@ -5,17 +5,19 @@
 
 pub mod client;
 pub mod feed;
+pub mod pubsub;
 pub mod snapshot;
+pub mod watch;
 
 use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use tracing::warn;
 
-use crate::config::{ClientClass, Config};
+use crate::config::Config;
 use crate::db::Db;
 use crate::util::{random_hex, random_u64, unix_time_ms, Rng};
-pub use client::{Blocked, ClientState};
+pub use client::{Blocked, ClientKind, ClientState, MultiState};
 pub use feed::{Feed, FeedCursor};
 
 /// Counters reported by INFO stats.
@@ -146,6 +148,52 @@ pub struct Server {
     pub log_limits: LogLimits,
     /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
     pub new_tcp_listeners: Option<Vec<TcpListener>>,
+    /// Pub/Sub subscriptions.
+    pub pubsub: pubsub::PubSub,
+    /// Clients whose output grew outside their own turn, as (slot, id):
+    /// written before the loop sleeps.
+    pub pending_writes: Vec<(usize, u64)>,
+    /// Push messages for the client running the current command (it is
+    /// out of the slab meanwhile); appended after its reply.
+    pub self_pushes: Vec<u8>,
+    /// Does the running client speak RESP3 (how to encode `self_pushes`)?
+    pub current_resp3: bool,
+    /// Watched keys and their watchers.
+    pub watched_keys: watch::WatchedKeys,
+    /// Id of the client whose command is running (0 outside commands).
+    pub current_client: u64,
+    /// Keys changed outside the handler's reach (a lazy expiry inside a
+    /// lookup) that the running client watches: applied to it when its
+    /// command returns.
+    pub deferred_touches: Vec<(usize, Vec<u8>)>,
+    /// Clients in MONITOR mode, by id.
+    pub monitors: Vec<u64>,
+    /// SLOWLOG entries, newest first, and the next entry id.
+    pub slowlog: std::collections::VecDeque<SlowlogEntry>,
+    pub slowlog_next_id: u64,
+    /// Per-command call statistics (INFO commandstats), by command name.
+    pub command_stats: std::collections::HashMap<&'static str, CommandStats>,
+}
+
+/// One SLOWLOG entry (Redis's slowlogEntry).
+#[derive(Debug, Clone)]
+pub struct SlowlogEntry {
+    pub id: u64,
+    pub time_unix: i64,
+    pub duration_us: u64,
+    /// At most 32 arguments, each at most 128 bytes, as Redis keeps them.
+    pub argv: Vec<Vec<u8>>,
+    pub addr: String,
+    pub name: Vec<u8>,
+}
+
+/// INFO commandstats counters of one command.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommandStats {
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected_calls: u64,
+    pub failed_calls: u64,
 }
 
 /// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
@@ -211,6 +259,17 @@ impl Server {
             recent_max_output: 0,
             log_limits: LogLimits::default(),
             new_tcp_listeners: None,
+            pubsub: Default::default(),
+            pending_writes: Vec::new(),
+            self_pushes: Vec::new(),
+            current_resp3: false,
+            watched_keys: Default::default(),
+            current_client: 0,
+            deferred_touches: Vec::new(),
+            monitors: Vec::new(),
+            slowlog: Default::default(),
+            slowlog_next_id: 0,
+            command_stats: Default::default(),
         };
         srv.apply_lazyfree_config();
         srv
@@ -241,6 +300,16 @@ impl Server {
     /// `alsoPropagate`), for persistence and replicas.
     pub fn propagate(&mut self, db: usize, argv: &[&[u8]]) {
         self.feed.also_propagate(db, argv);
+    }
+
+    /// Hand the iteration's propagated writes to every consumer of the
+    /// feed, then forget them.
+    pub fn flush_feed(&mut self) {
+        if !self.feed.has_pending() {
+            return;
+        }
+        self.feed.flush_taps();
+        self.feed.clear();
     }
 
     /// Bytes allocated by this thread right now: cheap enough to check before
@@ -300,13 +369,14 @@ impl Server {
     /// The soft output limit also counts time while nothing is added (a
     /// paused client runs no commands): check it once per cron tick.
     pub fn check_output_limits_cron(&mut self, now: Instant) {
-        let limit = self.config.client_output_buffer_limit[ClientClass::Normal as usize];
-        if limit.soft == 0 && limit.hard == 0 {
+        let limits = self.config.client_output_buffer_limit;
+        if limits.iter().all(|l| l.soft == 0 && l.hard == 0) {
             return;
         }
         let mut over = Vec::new();
         for (i, c) in self.clients.iter_mut().enumerate() {
             if let Some(c) = c {
+                let limit = limits[c.output_class() as usize];
                 if c.pending_output() > 0 && c.output_limit_reached(limit, now) {
                     over.push(i);
                 }

@@ -1,0 +1,92 @@
+//! MONITOR: every command the server runs, as Redis's replicationFeedMonitors
+//! shows it: `+<unix time.usec> [<db> <client>] "arg" "arg"…`, arguments
+//! quoted and escaped like `sdscatrepr`, secrets redacted.
+
+use super::*;
+use crate::state::ClientKind;
+
+/// `MONITOR`
+pub fn monitor(c: &mut Ctx, _argv: &[&[u8]]) {
+    if c.cl.in_exec {
+        return c
+            .cl
+            .reply
+            .error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+    }
+    // A replica or an existing monitor: ignored, as in Redis.
+    if c.cl.monitor || c.cl.kind != ClientKind::Normal {
+        return;
+    }
+    c.cl.monitor = true;
+    c.srv.monitors.push(c.cl.id);
+    c.cl.reply.ok();
+}
+
+/// Append `bytes` quoted as Redis's `sdscatrepr` does.
+pub fn cat_repr(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
+/// Arguments MONITOR and SLOWLOG must not show (Redis's
+/// redactClientCommandArgument): AUTH's, and HELLO's AUTH pair.
+pub fn redacted(cmd: &str, argv: &[&[u8]], i: usize) -> bool {
+    match cmd {
+        "auth" => i >= 1,
+        "hello" => argv
+            .iter()
+            .position(|a| eq_ic(a, "auth"))
+            .is_some_and(|at| at >= 2 && (i == at + 1 || i == at + 2)),
+        _ => false,
+    }
+}
+
+/// Show a command to every monitor.
+pub fn feed_monitors(srv: &mut Server, client: &ClientState, db: usize, argv: &[&[u8]]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut line = format!("+{}.{:06} ", now.as_secs(), now.subsec_micros()).into_bytes();
+    if client.is_unix {
+        line.extend_from_slice(format!("[{db} unix:{}] ", srv.config.unixsocket).as_bytes());
+    } else {
+        line.extend_from_slice(format!("[{db} {}] ", client.addr).as_bytes());
+    }
+    let name = client.last_cmd;
+    for (i, a) in argv.iter().enumerate() {
+        if i > 0 {
+            line.push(b' ');
+        }
+        if redacted(name, argv, i) {
+            cat_repr(&mut line, b"(redacted)");
+        } else {
+            cat_repr(&mut line, a);
+        }
+    }
+    line.extend_from_slice(b"\r\n");
+    for id in srv.monitors.clone() {
+        if id == client.id {
+            continue;
+        }
+        let Some(slot) = srv.client_index(id) else {
+            continue;
+        };
+        if let Some(m) = srv.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+            m.reply.raw(&line);
+        }
+        srv.queue_write(slot);
+    }
+}

@@ -1,0 +1,140 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH (Redis's multi.c).
+//!
+//! Between MULTI and EXEC the dispatcher queues commands (copies of their
+//! arguments: the query buffer they were parsed from is reused at once) and
+//! answers QUEUED; a command refused while queuing (unknown, wrong arity,
+//! OOM, …) makes EXEC answer EXECABORT. EXEC runs the queue as one execution
+//! unit of the propagation feed, so the AOF and replicas get the writes
+//! wrapped in MULTI/EXEC (or a single command unwrapped). WATCHed keys
+//! touched since WATCH make EXEC return a null array.
+
+use super::*;
+use crate::state::watch::WatchedKey;
+
+/// Queue a command inside MULTI (the dispatcher has checked it).
+pub fn queue(client: &mut ClientState, cmd: &'static CommandSpec, argv: &[&[u8]]) {
+    let Some(m) = client.multi.as_mut() else {
+        return;
+    };
+    let args: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+    m.mem += args.iter().map(|a| a.capacity()).sum::<usize>();
+    m.flags |= cmd.flags;
+    m.commands.push(args);
+    client.reply.simple("QUEUED");
+}
+
+/// `MULTI`
+pub fn multi(c: &mut Ctx, _argv: &[&[u8]]) {
+    if c.cl.multi.is_some() {
+        return c.cl.reply.error("ERR MULTI calls can not be nested");
+    }
+    c.cl.multi = Some(Default::default());
+    c.cl.reply.ok();
+}
+
+/// `DISCARD`
+pub fn discard(c: &mut Ctx, _argv: &[&[u8]]) {
+    if c.cl.multi.is_none() {
+        return c.cl.reply.error("ERR DISCARD without MULTI");
+    }
+    discard_transaction(c.srv, c.cl);
+    c.cl.reply.ok();
+}
+
+/// Forget the queued commands and every watched key.
+pub fn discard_transaction(srv: &mut Server, client: &mut ClientState) {
+    client.multi = None;
+    srv.unwatch_all(client);
+}
+
+/// Has a key watched by `client` expired since it was watched (Redis's
+/// isWatchedKeyExpired)? Keys already expired at WATCH time don't count.
+fn watched_key_expired(srv: &Server, client: &ClientState) -> bool {
+    client.watched.iter().any(|wk| {
+        !wk.expired && {
+            let d = &srv.dbs[wk.db];
+            d.main.get(&wk.key).is_some_and(|e| e.has_expire()) && d.is_expired(&wk.key, srv.now_ms)
+        }
+    })
+}
+
+/// `EXEC`
+///
+/// ```text
+/// EXEC -> array of the queued commands' replies
+///       | null array (a watched key changed)
+///       | -EXECABORT (a command was refused while queuing)
+/// ```
+pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
+    let Some(m) = c.cl.multi.take() else {
+        return c.cl.reply.error("ERR EXEC without MULTI");
+    };
+    if m.errored {
+        discard_transaction(c.srv, c.cl);
+        return c
+            .cl
+            .reply
+            .error("EXECABORT Transaction discarded because of previous errors.");
+    }
+    if watched_key_expired(c.srv, c.cl) {
+        c.cl.dirty_cas = true;
+    }
+    if c.cl.dirty_cas {
+        discard_transaction(c.srv, c.cl);
+        return c.cl.reply.null_array();
+    }
+    // Unwatch first: the transaction's own writes must not flag this client.
+    c.srv.unwatch_all(c.cl);
+    c.cl.reply.array(m.commands.len());
+    c.cl.in_exec = true;
+    for args in &m.commands {
+        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+        // Each queued command passed the dispatcher's checks when it was
+        // queued (and EXEC as a whole was checked for OOM and MISCONF).
+        let Some(cmd) = lookup_command(&refs[0]) else {
+            c.cl.reply.error(&unknown_command_error(&refs));
+            continue;
+        };
+        c.srv.stats.total_commands_processed += 1;
+        c.cl.commands += 1;
+        c.cl.last_cmd = stats_name(cmd, &refs);
+        call(c.srv, c.cl, cmd, &refs, false);
+    }
+    c.cl.in_exec = false;
+}
+
+/// `WATCH key [key ...]`
+pub fn watch(c: &mut Ctx, argv: &[&[u8]]) {
+    if c.cl.multi.is_some() {
+        return c.cl.reply.error("ERR WATCH inside MULTI is not allowed");
+    }
+    // A client already flagged needs no more watches: EXEC will fail.
+    if c.cl.dirty_cas {
+        return c.cl.reply.ok();
+    }
+    let db = c.cl.db;
+    for key in &argv[1..] {
+        if c.cl.watched.iter().any(|w| w.db == db && w.key == *key) {
+            continue;
+        }
+        let expired = c.srv.dbs[db].main.get(key).is_some_and(|e| e.has_expire())
+            && c.srv.dbs[db].is_expired(key, c.srv.now_ms);
+        c.srv
+            .watched_keys
+            .entry((db, key.to_vec()))
+            .or_default()
+            .push(c.cl.id);
+        c.cl.watched.push(WatchedKey {
+            db,
+            key: key.to_vec(),
+            expired,
+        });
+    }
+    c.cl.reply.ok();
+}
+
+/// `UNWATCH`
+pub fn unwatch(c: &mut Ctx, _argv: &[&[u8]]) {
+    c.srv.unwatch_all(c.cl);
+    c.cl.reply.ok();
+}

@@ -1,0 +1,247 @@
+//! Pub/Sub delivery and keyspace notifications (Redis's pubsub.c and
+//! notify.c).
+//!
+//! The registry maps each channel (and each pattern, and each shard
+//! channel) to its subscribers' client ids, in subscription order. A
+//! message is encoded once per protocol (RESP2 array, RESP3 push) and the
+//! bytes are appended to every subscriber's reply buffer; the subscriber is
+//! queued for writing before the loop sleeps and checked against its
+//! output-buffer class limit at once, so a subscriber that does not read
+//! is disconnected instead of growing without bound.
+//!
+//! The client running the current command is not in the slab (the loop has
+//! taken it out to serve it): messages for it go to `self_pushes` and the
+//! dispatcher appends them after the command's reply.
+
+use std::collections::HashMap;
+
+use super::Server;
+use crate::config::NotifyFlags;
+use crate::util::glob_match;
+
+/// Subscriptions of every client, by channel and pattern.
+#[derive(Default, Debug)]
+pub struct PubSub {
+    pub channels: HashMap<Vec<u8>, Vec<u64>>,
+    /// Patterns in the order they were first subscribed.
+    pub patterns: Vec<(Vec<u8>, Vec<u64>)>,
+    pub shard_channels: HashMap<Vec<u8>, Vec<u64>>,
+}
+
+impl PubSub {
+    /// Subscribe `id` to `channel` in `map`; false if it already was.
+    pub fn add(map: &mut HashMap<Vec<u8>, Vec<u64>>, channel: &[u8], id: u64) -> bool {
+        let subs = map.entry(channel.to_vec()).or_default();
+        if subs.contains(&id) {
+            return false;
+        }
+        subs.push(id);
+        true
+    }
+
+    /// Unsubscribe `id` from `channel` in `map`; false if it was not.
+    pub fn remove(map: &mut HashMap<Vec<u8>, Vec<u64>>, channel: &[u8], id: u64) -> bool {
+        let Some(subs) = map.get_mut(channel) else {
+            return false;
+        };
+        let Some(pos) = subs.iter().position(|&s| s == id) else {
+            return false;
+        };
+        subs.remove(pos);
+        if subs.is_empty() {
+            map.remove(channel);
+        }
+        true
+    }
+
+    pub fn add_pattern(&mut self, pattern: &[u8], id: u64) -> bool {
+        match self.patterns.iter_mut().find(|(p, _)| p == pattern) {
+            Some((_, subs)) if subs.contains(&id) => false,
+            Some((_, subs)) => {
+                subs.push(id);
+                true
+            }
+            None => {
+                self.patterns.push((pattern.to_vec(), vec![id]));
+                true
+            }
+        }
+    }
+
+    pub fn remove_pattern(&mut self, pattern: &[u8], id: u64) -> bool {
+        let Some(i) = self.patterns.iter().position(|(p, _)| p == pattern) else {
+            return false;
+        };
+        let subs = &mut self.patterns[i].1;
+        let Some(pos) = subs.iter().position(|&s| s == id) else {
+            return false;
+        };
+        subs.remove(pos);
+        if subs.is_empty() {
+            self.patterns.remove(i);
+        }
+        true
+    }
+
+    /// Distinct patterns with at least one subscriber (PUBSUB NUMPAT).
+    pub fn pattern_count(&self) -> usize {
+        self.patterns.len()
+    }
+}
+
+/// One message encoded for both protocols, built on first use.
+struct Encoded<'a> {
+    parts: &'a [&'a [u8]],
+    resp2: Option<Vec<u8>>,
+    resp3: Option<Vec<u8>>,
+}
+
+impl<'a> Encoded<'a> {
+    fn new(parts: &'a [&'a [u8]]) -> Encoded<'a> {
+        Encoded {
+            parts,
+            resp2: None,
+            resp3: None,
+        }
+    }
+
+    fn bytes(&mut self, resp3: bool) -> &[u8] {
+        let (slot, head) = if resp3 {
+            (&mut self.resp3, b'>')
+        } else {
+            (&mut self.resp2, b'*')
+        };
+        slot.get_or_insert_with(|| {
+            let mut out = Vec::with_capacity(self.parts.iter().map(|p| p.len() + 16).sum());
+            out.push(head);
+            out.extend_from_slice(self.parts.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for p in self.parts {
+                out.push(b'$');
+                out.extend_from_slice(p.len().to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(p);
+                out.extend_from_slice(b"\r\n");
+            }
+            out
+        })
+    }
+}
+
+impl Server {
+    /// Append a push message to client `id`'s output (or to the running
+    /// client's `self_pushes`). The bytes are given per protocol.
+    fn deliver(&mut self, id: u64, msg: &mut Encoded) {
+        let Some(slot) = self.client_index(id) else {
+            return;
+        };
+        match self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+            Some(c) => {
+                if c.close_asap {
+                    return;
+                }
+                let bytes = msg.bytes(c.reply.is_resp3());
+                c.reply.raw(bytes);
+            }
+            None => {
+                // The client being served: its reply buffer is not here.
+                let bytes = msg.bytes(self.current_resp3);
+                self.self_pushes.extend_from_slice(bytes);
+                return;
+            }
+        }
+        self.queue_write(slot);
+        let mut c = self.clients[slot].take().expect("checked above");
+        let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
+        if (limit.hard > 0 || limit.soft > 0)
+            && c.output_limit_reached(limit, std::time::Instant::now())
+        {
+            self.close_for_output_limit(&mut c);
+            self.to_close.push((slot, c.id));
+        }
+        self.clients[slot] = Some(c);
+    }
+
+    /// PUBLISH: deliver `message` on `channel` to its subscribers and to
+    /// every client with a matching pattern. Returns the number of
+    /// deliveries (Redis's PUBLISH reply).
+    pub fn publish(&mut self, channel: &[u8], message: &[u8]) -> usize {
+        let mut receivers = 0;
+        if let Some(subs) = self.pubsub.channels.get(channel) {
+            let subs = subs.clone();
+            let parts: [&[u8]; 3] = [b"message", channel, message];
+            let mut msg = Encoded::new(&parts);
+            for id in subs {
+                self.deliver(id, &mut msg);
+                receivers += 1;
+            }
+        }
+        if !self.pubsub.patterns.is_empty() {
+            let matching: Vec<(Vec<u8>, Vec<u64>)> = self
+                .pubsub
+                .patterns
+                .iter()
+                .filter(|(p, _)| glob_match(p, channel, false))
+                .cloned()
+                .collect();
+            for (pattern, subs) in matching {
+                let parts: [&[u8]; 4] = [b"pmessage", &pattern, channel, message];
+                let mut msg = Encoded::new(&parts);
+                for id in subs {
+                    self.deliver(id, &mut msg);
+                    receivers += 1;
+                }
+            }
+        }
+        receivers
+    }
+
+    /// SPUBLISH: deliver to the shard channel's subscribers.
+    pub fn spublish(&mut self, channel: &[u8], message: &[u8]) -> usize {
+        let Some(subs) = self.pubsub.shard_channels.get(channel) else {
+            return 0;
+        };
+        let subs = subs.clone();
+        let parts: [&[u8]; 3] = [b"smessage", channel, message];
+        let mut msg = Encoded::new(&parts);
+        for &id in &subs {
+            self.deliver(id, &mut msg);
+        }
+        subs.len()
+    }
+
+    /// Publish a keyspace event (Redis's notifyKeyspaceEvent): on
+    /// `__keyspace@<db>__:<key>` with the event as message, then on
+    /// `__keyevent@<db>__:<event>` with the key, as the configured classes
+    /// allow.
+    #[inline]
+    pub fn notify_keyspace_event(&mut self, class: u32, event: &str, key: &[u8], db: usize) {
+        if self.config.notify_keyspace_events.wants(class) {
+            self.publish_keyspace_event(event, key, db);
+        }
+    }
+
+    fn publish_keyspace_event(&mut self, event: &str, key: &[u8], db: usize) {
+        let flags = self.config.notify_keyspace_events;
+        if flags.0 & NotifyFlags::KEYSPACE != 0 {
+            let mut chan = format!("__keyspace@{db}__:").into_bytes();
+            chan.extend_from_slice(key);
+            self.publish(&chan, event.as_bytes());
+        }
+        if flags.0 & NotifyFlags::KEYEVENT != 0 {
+            let chan = format!("__keyevent@{db}__:{event}");
+            self.publish(chan.as_bytes(), key);
+        }
+    }
+
+    /// Queue a client whose output grew outside its own turn (a message,
+    /// an unblocked reply) to be written before the loop sleeps.
+    pub fn queue_write(&mut self, slot: usize) {
+        if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+            if !c.pending_write {
+                c.pending_write = true;
+                self.pending_writes.push((slot, c.id));
+            }
+        }
+    }
+}
