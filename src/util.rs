@@ -334,6 +334,88 @@ pub fn random_hex(n: usize) -> String {
 
 // ---- time ----
 
+/// A cheap monotonic clock for timing commands (INFO commandstats, the
+/// slow log): the CPU's invariant time-stamp counter where the CPU has one
+/// (two clock reads per command are a tenth of a pipelined command's cost
+/// through `clock_gettime`), `Instant` otherwise. Ticks convert to
+/// microseconds with a rate measured once against the monotonic clock.
+pub mod cycles {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    /// Ticks per microsecond, or `None` when the TSC is not usable.
+    fn tsc_per_us() -> Option<f64> {
+        static RATE: OnceLock<Option<f64>> = OnceLock::new();
+        *RATE.get_or_init(calibrate)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn calibrate() -> Option<f64> {
+        let flags = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        let flags = flags.lines().find(|l| l.starts_with("flags"))?;
+        let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+        if !(has("constant_tsc") && has("nonstop_tsc")) {
+            return None;
+        }
+        let (t0, c0) = (Instant::now(), rdtsc());
+        while t0.elapsed() < Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        let (dt, dc) = (t0.elapsed(), rdtsc().wrapping_sub(c0));
+        let rate = dc as f64 / dt.as_secs_f64() / 1e6;
+        (rate > 0.0).then_some(rate)
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn calibrate() -> Option<f64> {
+        None
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn rdtsc() -> u64 {
+        // SAFETY: RDTSC has no preconditions on x86-64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline]
+    fn rdtsc() -> u64 {
+        0
+    }
+
+    fn epoch() -> Instant {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+
+    /// Pick the clock (and calibrate it) now rather than on the first
+    /// command.
+    pub fn init() {
+        let _ = tsc_per_us();
+        let _ = epoch();
+    }
+
+    /// A point in time, in ticks.
+    #[inline]
+    pub fn now() -> u64 {
+        match tsc_per_us() {
+            Some(_) => rdtsc(),
+            None => epoch().elapsed().as_nanos() as u64,
+        }
+    }
+
+    /// Microseconds between two `now()` readings.
+    #[inline]
+    pub fn elapsed_us(start: u64, end: u64) -> u64 {
+        let ticks = end.saturating_sub(start);
+        match tsc_per_us() {
+            Some(rate) => (ticks as f64 / rate) as u64,
+            None => ticks / 1000,
+        }
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_time_ms() -> i64 {
     SystemTime::now()

@@ -16,6 +16,10 @@
 //!                            and silence on both sides is a failure
 //! @raw-silent "*1\r\n"       the same, where no reply at all is expected
 //! @sleep 150                 wait (for expiry cases)
+//! [1] SUBSCRIBE ch           any step on connection 1 (0 is the default);
+//!                            each connection is opened on first use
+//! [1] @drain                 read everything connection 1 has received
+//!                            (messages, further confirmations) and compare
 //! ```
 //!
 //! After a case's last command, anything more either server sends is read
@@ -291,9 +295,29 @@ enum Step {
         silent_ok: bool,
     },
     Sleep(u64),
+    /// Read whatever has arrived on the connection.
+    Drain,
+}
+
+/// Split an optional `[n] ` connection prefix off a line.
+fn connection_of(line: &str) -> Result<(usize, &str), String> {
+    let Some(rest) = line.strip_prefix('[') else {
+        return Ok((0, line));
+    };
+    let close = rest
+        .find("] ")
+        .ok_or_else(|| format!("bad connection prefix: {line}"))?;
+    let n = rest[..close]
+        .parse()
+        .map_err(|_| format!("bad connection number: {line}"))?;
+    Ok((n, &rest[close + 2..]))
 }
 
 fn parse_step(line: &str) -> Result<Step, String> {
+    let (_, line) = connection_of(line)?;
+    if line.trim() == "@drain" {
+        return Ok(Step::Drain);
+    }
     let raw_bytes = |r: &str| -> Result<Vec<u8>, String> {
         let (parts, _) = tokenize(r, false)?;
         if parts.is_empty() {
@@ -379,10 +403,22 @@ fn replies_match_redis() {
     let mut failures = Vec::new();
     let mut compared = 0;
     for case in &cases {
-        let mut a = Conn::connect(kv.port);
-        let mut b = Conn::connect(redis.port);
-        a.cmd_str(&["FLUSHALL"]);
-        b.cmd_str(&["FLUSHALL"]);
+        // Connection pairs of this case: (kvstore, redis), by number.
+        let mut conns: Vec<Option<(Conn, Conn)>> = Vec::new();
+        let mut open = |conns: &mut Vec<Option<(Conn, Conn)>>, n: usize| {
+            if conns.len() <= n {
+                conns.resize_with(n + 1, || None);
+            }
+            if conns[n].is_none() {
+                conns[n] = Some((Conn::connect(kv.port), Conn::connect(redis.port)));
+            }
+        };
+        open(&mut conns, 0);
+        {
+            let (a, b) = conns[0].as_mut().unwrap();
+            a.cmd_str(&["FLUSHALL"]);
+            b.cmd_str(&["FLUSHALL"]);
+        }
         let fail = |failures: &mut Vec<String>, line: &str, ka: String, rb: String| {
             failures.push(format!(
                 "[{}] {}: {}\n    kvstore: {}\n    redis:   {}",
@@ -392,12 +428,27 @@ fn replies_match_redis() {
         for line in &case.lines {
             let step =
                 parse_step(line).unwrap_or_else(|e| panic!("[{}] {}: {e}", case.file, case.name));
+            let (n, _) = connection_of(line).expect("parsed above");
+            open(&mut conns, n);
+            let (a, b) = conns[n].as_mut().unwrap();
             match step {
+                Step::Drain => {
+                    let ((ra, ca), (rb, cb)) = read_both(a, b, RAW_QUIET);
+                    compared += 1;
+                    if (&ra, ca) != (&rb, cb) {
+                        fail(
+                            &mut failures,
+                            line,
+                            show_closed(&ra, ca),
+                            show_closed(&rb, cb),
+                        );
+                    }
+                }
                 Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(ms)),
                 Step::Raw { bytes, silent_ok } => {
                     a.send_raw(&bytes);
                     b.send_raw(&bytes);
-                    let ((ra, ca), (rb, cb)) = read_both(&mut a, &mut b, RAW_QUIET);
+                    let ((ra, ca), (rb, cb)) = read_both(a, b, RAW_QUIET);
                     compared += 1;
                     let both_silent = ra.is_empty() && rb.is_empty() && !ca && !cb;
                     if (&ra, ca) != (&rb, cb) || (both_silent && !silent_ok) {
@@ -414,8 +465,7 @@ fn replies_match_redis() {
                         );
                     }
                     // A protocol error closes the connection: start afresh.
-                    a = Conn::connect(kv.port);
-                    b = Conn::connect(redis.port);
+                    conns[n] = None;
                 }
                 Step::Cmd { args, compare } => {
                     let refs: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
@@ -437,14 +487,19 @@ fn replies_match_redis() {
             }
         }
         // Nothing more may come from either side, or the same from both.
-        let ((ra, ca), (rb, cb)) = read_both(&mut a, &mut b, TRAILING_QUIET);
-        if (&ra, ca) != (&rb, cb) {
-            fail(
-                &mut failures,
-                "(after the last command)",
-                show_closed(&ra, ca),
-                show_closed(&rb, cb),
-            );
+        for (n, pair) in conns.iter_mut().enumerate() {
+            let Some((a, b)) = pair.as_mut() else {
+                continue;
+            };
+            let ((ra, ca), (rb, cb)) = read_both(a, b, TRAILING_QUIET);
+            if (&ra, ca) != (&rb, cb) {
+                fail(
+                    &mut failures,
+                    &format!("(connection {n}, after the last command)"),
+                    show_closed(&ra, ca),
+                    show_closed(&rb, cb),
+                );
+            }
         }
     }
     println!(

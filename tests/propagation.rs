@@ -2,6 +2,11 @@
 //! rewrites it for the AOF and replicas. These tests run commands in process
 //! and observe what would be fed to persistence and replication.
 
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
 use kvstore::config::Config;
 use kvstore::state::{ClientState, Server};
 
@@ -174,5 +179,180 @@ fn propagation_records_the_database() {
             "3:FLUSHDB".to_string(),
             "3:FLUSHDB".to_string()
         ]
+    );
+}
+
+// ---- the feed against Redis's replication stream ----
+
+/// One step of a workload: on which client, the command, and how long to
+/// wait after it.
+type Step = (usize, &'static [&'static str], u64);
+
+/// A mixed workload over two clients: database changes, relative expiry,
+/// a lazily expired key inside an INCR, MULTI/EXEC with a SELECT inside,
+/// SPOP with a count (all members, so both servers pick the same), a
+/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT.
+const WORKLOAD: &[Step] = &[
+    (0, &["SELECT", "1"], 0),
+    (0, &["SET", "a", "1"], 0),
+    (0, &["SET", "e", "v", "EX", "100"], 0),
+    (0, &["SET", "k", "10", "PX", "30"], 80),
+    (0, &["INCR", "k"], 0),
+    (0, &["MULTI"], 0),
+    (0, &["SET", "m1", "1"], 0),
+    (0, &["SELECT", "2"], 0),
+    (0, &["SET", "m2", "2"], 0),
+    (0, &["INCR", "m2"], 0),
+    (0, &["EXEC"], 0),
+    (0, &["MULTI"], 0),
+    (0, &["SET", "single", "1"], 0),
+    (0, &["GET", "single"], 0),
+    (0, &["EXEC"], 0),
+    (0, &["SADD", "s", "a", "b", "c"], 0),
+    (0, &["SPOP", "s", "10"], 0),
+    (1, &["SELECT", "2"], 0),
+    (1, &["BLPOP", "q", "0"], 50),
+    (0, &["LPUSH", "q", "x", "y"], 50),
+    (0, &["EXPIRE", "m2", "-1"], 0),
+    (0, &["INCRBYFLOAT", "f", "1.5"], 0),
+    (0, &["SELECT", "0"], 0),
+    (0, &["LPUSH", "l", "1", "2", "3"], 0),
+    (0, &["RPOPLPUSH", "l", "l2"], 0),
+    (0, &["DEL", "l", "l2", "nokey"], 0),
+];
+
+/// Replace absolute times (PXAT, PEXPIREAT) by a marker: the two servers
+/// run the workload at slightly different moments.
+fn normalize(cmds: Vec<Vec<Vec<u8>>>) -> Vec<String> {
+    cmds.into_iter()
+        .map(|argv| {
+            let mut words: Vec<String> = argv
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if words[0].eq_ignore_ascii_case("PEXPIREAT") && words.len() > 2 {
+                words[2] = "<time>".into();
+            }
+            for i in 1..words.len() {
+                if words[i - 1].eq_ignore_ascii_case("PXAT") {
+                    words[i] = "<time>".into();
+                }
+            }
+            words.join(" ")
+        })
+        .collect()
+}
+
+/// Attach to redis-server as a replica (SYNC), run the workload on two
+/// clients, and return the commands it streamed to the replica.
+fn redis_stream(port: u16) -> Vec<Vec<Vec<u8>>> {
+    let mut repl = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    repl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::io::Write::write_all(&mut repl, b"SYNC\r\n").unwrap();
+    // Newlines keep the link alive while the snapshot is made; then the
+    // snapshot as `$<len>\r\n<bytes>` (no trailing CRLF).
+    let mut byte = [0u8; 1];
+    let mut header = Vec::new();
+    loop {
+        repl.read_exact(&mut byte).unwrap();
+        if header.is_empty() && byte[0] == b'\n' {
+            continue;
+        }
+        header.push(byte[0]);
+        if header.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    let len: usize = std::str::from_utf8(&header[1..header.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut rdb = vec![0u8; len];
+    repl.read_exact(&mut rdb).unwrap();
+    let mut clients = [common::Conn::connect(port), common::Conn::connect(port)];
+    for (who, args, wait) in WORKLOAD {
+        if args[0] == "BLPOP" {
+            let refs: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            clients[*who].send(&refs);
+        } else {
+            clients[*who].cmd_str(args);
+        }
+        std::thread::sleep(Duration::from_millis(*wait));
+    }
+    let _ = clients[1].read_reply();
+    // Everything the master streamed, until it has been quiet a while.
+    repl.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut stream = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = repl.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        stream.extend_from_slice(&buf[..n]);
+    }
+    decode_commands(&stream)
+        .into_iter()
+        .filter(|c| !c[0].eq_ignore_ascii_case(b"PING"))
+        .collect()
+}
+
+/// Run the workload in process with two clients in the server's slab (so
+/// a blocked client is served as the loop serves it) and return what the
+/// feed gave its consumer.
+fn kvstore_stream() -> Vec<Vec<Vec<u8>>> {
+    let mut srv = Server::new(Config::default());
+    srv.feed.add_tap();
+    let mut slots = Vec::new();
+    for id in 1..=2 {
+        let st = ClientState::new(
+            id,
+            -1,
+            format!("test:{id}"),
+            "test:0".into(),
+            false,
+            true,
+            true,
+        );
+        srv.next_client_id = id + 1;
+        slots.push(srv.insert_client(st));
+    }
+    for (who, args, wait) in WORKLOAD {
+        let slot = slots[*who];
+        let mut client = srv.clients[slot].take().unwrap();
+        let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let dirty = srv.dirty;
+        kvstore::commands::execute_detached(&mut srv, &mut client, &argv);
+        srv.clients[slot] = Some(client);
+        if srv.dirty != dirty && !srv.blocked_keys.is_empty() {
+            kvstore::commands::blocking::serve_blocked(&mut srv);
+        }
+        srv.flush_feed();
+        std::thread::sleep(Duration::from_millis(*wait));
+    }
+    decode_commands(&std::mem::take(&mut srv.feed.taps[0].bytes))
+}
+
+#[test]
+fn feed_matches_what_redis_streams_to_a_replica() {
+    let Some(redis) = common::start_redis(&["--repl-ping-replica-period", "3600"]) else {
+        return;
+    };
+    let theirs = normalize(redis_stream(redis.port));
+    let ours = normalize(kvstore_stream());
+    // The workload exercises what it means to: a wrapped unit, the
+    // served pop, a SELECT inside a transaction.
+    for expected in ["MULTI", "DEL k", "LPOP q", "SELECT 2", "SET f 1.5 KEEPTTL"] {
+        assert!(
+            theirs.iter().any(|c| c == expected),
+            "{expected} in {theirs:?}"
+        );
+    }
+    assert_eq!(
+        ours,
+        theirs,
+        "\nkvstore feed:\n  {}\nredis replication stream:\n  {}",
+        ours.join("\n  "),
+        theirs.join("\n  ")
     );
 }

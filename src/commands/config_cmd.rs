@@ -69,6 +69,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
         "resetstat" => {
             c.srv.stats = Default::default();
             c.srv.command_stats.clear();
+            c.srv.subcommand_stats.clear();
             c.cl.reply.ok();
         }
         _ => match c.srv.config.rewrite() {

@@ -304,8 +304,14 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
             }
             "commandstats" => {
                 out.push_str("# Commandstats\r\n");
-                let mut names: Vec<_> = srv.command_stats.iter().collect();
-                names.sort_by_key(|(n, _)| **n);
+                let mut names: Vec<(&str, &crate::state::CommandStats)> = COMMANDS
+                    .iter()
+                    .zip(srv.command_stats.iter())
+                    .map(|(spec, st)| (spec.name, st))
+                    .chain(srv.subcommand_stats.iter().map(|(n, st)| (*n, st)))
+                    .filter(|(_, st)| st.calls + st.rejected_calls + st.failed_calls > 0)
+                    .collect();
+                names.sort_by_key(|(n, _)| *n);
                 for (name, st) in names {
                     let per_call = if st.calls > 0 {
                         st.usec as f64 / st.calls as f64

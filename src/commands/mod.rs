@@ -60,6 +60,9 @@ pub const BLOCKING: u32 = 1 << 11;
 pub const ALLOW_BUSY: u32 = 1 << 12;
 /// Refused inside MULTI (Redis's CMD_NO_MULTI).
 pub const NO_MULTI: u32 = 1 << 13;
+/// Has subcommands (CLIENT, CONFIG, …): accounted per subcommand. Not a
+/// Redis flag; COMMAND INFO does not show it.
+pub const CONTAINER: u32 = 1 << 14;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -360,10 +363,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             client.last_cmd = stats_name(cmd, argv);
             if let Some(err) = refusal(srv, client, cmd, argv) {
                 client.reply.error(&err);
-                srv.command_stats
-                    .entry(stats_name(cmd, argv))
-                    .or_default()
-                    .rejected_calls += 1;
+                stats_of(srv, cmd, argv).rejected_calls += 1;
                 if let Some(m) = client.multi.as_mut() {
                     m.errored = true;
                 }
@@ -389,7 +389,7 @@ pub fn call(
     retry: bool,
 ) {
     let errors_before = client.reply.errors;
-    let started = std::time::Instant::now();
+    let started = crate::util::cycles::now();
     let outer = srv.current_client == 0;
     if outer {
         srv.current_client = client.id;
@@ -425,10 +425,10 @@ pub fn call(
         }
     }
     srv.feed.end_unit();
-    let duration_us = started.elapsed().as_micros() as u64;
+    let duration_us = crate::util::cycles::elapsed_us(started, crate::util::cycles::now());
     // A blocked command is accounted when it is served (or times out).
     if client.blocked.is_none() {
-        let stats = srv.command_stats.entry(stats_name(cmd, argv)).or_default();
+        let stats = stats_of(srv, cmd, argv);
         stats.calls += 1;
         stats.usec += duration_us;
         if client.reply.errors > errors_before {
@@ -458,9 +458,41 @@ pub fn call(
 /// accounted through the commands it runs; AUTH and HELLO carry secrets.
 const SKIP_SLOWLOG: &[&str] = &["exec", "auth", "hello"];
 
-/// The name INFO commandstats counts a call under: `container|sub` for a
-/// known subcommand of a container command, as Redis 7.0 shows them.
+/// The position of a command in the table (every spec lives in COMMANDS:
+/// its index is its offset there).
+pub fn spec_index(cmd: &'static CommandSpec) -> usize {
+    (cmd as *const CommandSpec as usize - COMMANDS.as_ptr() as usize)
+        / std::mem::size_of::<CommandSpec>()
+}
+
+/// The counters a call is accounted to: the command's own, or for a known
+/// subcommand of a container command its `container|sub` counters.
+fn stats_of<'s>(
+    srv: &'s mut Server,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+) -> &'s mut crate::state::CommandStats {
+    if cmd.flags & CONTAINER != 0 {
+        let name = stats_name(cmd, argv);
+        if name != cmd.name {
+            return srv.subcommand_stats.entry(name).or_default();
+        }
+    }
+    let idx = spec_index(cmd);
+    if srv.command_stats.len() <= idx {
+        srv.command_stats
+            .resize(COMMANDS.len().max(idx + 1), Default::default());
+    }
+    &mut srv.command_stats[idx]
+}
+
+/// The name a call goes by (CLIENT LIST `cmd`, commandstats):
+/// `container|sub` for a known subcommand of a container command, as
+/// Redis 7.0 shows them.
 fn stats_name(cmd: &'static CommandSpec, argv: &[&[u8]]) -> &'static str {
+    if cmd.flags & CONTAINER == 0 {
+        return cmd.name;
+    }
     if let Some(sub) = argv.get(1) {
         if let Some((_, subs)) = SUBCOMMAND_STATS.iter().find(|(c, _)| *c == cmd.name) {
             if let Some(name) = subs.iter().find(|(s, _)| eq_ic(sub, s)) {

@@ -48,21 +48,22 @@ fn confirm(client: &mut ClientState, verb: &str, channel: Option<&[u8]>, n: usiz
 
 fn subscribe_one(srv: &mut Server, client: &mut ClientState, kind: Kind, ch: &[u8]) {
     let id = client.id;
+    let who = (id, client.slot);
     match kind {
         Kind::Channel => {
             if client.channels.insert(ch.to_vec()) {
-                PubSub::add(&mut srv.pubsub.channels, ch, id);
+                PubSub::add(&mut srv.pubsub.channels, ch, who);
             }
         }
         Kind::Shard => {
             if client.shard_channels.insert(ch.to_vec()) {
-                PubSub::add(&mut srv.pubsub.shard_channels, ch, id);
+                PubSub::add(&mut srv.pubsub.shard_channels, ch, who);
             }
         }
         Kind::Pattern => {
             if !client.patterns.iter().any(|p| p == ch) {
                 client.patterns.push(ch.to_vec());
-                srv.pubsub.add_pattern(ch, id);
+                srv.pubsub.add_pattern(ch, who);
             }
         }
     }
@@ -225,7 +226,10 @@ pub fn pubsub(c: &mut Ctx, argv: &[&[u8]]) {
         "help" => reply_help(c, PUBSUB_HELP),
         "channels" | "shardchannels" => {
             if argv.len() > 3 {
-                return c.cl.reply.error(&arity_error(&format!("pubsub|{sub}")));
+                return c.cl.reply.error(&format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+                    String::from_utf8_lossy(argv[1])
+                ));
             }
             let map = if sub == "channels" {
                 &c.srv.pubsub.channels

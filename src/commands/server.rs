@@ -198,8 +198,9 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                     .reply
                     .error(&format!("ERR Error trying to save the DB: {e}"));
             }
-            for d in &mut c.srv.dbs {
-                d.clear();
+            for db in 0..c.srv.dbs.len() {
+                c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
+                c.srv.dbs[db].clear();
             }
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
             let opts = rdb::LoadOptions::from_config(&c.srv.config);

@@ -16,10 +16,15 @@ pub fn queue(client: &mut ClientState, cmd: &'static CommandSpec, argv: &[&[u8]]
     let Some(m) = client.multi.as_mut() else {
         return;
     };
-    let args: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
-    m.mem += args.iter().map(|a| a.capacity()).sum::<usize>();
+    let first = m.arg_ends.len();
+    for a in argv {
+        m.args.extend_from_slice(a);
+        m.arg_ends.push(m.args.len());
+    }
+    m.commands.push((spec_index(cmd), first..m.arg_ends.len()));
+    m.mem = m.args.capacity() + m.arg_ends.capacity() * std::mem::size_of::<usize>();
     m.flags |= cmd.flags;
-    m.commands.push(args);
+    m.queued += 1;
     client.reply.simple("QUEUED");
 }
 
@@ -28,7 +33,7 @@ pub fn multi(c: &mut Ctx, _argv: &[&[u8]]) {
     if c.cl.multi.is_some() {
         return c.cl.reply.error("ERR MULTI calls can not be nested");
     }
-    c.cl.multi = Some(Default::default());
+    c.cl.multi = Some(std::mem::take(&mut c.cl.spare_multi));
     c.cl.reply.ok();
 }
 
@@ -43,7 +48,9 @@ pub fn discard(c: &mut Ctx, _argv: &[&[u8]]) {
 
 /// Forget the queued commands and every watched key.
 pub fn discard_transaction(srv: &mut Server, client: &mut ClientState) {
-    client.multi = None;
+    if let Some(m) = client.multi.take() {
+        client.spare_multi = m.recycle();
+    }
     srv.unwatch_all(client);
 }
 
@@ -66,10 +73,16 @@ fn watched_key_expired(srv: &Server, client: &ClientState) -> bool {
 ///       | -EXECABORT (a command was refused while queuing)
 /// ```
 pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
-    let Some(m) = c.cl.multi.take() else {
+    let Some(m) = c.cl.multi.as_mut() else {
         return c.cl.reply.error("ERR EXEC without MULTI");
     };
-    if m.errored {
+    // The transaction stays visible (CLIENT LIST `flags=x`, `multi=n`)
+    // while its commands run, as in Redis; only the commands move out.
+    let errored = m.errored;
+    let commands = std::mem::take(&mut m.commands);
+    let arg_ends = std::mem::take(&mut m.arg_ends);
+    let args = std::mem::take(&mut m.args);
+    if errored {
         discard_transaction(c.srv, c.cl);
         return c
             .cl
@@ -85,22 +98,38 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
     }
     // Unwatch first: the transaction's own writes must not flag this client.
     c.srv.unwatch_all(c.cl);
-    c.cl.reply.array(m.commands.len());
+    c.cl.reply.array(commands.len());
     c.cl.in_exec = true;
-    for args in &m.commands {
-        let refs: Vec<&[u8]> = args.iter().map(|a| a.as_slice()).collect();
+    let mut refs: Vec<&[u8]> = Vec::new();
+    let mut commands_buf = commands;
+    for (spec, range) in commands_buf.drain(..) {
+        refs.clear();
+        let mut start = if range.start == 0 {
+            0
+        } else {
+            arg_ends[range.start - 1]
+        };
+        for &end in &arg_ends[range] {
+            refs.push(&args[start..end]);
+            start = end;
+        }
         // Each queued command passed the dispatcher's checks when it was
         // queued (and EXEC as a whole was checked for OOM and MISCONF).
-        let Some(cmd) = lookup_command(&refs[0]) else {
-            c.cl.reply.error(&unknown_command_error(&refs));
-            continue;
-        };
+        let cmd = &COMMANDS[spec];
         c.srv.stats.total_commands_processed += 1;
         c.cl.commands += 1;
-        c.cl.last_cmd = stats_name(cmd, &refs);
         call(c.srv, c.cl, cmd, &refs, false);
     }
     c.cl.in_exec = false;
+    // Hand the buffers back for the next transaction.
+    if let Some(mut m) = c.cl.multi.take() {
+        let mut commands = commands_buf;
+        commands.clear();
+        m.commands = commands;
+        m.arg_ends = arg_ends;
+        m.args = args;
+        c.cl.spare_multi = m.recycle();
+    }
 }
 
 /// `WATCH key [key ...]`

@@ -365,8 +365,7 @@ impl EventLoop {
     fn queue_write(&mut self, client: &mut Client) {
         if !client.st.pending_write {
             client.st.pending_write = true;
-            let slot = self.srv.client_index(client.st.id).unwrap_or(usize::MAX);
-            self.srv.pending_writes.push((slot, client.st.id));
+            self.srv.pending_writes.push((client.st.slot, client.st.id));
         }
     }
 

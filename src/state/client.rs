@@ -55,6 +55,10 @@ pub struct ClientState {
     pub big_args: Vec<Vec<u8>>,
     /// Inside MULTI: the commands queued for EXEC.
     pub multi: Option<MultiState>,
+    /// The last transaction's buffers, emptied, for the next MULTI.
+    pub spare_multi: MultiState,
+    /// This client's slot in the server's slab (and its mio token).
+    pub slot: usize,
     /// Keys this client WATCHes, as (database, key).
     pub watched: Vec<super::watch::WatchedKey>,
     /// A watched key was touched: the next EXEC fails (Redis's DIRTY_CAS).
@@ -90,8 +94,17 @@ pub enum ClientKind {
 /// A transaction being queued (between MULTI and EXEC).
 #[derive(Debug, Default)]
 pub struct MultiState {
-    /// Queued commands, copied out of the query buffer.
-    pub commands: Vec<Vec<Vec<u8>>>,
+    /// Queued commands: (command table index, end offset of each of its
+    /// arguments in `args`).
+    pub commands: Vec<(usize, std::ops::Range<usize>)>,
+    /// End offsets in `args` of every queued argument, in order.
+    pub arg_ends: Vec<usize>,
+    /// Every queued argument back to back, copied out of the query buffer
+    /// (one growing buffer, not an allocation per argument).
+    pub args: Vec<u8>,
+    /// How many were queued (CLIENT LIST `multi`; EXEC moves the commands
+    /// out while it runs them).
+    pub queued: usize,
     /// A command was refused while queuing: EXEC answers EXECABORT.
     pub errored: bool,
     /// Bytes held by the queued arguments (CLIENT LIST `multi-mem`).
@@ -99,6 +112,27 @@ pub struct MultiState {
     /// Flags of every queued command, OR-ed (EXEC is refused as a write
     /// when it would run one).
     pub flags: u32,
+}
+
+/// Buffers a finished transaction leaves for the next one to reuse.
+const MULTI_KEEP_BYTES: usize = 64 * 1024;
+
+impl MultiState {
+    /// Empty, keeping the buffers' capacity for the next MULTI unless they
+    /// grew large.
+    pub fn recycle(mut self) -> MultiState {
+        if self.args.capacity() > MULTI_KEEP_BYTES {
+            return MultiState::default();
+        }
+        self.commands.clear();
+        self.arg_ends.clear();
+        self.args.clear();
+        self.queued = 0;
+        self.errored = false;
+        self.mem = 0;
+        self.flags = 0;
+        self
+    }
 }
 
 /// What a blocked client waits for.
@@ -150,6 +184,8 @@ impl ClientState {
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,
+            spare_multi: MultiState::default(),
+            slot: usize::MAX,
             watched: Vec::new(),
             dirty_cas: false,
             channels: Default::default(),
@@ -285,7 +321,7 @@ impl ClientState {
         let now = Instant::now();
         let flags = self.flags_string();
         let (multi, multi_mem) = match &self.multi {
-            Some(m) => (m.commands.len() as i64, m.mem),
+            Some(m) => (m.queued as i64, m.mem),
             None => (-1, 0),
         };
         let name = self

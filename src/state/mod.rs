@@ -132,12 +132,16 @@ pub struct Server {
     pub cron_loops: u64,
     pub executable: String,
     /// Blocked clients per (db, key), in the order they blocked.
-    pub blocked_keys: std::collections::HashMap<(usize, Vec<u8>), std::collections::VecDeque<u64>>,
+    pub blocked_keys: std::collections::HashMap<
+        (usize, Vec<u8>),
+        std::collections::VecDeque<u64>,
+        foldhash::fast::RandomState,
+    >,
     /// Blocked clients by deadline.
     pub block_deadlines: std::collections::BTreeSet<(Instant, u64)>,
     pub blocked_clients: usize,
     /// Slot of each client id.
-    pub client_slots: std::collections::HashMap<u64, usize>,
+    pub client_slots: std::collections::HashMap<u64, usize, foldhash::fast::RandomState>,
     /// Clients just unblocked: their reply must be written and their
     /// buffered input processed.
     pub unblocked: Vec<(usize, u64)>,
@@ -171,8 +175,11 @@ pub struct Server {
     /// SLOWLOG entries, newest first, and the next entry id.
     pub slowlog: std::collections::VecDeque<SlowlogEntry>,
     pub slowlog_next_id: u64,
-    /// Per-command call statistics (INFO commandstats), by command name.
-    pub command_stats: std::collections::HashMap<&'static str, CommandStats>,
+    /// Per-command call statistics (INFO commandstats), by position in
+    /// the command table (grown on first use), and by `container|sub` name
+    /// for subcommands.
+    pub command_stats: Vec<CommandStats>,
+    pub subcommand_stats: std::collections::HashMap<&'static str, CommandStats>,
 }
 
 /// One SLOWLOG entry (Redis's slowlogEntry).
@@ -218,6 +225,7 @@ impl Default for LogLimits {
 
 impl Server {
     pub fn new(config: Config) -> Server {
+        crate::util::cycles::init();
         let seed = random_u64();
         let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
         let now = unix_time_ms();
@@ -269,7 +277,8 @@ impl Server {
             monitors: Vec::new(),
             slowlog: Default::default(),
             slowlog_next_id: 0,
-            command_stats: Default::default(),
+            command_stats: Vec::new(),
+            subcommand_stats: Default::default(),
         };
         srv.apply_lazyfree_config();
         srv
@@ -330,14 +339,15 @@ impl Server {
     pub fn insert_client(&mut self, client: ClientState) -> usize {
         self.connected_clients += 1;
         let id = client.id;
-        let boxed = Some(Box::new(client));
-        let slot = if let Some(i) = self.free_slots.pop() {
-            self.clients[i] = boxed;
-            i
+        let mut boxed = Box::new(client);
+        let slot = self.vacant_slot();
+        boxed.slot = slot;
+        if slot < self.clients.len() {
+            self.free_slots.pop();
+            self.clients[slot] = Some(boxed);
         } else {
-            self.clients.push(boxed);
-            self.clients.len() - 1
-        };
+            self.clients.push(Some(boxed));
+        }
         self.client_slots.insert(id, slot);
         slot
     }

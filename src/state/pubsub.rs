@@ -15,36 +15,45 @@
 
 use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
+
 use super::Server;
 use crate::config::NotifyFlags;
 use crate::util::glob_match;
 
+/// A subscriber: client id and the slot it lives in (stable for the
+/// client's lifetime; the id guards against a reused slot).
+pub type Subscriber = (u64, usize);
+
+/// Subscribers by channel name.
+pub type ChannelMap = HashMap<Vec<u8>, Vec<Subscriber>, RandomState>;
+
 /// Subscriptions of every client, by channel and pattern.
 #[derive(Default, Debug)]
 pub struct PubSub {
-    pub channels: HashMap<Vec<u8>, Vec<u64>>,
+    pub channels: ChannelMap,
     /// Patterns in the order they were first subscribed.
-    pub patterns: Vec<(Vec<u8>, Vec<u64>)>,
-    pub shard_channels: HashMap<Vec<u8>, Vec<u64>>,
+    pub patterns: Vec<(Vec<u8>, Vec<Subscriber>)>,
+    pub shard_channels: ChannelMap,
 }
 
 impl PubSub {
-    /// Subscribe `id` to `channel` in `map`; false if it already was.
-    pub fn add(map: &mut HashMap<Vec<u8>, Vec<u64>>, channel: &[u8], id: u64) -> bool {
+    /// Subscribe `who` to `channel` in `map`; false if it already was.
+    pub fn add(map: &mut ChannelMap, channel: &[u8], who: Subscriber) -> bool {
         let subs = map.entry(channel.to_vec()).or_default();
-        if subs.contains(&id) {
+        if subs.iter().any(|s| s.0 == who.0) {
             return false;
         }
-        subs.push(id);
+        subs.push(who);
         true
     }
 
-    /// Unsubscribe `id` from `channel` in `map`; false if it was not.
-    pub fn remove(map: &mut HashMap<Vec<u8>, Vec<u64>>, channel: &[u8], id: u64) -> bool {
+    /// Unsubscribe client `id` from `channel` in `map`; false if it was not.
+    pub fn remove(map: &mut ChannelMap, channel: &[u8], id: u64) -> bool {
         let Some(subs) = map.get_mut(channel) else {
             return false;
         };
-        let Some(pos) = subs.iter().position(|&s| s == id) else {
+        let Some(pos) = subs.iter().position(|s| s.0 == id) else {
             return false;
         };
         subs.remove(pos);
@@ -54,15 +63,15 @@ impl PubSub {
         true
     }
 
-    pub fn add_pattern(&mut self, pattern: &[u8], id: u64) -> bool {
+    pub fn add_pattern(&mut self, pattern: &[u8], who: Subscriber) -> bool {
         match self.patterns.iter_mut().find(|(p, _)| p == pattern) {
-            Some((_, subs)) if subs.contains(&id) => false,
+            Some((_, subs)) if subs.iter().any(|s| s.0 == who.0) => false,
             Some((_, subs)) => {
-                subs.push(id);
+                subs.push(who);
                 true
             }
             None => {
-                self.patterns.push((pattern.to_vec(), vec![id]));
+                self.patterns.push((pattern.to_vec(), vec![who]));
                 true
             }
         }
@@ -73,7 +82,7 @@ impl PubSub {
             return false;
         };
         let subs = &mut self.patterns[i].1;
-        let Some(pos) = subs.iter().position(|&s| s == id) else {
+        let Some(pos) = subs.iter().position(|s| s.0 == id) else {
             return false;
         };
         subs.remove(pos);
@@ -112,13 +121,15 @@ impl<'a> Encoded<'a> {
             (&mut self.resp2, b'*')
         };
         slot.get_or_insert_with(|| {
+            use crate::protocol::reply::{fmt_i64, itoa_buf};
+            let mut num = itoa_buf();
             let mut out = Vec::with_capacity(self.parts.iter().map(|p| p.len() + 16).sum());
             out.push(head);
-            out.extend_from_slice(self.parts.len().to_string().as_bytes());
+            out.extend_from_slice(fmt_i64(&mut num, self.parts.len() as i64));
             out.extend_from_slice(b"\r\n");
             for p in self.parts {
                 out.push(b'$');
-                out.extend_from_slice(p.len().to_string().as_bytes());
+                out.extend_from_slice(fmt_i64(&mut num, p.len() as i64));
                 out.extend_from_slice(b"\r\n");
                 out.extend_from_slice(p);
                 out.extend_from_slice(b"\r\n");
@@ -129,37 +140,52 @@ impl<'a> Encoded<'a> {
 }
 
 impl Server {
-    /// Append a push message to client `id`'s output (or to the running
-    /// client's `self_pushes`). The bytes are given per protocol.
-    fn deliver(&mut self, id: u64, msg: &mut Encoded) {
-        let Some(slot) = self.client_index(id) else {
+    /// Append a push message to a subscriber's output (or, for the client
+    /// running the current command, to `self_pushes`), queue it for
+    /// writing and hold it to its output-buffer class limit.
+    fn deliver(&mut self, (id, slot): Subscriber, msg: &mut Encoded) {
+        let Some(entry) = self.clients.get_mut(slot) else {
             return;
         };
-        match self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-            Some(c) => {
-                if c.close_asap {
-                    return;
-                }
-                let bytes = msg.bytes(c.reply.is_resp3());
-                c.reply.raw(bytes);
-            }
-            None => {
+        let Some(c) = entry.as_deref_mut().filter(|c| c.id == id) else {
+            if entry.is_none() && id == self.current_client {
                 // The client being served: its reply buffer is not here.
                 let bytes = msg.bytes(self.current_resp3);
                 self.self_pushes.extend_from_slice(bytes);
-                return;
             }
+            return;
+        };
+        if c.close_asap {
+            return;
         }
-        self.queue_write(slot);
-        let mut c = self.clients[slot].take().expect("checked above");
+        let bytes = msg.bytes(c.reply.is_resp3());
+        c.reply.raw(bytes);
+        if !c.pending_write {
+            c.pending_write = true;
+            self.pending_writes.push((slot, id));
+        }
         let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
-        if (limit.hard > 0 || limit.soft > 0)
-            && c.output_limit_reached(limit, std::time::Instant::now())
-        {
-            self.close_for_output_limit(&mut c);
-            self.to_close.push((slot, c.id));
+        let used = c.pending_output() as u64;
+        // Only a client near its limit pays for reading the clock.
+        let near = |l: u64| l > 0 && used >= l;
+        if near(limit.hard) || near(limit.soft) {
+            if c.output_limit_reached(limit, std::time::Instant::now()) {
+                let mut c = self.clients[slot].take().expect("just used");
+                self.close_for_output_limit(&mut c);
+                self.to_close.push((slot, id));
+                self.clients[slot] = Some(c);
+            }
+        } else {
+            c.obuf_soft_since = None;
         }
-        self.clients[slot] = Some(c);
+    }
+
+    /// Deliver to every subscriber in `subs` (taken out of the registry
+    /// meanwhile, so the registry needs no copy).
+    fn deliver_all(&mut self, subs: &[Subscriber], msg: &mut Encoded) {
+        for &who in subs {
+            self.deliver(who, msg);
+        }
     }
 
     /// PUBLISH: deliver `message` on `channel` to its subscribers and to
@@ -167,47 +193,50 @@ impl Server {
     /// deliveries (Redis's PUBLISH reply).
     pub fn publish(&mut self, channel: &[u8], message: &[u8]) -> usize {
         let mut receivers = 0;
-        if let Some(subs) = self.pubsub.channels.get(channel) {
-            let subs = subs.clone();
+        if let Some(subs) = self.pubsub.channels.get_mut(channel).map(std::mem::take) {
             let parts: [&[u8]; 3] = [b"message", channel, message];
             let mut msg = Encoded::new(&parts);
-            for id in subs {
-                self.deliver(id, &mut msg);
-                receivers += 1;
+            self.deliver_all(&subs, &mut msg);
+            receivers += subs.len();
+            if let Some(slot) = self.pubsub.channels.get_mut(channel) {
+                *slot = subs;
             }
         }
-        if !self.pubsub.patterns.is_empty() {
-            let matching: Vec<(Vec<u8>, Vec<u64>)> = self
-                .pubsub
-                .patterns
-                .iter()
-                .filter(|(p, _)| glob_match(p, channel, false))
-                .cloned()
-                .collect();
-            for (pattern, subs) in matching {
+        for i in 0..self.pubsub.patterns.len() {
+            if !glob_match(&self.pubsub.patterns[i].0, channel, false) {
+                continue;
+            }
+            let pattern = std::mem::take(&mut self.pubsub.patterns[i].0);
+            let subs = std::mem::take(&mut self.pubsub.patterns[i].1);
+            {
                 let parts: [&[u8]; 4] = [b"pmessage", &pattern, channel, message];
                 let mut msg = Encoded::new(&parts);
-                for id in subs {
-                    self.deliver(id, &mut msg);
-                    receivers += 1;
-                }
+                self.deliver_all(&subs, &mut msg);
             }
+            receivers += subs.len();
+            self.pubsub.patterns[i] = (pattern, subs);
         }
         receivers
     }
 
     /// SPUBLISH: deliver to the shard channel's subscribers.
     pub fn spublish(&mut self, channel: &[u8], message: &[u8]) -> usize {
-        let Some(subs) = self.pubsub.shard_channels.get(channel) else {
+        let Some(subs) = self
+            .pubsub
+            .shard_channels
+            .get_mut(channel)
+            .map(std::mem::take)
+        else {
             return 0;
         };
-        let subs = subs.clone();
         let parts: [&[u8]; 3] = [b"smessage", channel, message];
         let mut msg = Encoded::new(&parts);
-        for &id in &subs {
-            self.deliver(id, &mut msg);
+        self.deliver_all(&subs, &mut msg);
+        let n = subs.len();
+        if let Some(slot) = self.pubsub.shard_channels.get_mut(channel) {
+            *slot = subs;
         }
-        subs.len()
+        n
     }
 
     /// Publish a keyspace event (Redis's notifyKeyspaceEvent): on

@@ -21,7 +21,7 @@ pub struct WatchedKey {
 }
 
 /// Watchers of every watched key, by (database, key).
-pub type WatchedKeys = HashMap<(usize, Vec<u8>), Vec<u64>>;
+pub type WatchedKeys = HashMap<(usize, Vec<u8>), Vec<u64>, foldhash::fast::RandomState>;
 
 impl Server {
     /// The running client (not in the slab) or a client in the slab.
