@@ -405,7 +405,7 @@ fn replies_match_redis() {
     for case in &cases {
         // Connection pairs of this case: (kvstore, redis), by number.
         let mut conns: Vec<Option<(Conn, Conn)>> = Vec::new();
-        let mut open = |conns: &mut Vec<Option<(Conn, Conn)>>, n: usize| {
+        let open = |conns: &mut Vec<Option<(Conn, Conn)>>, n: usize| {
             if conns.len() <= n {
                 conns.resize_with(n + 1, || None);
             }

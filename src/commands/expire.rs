@@ -85,8 +85,11 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
     }
     if when <= c.srv.now_ms {
         c.delete_already_expired(key);
+        // A deletion by the command, not an expiry: "del".
+        c.modified(key, NotifyFlags::GENERIC, "del");
     } else {
         c.srv.dbs[db].set_expire(key, when);
+        c.modified(key, NotifyFlags::GENERIC, "expire");
         let mut out = vec![
             b"PEXPIREAT".to_vec(),
             key.to_vec(),
@@ -128,6 +131,7 @@ fn ttl_generic(c: &mut Ctx, key: &[u8], ms: bool, absolute: bool) {
     expire_if_needed(c.srv, db, key);
     if c.srv.dbs[db].main.get(key).is_none() {
         c.srv.stats.keyspace_misses += 1;
+        c.notify(NotifyFlags::KEY_MISS, "keymiss", key);
         return c.cl.reply.int(-2);
     }
     c.srv.stats.keyspace_hits += 1;
@@ -167,6 +171,7 @@ pub fn persist(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     if lookup_write(c.srv, db, argv[1]).is_some() && c.srv.dbs[db].persist(argv[1]) {
         c.dirty(1);
+        c.modified(argv[1], NotifyFlags::GENERIC, "persist");
         c.cl.reply.int(1);
     } else {
         c.cl.reply.int(0);

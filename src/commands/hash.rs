@@ -4,7 +4,7 @@
 //! `hash-max-listpack-entries` fields or `hash-max-listpack-value` bytes they
 //! become a table (`hashtable`), as in Redis.
 
-use super::keys::{parse_cursor, parse_scan_options};
+use super::keys::{elements_removed, parse_cursor, parse_scan_options};
 use super::*;
 use crate::db::{Hash, Value};
 use crate::util::{ld_add, LongDoubleError};
@@ -51,6 +51,8 @@ fn hset_generic(c: &mut Ctx, argv: &[&[u8]], hmset: bool) {
         }
     }
     c.dirty((argv.len() as u64 - 2) / 2);
+    // Always, even when no field changed, as Redis does.
+    c.modified(argv[1], NotifyFlags::HASH, "hset");
     if hmset {
         c.cl.reply.ok();
     } else {
@@ -82,6 +84,8 @@ pub fn hsetnx(c: &mut Ctx, argv: &[&[u8]]) {
     };
     h.set(argv[2], argv[3], max_entries, max_value);
     c.dirty(1);
+    // Redis names HSETNX's event "hset".
+    c.modified(argv[1], NotifyFlags::HASH, "hset");
     c.cl.reply.int(1);
 }
 
@@ -124,7 +128,9 @@ pub fn hdel(c: &mut Ctx, argv: &[&[u8]]) {
             (n, h.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    if removed > 0 {
+        elements_removed(c, argv[1], NotifyFlags::HASH, "hdel", empty);
+    }
     c.dirty(removed as u64);
     c.cl.reply.int(removed as i64);
 }
@@ -181,6 +187,7 @@ pub fn hincrby(c: &mut Ctx, argv: &[&[u8]]) {
     };
     h.set(argv[2], new.to_string().as_bytes(), max_entries, max_value);
     c.dirty(1);
+    c.modified(argv[1], NotifyFlags::HASH, "hincrby");
     c.cl.reply.int(new);
 }
 
@@ -207,6 +214,7 @@ pub fn hincrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
     };
     h.set(argv[2], &new, max_entries, max_value);
     c.dirty(1);
+    c.modified(argv[1], NotifyFlags::HASH, "hincrbyfloat");
     c.cl.reply.bulk(&new);
     c.propagate_as(vec![
         b"HSET".to_vec(),

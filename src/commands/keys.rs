@@ -4,6 +4,53 @@
 use super::*;
 use crate::db::{entry_with_key, FreeMode, ValueRef};
 
+/// After a command removed elements from the collection at `key`: its
+/// event, then, when the collection became empty, the key's deletion and
+/// `del`, then its watchers (the order of Redis's handlers).
+pub fn elements_removed(c: &mut Ctx, key: &[u8], class: u32, event: &str, empty: bool) {
+    c.notify(class, event, key);
+    if empty {
+        let db = c.cl.db;
+        c.srv.dbs[db].delete(key);
+        c.notify(NotifyFlags::GENERIC, "del", key);
+    }
+    c.signal_modified(key);
+}
+
+/// Store a STORE command's result at `dst` (Redis's setKey: the old value
+/// and its TTL are replaced; `new` when the key did not exist, watchers,
+/// then `event`), or, for an empty result (`None`), delete `dst`, with
+/// `del`, if it existed. Returns whether the keyspace changed.
+pub fn store_result(
+    c: &mut Ctx,
+    dst: &[u8],
+    result: Option<crate::db::Value>,
+    class: u32,
+    event: &str,
+) -> bool {
+    let db = c.cl.db;
+    match result {
+        Some(v) => {
+            let existed = lookup_write(c.srv, db, dst).is_some();
+            if !existed {
+                c.notify(NotifyFlags::NEW, "new", dst);
+            }
+            let entry = crate::db::Entry::new(dst, crate::db::NewValue::Boxed(Box::new(v)), false);
+            c.srv.dbs[db].set(entry, false);
+            c.modified(dst, class, event);
+            true
+        }
+        None => {
+            if c.srv.dbs[db].delete(dst) {
+                c.modified(dst, NotifyFlags::GENERIC, "del");
+                true
+            } else {
+                false
+            }
+        }
+    }
+}
+
 /// DEL and UNLINK: remove the keys, freeing their values as `mode` says.
 fn del_generic(c: &mut Ctx, argv: &[&[u8]], mode: FreeMode) {
     let db = c.cl.db;
@@ -12,6 +59,7 @@ fn del_generic(c: &mut Ctx, argv: &[&[u8]], mode: FreeMode) {
         expire_if_needed(c.srv, db, key);
         if c.srv.dbs[db].delete_with(key, mode) {
             deleted += 1;
+            c.modified(key, NotifyFlags::GENERIC, "del");
         }
     }
     c.dirty(deleted);
@@ -42,20 +90,34 @@ pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
             n += 1;
         } else {
             c.srv.stats.keyspace_misses += 1;
+            c.notify(NotifyFlags::KEY_MISS, "keymiss", key);
         }
     }
     c.cl.reply.int(n);
 }
 
+/// The type name of `key`, "none" when missing, by a read lookup that
+/// leaves the access time alone (Redis's LOOKUP_NOTOUCH): it expires the
+/// key if needed, counts a hit or a miss, and a miss is a `keymiss` event.
+fn lookup_type_name(c: &mut Ctx, key: &[u8]) -> &'static str {
+    let db = c.cl.db;
+    expire_if_needed(c.srv, db, key);
+    match c.srv.dbs[db].main.get(key).map(type_name) {
+        Some(name) => {
+            c.srv.stats.keyspace_hits += 1;
+            name
+        }
+        None => {
+            c.srv.stats.keyspace_misses += 1;
+            c.notify(NotifyFlags::KEY_MISS, "keymiss", key);
+            "none"
+        }
+    }
+}
+
 /// `TYPE key` — string, list, set, zset, hash, or none.
 pub fn type_cmd(c: &mut Ctx, argv: &[&[u8]]) {
-    let db = c.cl.db;
-    expire_if_needed(c.srv, db, argv[1]);
-    let name = c.srv.dbs[db]
-        .main
-        .get(argv[1])
-        .map(type_name)
-        .unwrap_or("none");
+    let name = lookup_type_name(c, argv[1]);
     c.cl.reply.simple(name);
 }
 
@@ -73,7 +135,8 @@ fn rename_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
             c.cl.reply.ok()
         };
     }
-    if lookup_write(c.srv, db, dst).is_some() && nx {
+    let dst_exists = lookup_write(c.srv, db, dst).is_some();
+    if dst_exists && nx {
         return c.cl.reply.int(0);
     }
     let d = &mut c.srv.dbs[db];
@@ -82,6 +145,12 @@ fn rename_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
     };
     d.put(entry.rekey(dst), ttl);
     c.dirty(1);
+    // An overwritten destination is deleted first, so `dst` is always new.
+    c.notify(NotifyFlags::NEW, "new", dst);
+    c.signal_modified(src);
+    c.signal_modified(dst);
+    c.notify(NotifyFlags::GENERIC, "rename_from", src);
+    c.notify(NotifyFlags::GENERIC, "rename_to", dst);
     if nx {
         c.cl.reply.int(1);
     } else {
@@ -148,6 +217,11 @@ pub fn copy(c: &mut Ctx, argv: &[&[u8]]) {
     }
     c.srv.dbs[dst_db].put(copy, ttl);
     c.dirty(1);
+    c.srv
+        .notify_keyspace_event(NotifyFlags::NEW, "new", dst, dst_db);
+    c.srv.touch_watched_key(Some(c.cl), dst_db, dst);
+    c.srv
+        .notify_keyspace_event(NotifyFlags::GENERIC, "copy_to", dst, dst_db);
     c.cl.reply.int(1);
 }
 
@@ -170,6 +244,13 @@ pub fn move_cmd(c: &mut Ctx, argv: &[&[u8]]) {
     };
     c.srv.dbs[dst_db].put(entry, ttl);
     c.dirty(1);
+    c.srv
+        .notify_keyspace_event(NotifyFlags::NEW, "new", key, dst_db);
+    c.signal_modified(key);
+    c.srv.touch_watched_key(Some(c.cl), dst_db, key);
+    c.notify(NotifyFlags::GENERIC, "move_from", key);
+    c.srv
+        .notify_keyspace_event(NotifyFlags::GENERIC, "move_to", key, dst_db);
     c.cl.reply.int(1);
 }
 
@@ -304,18 +385,17 @@ pub fn scan(c: &mut Ctx, argv: &[&[u8]]) {
                 continue;
             }
         }
-        if expire_if_needed(c.srv, db, &key) {
-            continue;
-        }
+        // As in Redis 7.0: the TYPE filter is a read lookup (an expired key
+        // gives `expired` and `keymiss`, and is "none"); then expired keys
+        // are dropped.
         if let Some(t) = opts.type_name {
-            let ty = c.srv.dbs[db]
-                .main
-                .get(&key)
-                .map(type_name)
-                .unwrap_or("none");
+            let ty = lookup_type_name(c, &key);
             if !t.eq_ignore_ascii_case(ty.as_bytes()) {
                 continue;
             }
+        }
+        if expire_if_needed(c.srv, db, &key) {
+            continue;
         }
         out_keys.push(key);
     }

@@ -4,6 +4,7 @@
 //! (Redis's quicklist). The blocking variants wait through `blocking.rs`.
 
 use super::blocking::{block, parse_timeout};
+use super::keys::elements_removed;
 use super::*;
 use crate::db::{List, NodeLimit, Value};
 
@@ -48,6 +49,23 @@ fn pop(l: &mut List, end: End) -> Option<Vec<u8>> {
     }
 }
 
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+/// Redis's listElementsRemoved: the pop event, the emptied list's deletion
+/// and `del`, the watchers.
+fn popped(c: &mut Ctx, key: &[u8], end: End, empty: bool) {
+    let event = match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    };
+    elements_removed(c, key, NotifyFlags::LIST, event, empty);
+}
+
 /// The engine behind LPUSH, RPUSH, LPUSHX and RPUSHX: the new length.
 fn push_generic(c: &mut Ctx, argv: &[&[u8]], end: End, only_existing: bool) {
     let db = c.cl.db;
@@ -66,6 +84,7 @@ fn push_generic(c: &mut Ctx, argv: &[&[u8]], end: End, only_existing: bool) {
     }
     let len = list.len();
     c.dirty(argv.len() as u64 - 2);
+    c.modified(key, NotifyFlags::LIST, push_event(end));
     c.cl.reply.int(len as i64);
 }
 
@@ -123,8 +142,8 @@ fn pop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
             (popped, l.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, key, empty);
     if !popped.is_empty() {
+        self::popped(c, key, end, empty);
         c.dirty(popped.len() as u64);
     }
     match count {
@@ -224,6 +243,7 @@ pub fn lset(c: &mut Ctx, argv: &[&[u8]]) {
         Some(i) => {
             l.set(i, argv[3]);
             c.dirty(1);
+            c.modified(argv[1], NotifyFlags::LIST, "lset");
             c.cl.reply.ok();
         }
         None => c.cl.reply.error("ERR index out of range"),
@@ -251,6 +271,7 @@ pub fn linsert(c: &mut Ctx, argv: &[&[u8]]) {
     l.insert(if after { pos + 1 } else { pos }, argv[4], limit);
     let len = l.len();
     c.dirty(1);
+    c.modified(argv[1], NotifyFlags::LIST, "linsert");
     c.cl.reply.int(len as i64);
 }
 
@@ -301,7 +322,9 @@ pub fn lrem(c: &mut Ctx, argv: &[&[u8]]) {
             (removed, l.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    if removed > 0 {
+        elements_removed(c, argv[1], NotifyFlags::LIST, "lrem", empty);
+    }
     c.dirty(removed as u64);
     c.cl.reply.int(removed as i64);
 }
@@ -326,7 +349,8 @@ pub fn ltrim(c: &mut Ctx, argv: &[&[u8]]) {
             (before - l.len(), l.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    // LTRIM notifies even when nothing was trimmed, as Redis does.
+    elements_removed(c, argv[1], NotifyFlags::LIST, "ltrim", empty);
     c.dirty(removed as u64);
     c.cl.reply.ok();
 }
@@ -437,9 +461,11 @@ fn lmove_generic(c: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) {
         _ => pick(create_value(c.srv, db, dst, Value::List(List::default()))).expect("list"),
     };
     push(dest, &v, to, limit);
+    // As Redis's lmoveHandlePush: the destination's push event comes first.
+    c.modified(dst, NotifyFlags::LIST, push_event(to));
     let src_empty =
         matches!(lookup_typed(c.srv, db, src, false, pick), Typed::Found(l) if l.is_empty());
-    delete_if_empty(c.srv, db, src, src_empty);
+    popped(c, src, from, src_empty);
     c.dirty(1);
     c.cl.reply.bulk(&v);
 }
@@ -485,7 +511,7 @@ fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
                 (popped, l.is_empty())
             }
         };
-        delete_if_empty(c.srv, db, key, empty);
+        self::popped(c, key, end, empty);
         c.dirty(popped.len() as u64);
         let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
         c.propagate_as(vec![
@@ -525,7 +551,7 @@ fn bpop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
                 None => continue,
             },
         };
-        delete_if_empty(c.srv, db, key, empty);
+        popped(c, key, end, empty);
         c.dirty(1);
         let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
         c.propagate_as(vec![name.to_vec(), key.to_vec()]);

@@ -362,10 +362,21 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         Some(cmd) => {
             client.last_cmd = stats_name(cmd, argv);
             if let Some(err) = refusal(srv, client, cmd, argv) {
-                client.reply.error(&err);
                 stats_of(srv, cmd, argv).rejected_calls += 1;
-                if let Some(m) = client.multi.as_mut() {
-                    m.errored = true;
+                if cmd.name == "exec" {
+                    // Redis's execCommandAbort: the transaction is gone.
+                    transaction::discard_transaction(srv, client);
+                    client.reply.error(&format!(
+                        "EXECABORT Transaction discarded because of: {err}"
+                    ));
+                    if !srv.monitors.is_empty() {
+                        monitor::feed_monitors(srv, client, client.db, argv);
+                    }
+                } else {
+                    client.reply.error(&err);
+                    if let Some(m) = client.multi.as_mut() {
+                        m.errored = true;
+                    }
                 }
             } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
                 transaction::queue(client, cmd, argv);
@@ -455,8 +466,9 @@ pub fn call(
 }
 
 /// Commands the slow log leaves out (Redis's CMD_SKIP_SLOWLOG): EXEC is
-/// accounted through the commands it runs; AUTH and HELLO carry secrets.
-const SKIP_SLOWLOG: &[&str] = &["exec", "auth", "hello"];
+/// accounted through the commands it runs. (AUTH and HELLO are logged
+/// with their secrets redacted.)
+const SKIP_SLOWLOG: &[&str] = &["exec"];
 
 /// The position of a command in the table (every spec lives in COMMANDS:
 /// its index is its offset there).

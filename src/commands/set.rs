@@ -4,7 +4,7 @@
 //! `set-max-intset-entries`; otherwise a table of members (`hashtable`).
 
 use super::hash::random_picks;
-use super::keys::{parse_cursor, parse_scan_options};
+use super::keys::{elements_removed, parse_cursor, parse_scan_options, store_result};
 use super::*;
 use crate::db::{Set, Value};
 
@@ -39,6 +39,9 @@ pub fn sadd(c: &mut Ctx, argv: &[&[u8]]) {
         Typed::Found(s) => s,
     };
     let added = argv[2..].iter().filter(|m| set.add(m, max)).count();
+    if added > 0 {
+        c.modified(argv[1], NotifyFlags::SET, "sadd");
+    }
     c.dirty(added as u64);
     c.cl.reply.int(added as i64);
 }
@@ -54,7 +57,9 @@ pub fn srem(c: &mut Ctx, argv: &[&[u8]]) {
             s.is_empty(),
         ),
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    if removed > 0 {
+        elements_removed(c, argv[1], NotifyFlags::SET, "srem", empty);
+    }
     c.dirty(removed as u64);
     c.cl.reply.int(removed as i64);
 }
@@ -123,7 +128,13 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
         Typed::Found(s) => {
             let n = count.unwrap_or(1).min(s.len());
             let mut popped = Vec::with_capacity(n);
-            for _ in 0..n {
+            // The whole of an intset comes back in its (sorted) order, as
+            // Redis returns it.
+            if count.is_some() && n == s.len() && matches!(s, Set::Ints(_)) {
+                popped = s.members();
+                *s = Set::default();
+            }
+            while popped.len() < n {
                 let Some(m) = s.random(&mut || rng.next_u64()) else {
                     break;
                 };
@@ -144,8 +155,8 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
         }
         Ok(Some(p)) => p,
     };
-    delete_if_empty(c.srv, db, key, empty);
     if !popped.is_empty() {
+        elements_removed(c, key, NotifyFlags::SET, "spop", empty);
         c.dirty(popped.len() as u64);
         if empty && count.is_some() {
             c.propagate_as(vec![b"DEL".to_vec(), key.to_vec()]);
@@ -218,12 +229,19 @@ pub fn smove(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     let (src, dst, m) = (argv[1], argv[2], argv[3]);
     let max = max_intset(c);
+    // Both keys are looked up (and expired if needed) before any check.
     let src_state = match lookup_typed(c.srv, db, src, false, pick) {
-        Typed::Missing => return c.cl.reply.int(0),
-        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
-        Typed::Found(s) => s.contains(m),
+        Typed::Missing => None,
+        Typed::WrongType => Some(Err(ERR_WRONGTYPE)),
+        Typed::Found(s) => Some(Ok(s.contains(m))),
     };
-    if let Typed::WrongType = lookup_typed(c.srv, db, dst, false, pick) {
+    let dst_wrongtype = matches!(lookup_typed(c.srv, db, dst, false, pick), Typed::WrongType);
+    let src_state = match src_state {
+        None => return c.cl.reply.int(0),
+        Some(Err(e)) => return c.cl.reply.error(e),
+        Some(Ok(found)) => found,
+    };
+    if dst_wrongtype {
         return c.cl.reply.error(ERR_WRONGTYPE);
     }
     if src == dst {
@@ -237,12 +255,14 @@ pub fn smove(c: &mut Ctx, argv: &[&[u8]]) {
     };
     s.remove(m);
     let empty = s.is_empty();
-    delete_if_empty(c.srv, db, src, empty);
+    elements_removed(c, src, NotifyFlags::SET, "srem", empty);
     let dest = match lookup_typed(c.srv, db, dst, false, pick) {
         Typed::Found(d) => d,
         _ => pick(create_value(c.srv, db, dst, Value::Set(Set::default()))).expect("set"),
     };
-    dest.add(m, max);
+    if dest.add(m, max) {
+        c.modified(dst, NotifyFlags::SET, "sadd");
+    }
     c.dirty(1);
     c.cl.reply.int(1);
 }
@@ -326,13 +346,14 @@ fn set_op(c: &mut Ctx, keys: &[&[u8]], dst: Option<&[u8]>, op: Op) {
     match dst {
         None => reply_set(&mut c.cl.reply, &result.members()),
         Some(dst) => {
-            let db = c.cl.db;
             let n = result.len();
-            let deleted = c.srv.dbs[db].delete(dst);
-            if n > 0 {
-                create_value(c.srv, db, dst, Value::Set(result));
-            }
-            if n > 0 || deleted {
+            let event = match op {
+                Op::Inter => "sinterstore",
+                Op::Union => "sunionstore",
+                Op::Diff => "sdiffstore",
+            };
+            let result = (n > 0).then_some(Value::Set(result));
+            if store_result(c, dst, result, NotifyFlags::SET, event) {
                 c.dirty(1);
             }
             c.cl.reply.int(n as i64);

@@ -207,18 +207,20 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
             }
         }
         Some(dst) => {
-            let deleted = c.srv.dbs[db].delete(dst);
             let n = out.len();
-            if n > 0 {
+            let result = (n > 0).then(|| {
                 let limit = NodeLimit(c.srv.config.list_max_listpack_size);
                 let mut list = List::default();
                 for v in &out {
                     list.push_back(v.as_deref().unwrap_or(b""), limit);
                 }
-                create_value(c.srv, db, dst, Value::List(list));
-            }
-            if n > 0 || deleted {
-                c.dirty(1);
+                Value::List(list)
+            });
+            // "sortstore" is in the list class, as in Redis.
+            let stored = result.is_some();
+            if super::keys::store_result(c, dst, result, NotifyFlags::LIST, "sortstore") {
+                // Redis counts every stored element (one for a deletion).
+                c.dirty(if stored { n as u64 } else { 1 });
             }
             c.cl.reply.int(n as i64);
         }

@@ -65,6 +65,31 @@ pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
     db.set(Entry::string(key, val), keep_ttl);
 }
 
+/// Whether `key` exists before a string write replaces it (the lookup in
+/// Redis's setKey): expires it if needed, so an expired old value is
+/// counted, propagated as DEL and published as `expired` before the
+/// write's `new`, exactly as Redis does. The lookup is skipped only where
+/// its answer changes nothing: a plain overwrite (no NX/XX) in a database
+/// without TTLs (nothing can be expired) while `new` is not published.
+fn exists_before_set(c: &mut Ctx, key: &[u8], needed: bool) -> bool {
+    let wanted = needed
+        || !c.srv.dbs[c.cl.db].expires.is_empty()
+        || c.srv
+            .config
+            .notify_keyspace_events
+            .wants(NotifyFlags::NEW | NotifyFlags::EXPIRED);
+    wanted && lookup_write(c.srv, c.cl.db, key).is_some()
+}
+
+/// After a string write: `new` when the key was created, then the
+/// watchers, then the command's own event.
+fn string_written(c: &mut Ctx, key: &[u8], existed: bool, event: &str) {
+    if !existed {
+        c.notify(NotifyFlags::NEW, "new", key);
+    }
+    c.modified(key, NotifyFlags::STRING, event);
+}
+
 fn i64_bytes(n: i64) -> Vec<u8> {
     let mut b = itoa_buf();
     fmt_i64(&mut b, n).to_vec()
@@ -202,8 +227,7 @@ fn set_generic(
             }
         }
     }
-    // Plain SET needs no lookup: an expired old value is simply replaced.
-    let found = (flags.nx || flags.xx) && lookup_write(c.srv, db, key).is_some();
+    let found = exists_before_set(c, key, flags.nx || flags.xx);
     if (flags.nx && found) || (flags.xx && !found) {
         if !flags.get {
             match int_replies {
@@ -221,8 +245,10 @@ fn set_generic(
     };
     c.srv.dbs[db].set(entry, flags.keepttl);
     c.dirty(1);
+    string_written(c, key, found, "set");
     if let Some(ms) = when {
         c.srv.dbs[db].set_expire(key, ms);
+        c.notify(NotifyFlags::GENERIC, "expire", key);
         // Only copy the value into a rewrite when something consumes it.
         if c.srv.propagating() {
             c.propagate_as(vec![
@@ -332,16 +358,21 @@ pub fn get(c: &mut Ctx, argv: &[&[u8]]) {
 /// `GETSET key value` — sets the value, returns the old one (propagated as SET).
 pub fn getset(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
-    match lookup_read(c.srv, db, argv[1]) {
-        None => c.cl.reply.null(),
+    let existed = match lookup_read(c.srv, db, argv[1]) {
+        None => {
+            c.cl.reply.null();
+            false
+        }
         Some(e) => {
             if !reply_string(&mut c.cl.reply, e) {
                 return;
             }
+            true
         }
-    }
+    };
     set_string(&mut c.srv.dbs[db], argv[1], argv[2], false);
     c.dirty(1);
+    string_written(c, argv[1], existed, "set");
     c.propagate_as(vec![b"SET".to_vec(), argv[1].to_vec(), argv[2].to_vec()]);
 }
 
@@ -358,6 +389,7 @@ pub fn getdel(c: &mut Ctx, argv: &[&[u8]]) {
     }
     c.srv.dbs[db].delete(argv[1]);
     c.dirty(1);
+    c.modified(argv[1], NotifyFlags::GENERIC, "del");
     c.propagate_as(vec![b"DEL".to_vec(), argv[1].to_vec()]);
 }
 
@@ -395,13 +427,16 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
     if let Some(ms) = when {
         if (flags.exat || flags.pxat) && ms <= c.srv.now_ms {
             c.delete_already_expired(key);
+            c.modified(key, NotifyFlags::GENERIC, "del");
         } else {
             c.srv.dbs[db].set_expire(key, ms);
             c.propagate_as(vec![b"PEXPIREAT".to_vec(), key.to_vec(), i64_bytes(ms)]);
+            c.modified(key, NotifyFlags::GENERIC, "expire");
         }
         c.dirty(1);
     } else if flags.persist && c.srv.dbs[db].persist(key) {
         c.propagate_as(vec![b"PERSIST".to_vec(), key.to_vec()]);
+        c.modified(key, NotifyFlags::GENERIC, "persist");
         c.dirty(1);
     }
 }
@@ -439,7 +474,11 @@ fn mset_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
         }
     }
     for pair in argv[1..].chunks(2) {
+        // Each key is looked up as it is set (Redis's setKey), so a key
+        // given twice is new only the first time.
+        let existed = exists_before_set(c, pair[0], false);
         set_string(&mut c.srv.dbs[db], pair[0], pair[1], false);
+        string_written(c, pair[0], existed, "set");
     }
     c.dirty((argv.len() as u64 - 1) / 2);
     if nx {
@@ -519,6 +558,7 @@ pub fn append(c: &mut Ctx, argv: &[&[u8]]) {
         None => {
             c.srv.dbs[db].set(Entry::string(key, val), false);
             c.dirty(1);
+            string_written(c, key, false, "append");
             return c.cl.reply.int(val.len() as i64);
         }
         Some(e) => match string_len(e) {
@@ -535,6 +575,7 @@ pub fn append(c: &mut Ctx, argv: &[&[u8]]) {
     let total = buf.len();
     compact_string(d, key);
     c.dirty(1);
+    string_written(c, key, true, "append");
     c.cl.reply.int(total as i64);
 }
 
@@ -610,6 +651,7 @@ pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
             let len = v.len();
             c.srv.dbs[db].set(Entry::from_vec(key, v, true), false);
             c.dirty(1);
+            string_written(c, key, false, "setrange");
             return c.cl.reply.int(len as i64);
         }
         Some(e) => {
@@ -633,6 +675,7 @@ pub fn setrange(c: &mut Ctx, argv: &[&[u8]]) {
     let total = buf.len();
     compact_string(d, key);
     c.dirty(1);
+    string_written(c, key, true, "setrange");
     c.cl.reply.int(total as i64);
 }
 
@@ -652,6 +695,7 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
             };
             e.set_int_in_place(new);
             c.dirty(1);
+            string_written(c, key, true, "incrby");
             return c.cl.reply.int(new);
         }
         Some(e) => match string_bytes(e) {
@@ -666,13 +710,15 @@ fn incr_decr(c: &mut Ctx, key: &[u8], incr: i64) {
         return c.cl.reply.error(overflow);
     };
     let d = &mut c.srv.dbs[db];
-    if d.main.get(key).is_some() {
+    let existed = d.main.get(key).is_some();
+    if existed {
         d.replace_value(key, NewValue::Int(new), false);
     } else {
         d.main
             .insert_new(Entry::new(key, NewValue::Int(new), false));
     }
     c.dirty(1);
+    string_written(c, key, existed, "incrby");
     c.cl.reply.int(new);
 }
 
@@ -727,6 +773,7 @@ pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
             .insert_new(Entry::new(key, NewValue::Str(&new), false));
     }
     c.dirty(1);
+    string_written(c, key, cur.is_some(), "incrbyfloat");
     c.cl.reply.bulk(&new);
     c.propagate_as(vec![
         b"SET".to_vec(),

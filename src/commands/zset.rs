@@ -9,6 +9,7 @@
 
 use super::blocking::{block, parse_timeout};
 use super::hash::random_picks;
+use super::keys::{elements_removed, store_result};
 use super::*;
 use crate::db::{Value, ZSet};
 
@@ -267,6 +268,11 @@ fn zadd_generic(c: &mut Ctx, argv: &[&[u8]], incr_cmd: bool) {
         delete_if_empty(c.srv, db, argv[1], empty);
     }
     c.dirty(added + updated);
+    if added + updated > 0 {
+        // ZINCRBY and ZADD INCR are both "zincr".
+        let event = if incr { "zincr" } else { "zadd" };
+        c.modified(argv[1], NotifyFlags::ZSET, event);
+    }
     if incr {
         if processed > 0 {
             c.cl.reply.double(last_score);
@@ -465,24 +471,26 @@ fn zrange_generic(
     match store {
         None => reply_scored(&mut c.cl.reply, &items, withscores),
         Some(dst) => {
-            let db = c.cl.db;
-            let deleted = c.srv.dbs[db].delete(dst);
             let n = items.len();
-            if n > 0 {
-                let (me, mv) = limits(c);
-                let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-                let mut z = ZSet::with_hint(n, maxlen, me, mv);
-                for (m, s) in &items {
-                    z.insert(m, *s, me, mv);
-                }
-                create_value(c.srv, db, dst, Value::ZSet(z));
-            }
-            if n > 0 || deleted {
+            let result = (n > 0).then(|| build_zset(c, &items));
+            if store_result(c, dst, result, NotifyFlags::ZSET, "zrangestore") {
                 c.dirty(1);
             }
             c.cl.reply.int(n as i64);
         }
     }
+}
+
+/// A sorted set of `items` (a STORE command's result), encoded as the
+/// configured limits say.
+fn build_zset(c: &Ctx, items: &[(Vec<u8>, f64)]) -> Value {
+    let (me, mv) = limits(c);
+    let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+    let mut z = ZSet::with_hint(items.len(), maxlen, me, mv);
+    for (m, s) in items {
+        z.insert(m, *s, me, mv);
+    }
+    Value::ZSet(z)
 }
 
 fn apply_limit(items: Vec<(Vec<u8>, f64)>, offset: i64, limit: i64) -> Vec<(Vec<u8>, f64)> {
@@ -565,7 +573,9 @@ pub fn zrem(c: &mut Ctx, argv: &[&[u8]]) {
             z.is_empty(),
         ),
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    if n > 0 {
+        elements_removed(c, argv[1], NotifyFlags::ZSET, "zrem", empty);
+    }
     c.dirty(n as u64);
     c.cl.reply.int(n as i64);
 }
@@ -622,7 +632,14 @@ fn zremrange(c: &mut Ctx, argv: &[&[u8]], ty: RangeType) {
             (victims.len(), z.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, argv[1], empty);
+    if n > 0 {
+        let event = match ty {
+            RangeType::Score => "zremrangebyscore",
+            RangeType::Lex => "zremrangebylex",
+            _ => "zremrangebyrank",
+        };
+        elements_removed(c, argv[1], NotifyFlags::ZSET, event, empty);
+    }
     c.dirty(n as u64);
     c.cl.reply.int(n as i64);
 }
@@ -664,7 +681,9 @@ fn pop_members(c: &mut Ctx, key: &[u8], count: usize, max: bool) -> Result<Optio
             (popped, z.is_empty())
         }
     };
-    delete_if_empty(c.srv, db, key, empty);
+    // One event however many were popped (n > 0 here).
+    let event = if max { "zpopmax" } else { "zpopmin" };
+    elements_removed(c, key, NotifyFlags::ZSET, event, empty);
     c.dirty(popped.len() as u64);
     Ok(Some(popped))
 }
@@ -995,18 +1014,14 @@ fn zsetop(
     match dst {
         None => reply_scored(&mut c.cl.reply, &result, withscores),
         Some(dst) => {
-            let deleted = c.srv.dbs[db].delete(dst);
             let n = result.len();
-            if n > 0 {
-                let (me, mv) = limits(c);
-                let maxlen = result.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-                let mut z = ZSet::with_hint(n, maxlen, me, mv);
-                for (m, s) in &result {
-                    z.insert(m, *s, me, mv);
-                }
-                create_value(c.srv, db, dst, Value::ZSet(z));
-            }
-            if n > 0 || deleted {
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            let result = (n > 0).then(|| build_zset(c, &result));
+            if store_result(c, dst, result, NotifyFlags::ZSET, event) {
                 c.dirty(1);
             }
             c.cl.reply.int(n as i64);

@@ -20,8 +20,11 @@ pub struct WatchedKey {
     pub expired: bool,
 }
 
-/// Watchers of every watched key, by (database, key).
-pub type WatchedKeys = HashMap<(usize, Vec<u8>), Vec<u64>, foldhash::fast::RandomState>;
+/// A watched key: (database, key).
+pub type WatchKey = (usize, Vec<u8>);
+
+/// Watchers of every watched key.
+pub type WatchedKeys = HashMap<WatchKey, Vec<u64>, foldhash::fast::RandomState>;
 
 impl Server {
     /// The running client (not in the slab) or a client in the slab.
@@ -64,12 +67,10 @@ impl Server {
             let Some(wk) = c.watched.iter_mut().find(|w| w.db == db && w.key == key) else {
                 continue;
             };
-            if wk.expired {
-                if !exists {
-                    // The stale key is gone: logically nothing changed.
-                    wk.expired = false;
-                    continue;
-                }
+            if wk.expired && !exists {
+                // The stale key is gone: logically nothing changed.
+                wk.expired = false;
+                continue;
             }
             c.dirty_cas = true;
         }
@@ -89,7 +90,7 @@ impl Server {
             return;
         }
         let now = self.now_ms;
-        let keys: Vec<((usize, Vec<u8>), Vec<u64>)> = self
+        let keys: Vec<(WatchKey, Vec<u64>)> = self
             .watched_keys
             .iter()
             .filter(|((db, _), _)| *db == emptied)
