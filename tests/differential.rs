@@ -18,6 +18,9 @@
 //! @sleep 150                 wait (for expiry cases)
 //! [1] SUBSCRIBE ch           any step on connection 1 (0 is the default);
 //!                            each connection is opened on first use
+//! @noreply SET k v           send a command whose reply is expected to be
+//!                            dropped (CLIENT REPLY OFF/SKIP); whatever does
+//!                            arrive must match
 //! [1] @drain                 read everything connection 1 has received
 //!                            (messages, further confirmations) and compare
 //! ```
@@ -293,6 +296,8 @@ enum Step {
     Raw {
         bytes: Vec<u8>,
         silent_ok: bool,
+        /// Keep the connection afterwards (not a protocol error case).
+        keep: bool,
     },
     Sleep(u64),
     /// Read whatever has arrived on the connection.
@@ -348,11 +353,23 @@ fn parse_step(line: &str) -> Result<Step, String> {
         return Ok(Step::Raw {
             bytes: raw_bytes(r)?,
             silent_ok: false,
+            keep: false,
+        });
+    } else if let Some(r) = line.strip_prefix("@noreply ") {
+        let (args, _) = tokenize(r, false)?;
+        if args.is_empty() {
+            return Err(format!("@noreply without a command: {line}"));
+        }
+        return Ok(Step::Raw {
+            bytes: common::encode(&args.iter().map(|a| a.as_slice()).collect::<Vec<_>>()),
+            silent_ok: true,
+            keep: true,
         });
     } else if let Some(r) = line.strip_prefix("@raw-silent ") {
         return Ok(Step::Raw {
             bytes: raw_bytes(r)?,
             silent_ok: true,
+            keep: false,
         });
     } else if let Some(r) = line.strip_prefix("@sleep ") {
         return r
@@ -445,7 +462,11 @@ fn replies_match_redis() {
                     }
                 }
                 Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(ms)),
-                Step::Raw { bytes, silent_ok } => {
+                Step::Raw {
+                    bytes,
+                    silent_ok,
+                    keep,
+                } => {
                     a.send_raw(&bytes);
                     b.send_raw(&bytes);
                     let ((ra, ca), (rb, cb)) = read_both(a, b, RAW_QUIET);
@@ -465,7 +486,9 @@ fn replies_match_redis() {
                         );
                     }
                     // A protocol error closes the connection: start afresh.
-                    conns[n] = None;
+                    if !keep {
+                        conns[n] = None;
+                    }
                 }
                 Step::Cmd { args, compare } => {
                     let refs: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();

@@ -47,6 +47,9 @@ pub fn reset(c: &mut Ctx, _argv: &[&[u8]]) {
     super::pubsub::unsubscribe_everything(c.srv, c.cl);
     c.cl.db = 0;
     c.cl.reply.proto = Proto::Resp2;
+    c.cl.reply_off = false;
+    c.cl.reply_skip = false;
+    c.cl.reply_skip_next = false;
     c.cl.name = None;
     c.cl.authenticated = c.srv.config.requirepass.is_empty();
     c.cl.reply.simple("RESET");
@@ -224,6 +227,8 @@ const CLIENT_HELP: &[&str] = &[
     "      Return clients of specified type.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
@@ -241,7 +246,7 @@ fn client_type_arg(t: &[u8]) -> Option<&'static str> {
         .or_else(|| eq_ic(t, "slave").then_some("replica"))
 }
 
-/// `CLIENT ID|INFO|LIST|KILL|GETNAME|SETNAME|NO-EVICT|HELP`
+/// `CLIENT ID|INFO|LIST|KILL|GETNAME|SETNAME|NO-EVICT|REPLY|UNBLOCK|HELP`
 pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
     let subs = [
         ("id", 2),
@@ -251,6 +256,7 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
         ("getname", 2),
         ("setname", 3),
         ("no-evict", 3),
+        ("reply", 3),
         ("unblock", -3),
         ("help", 2),
     ];
@@ -286,6 +292,24 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
         "list" => client_list(c, argv),
+        "reply" => {
+            // OFF and SKIP answer nothing (the dispatcher drops replies
+            // while the flags say so); ON answers +OK.
+            if eq_ic(argv[2], "on") {
+                c.cl.reply_off = false;
+                c.cl.reply_skip = false;
+                c.cl.reply_skip_next = false;
+                c.cl.reply.ok();
+            } else if eq_ic(argv[2], "off") {
+                c.cl.reply_off = true;
+            } else if eq_ic(argv[2], "skip") {
+                if !c.cl.reply_off {
+                    c.cl.reply_skip_next = true;
+                }
+            } else {
+                c.cl.reply.error(ERR_SYNTAX);
+            }
+        }
         "unblock" => {
             if argv.len() > 4 {
                 return c.cl.reply.error(&arity_error("client|unblock"));

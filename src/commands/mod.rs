@@ -330,7 +330,7 @@ fn refusal(
     {
         return Some(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            cmd.name
+            stats_name(cmd, argv)
         ));
     }
     if srv.loading.is_some() && cmd.flags & LOADING == 0 {
@@ -350,6 +350,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         return;
     }
     let errors_before = client.reply.errors;
+    let reply_mark = client.reply.mark();
     srv.stats.total_commands_processed += 1;
     client.commands += 1;
     match lookup_command(argv[0]) {
@@ -387,6 +388,17 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
     srv.stats.count_errors(&mut client.reply.error_codes);
+    // CLIENT REPLY OFF/SKIP, as the flags stand after the command (so the
+    // +OK of CLIENT REPLY ON is sent); then SKIP moves on to the next one.
+    if client.reply_off || client.reply_skip {
+        client.reply.rollback(reply_mark);
+    }
+    client.reply_skip = std::mem::take(&mut client.reply_skip_next);
+    // Messages for this client published while it ran come after its reply.
+    if !srv.self_pushes.is_empty() && srv.current_client == 0 {
+        client.reply.raw(&srv.self_pushes);
+        srv.self_pushes.clear();
+    }
 }
 
 /// Execute a command that passed every check (Redis's call()): run the
@@ -458,10 +470,6 @@ pub fn call(
         for (db, key) in std::mem::take(&mut srv.deferred_touches) {
             srv.touch_watched_key(Some(client), db, &key);
         }
-        if !srv.self_pushes.is_empty() {
-            client.reply.raw(&srv.self_pushes);
-            srv.self_pushes.clear();
-        }
     }
 }
 
@@ -527,6 +535,7 @@ const SUBCOMMAND_STATS: &[(&str, &[(&str, &str)])] = &[
             ("getname", "client|getname"),
             ("setname", "client|setname"),
             ("no-evict", "client|no-evict"),
+            ("reply", "client|reply"),
             ("unblock", "client|unblock"),
             ("help", "client|help"),
         ],

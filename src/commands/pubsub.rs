@@ -35,15 +35,29 @@ fn count(client: &ClientState, kind: Kind) -> usize {
     }
 }
 
-/// One confirmation push: `[verb, channel or nil, count]`.
-fn confirm(client: &mut ClientState, verb: &str, channel: Option<&[u8]>, n: usize) {
-    client.reply.push(3);
-    client.reply.bulk_str(verb);
+/// One confirmation push: `[verb, channel or nil, count]`. It is a push
+/// as Redis sends it, so CLIENT REPLY OFF/SKIP does not drop it: while
+/// replies are dropped it goes out with the client's other pushes.
+fn confirm(
+    srv: &mut Server,
+    client: &mut ClientState,
+    verb: &str,
+    channel: Option<&[u8]>,
+    n: usize,
+) {
+    let dropped = client.reply_off || client.reply_skip;
+    let mut aside = crate::protocol::Reply::new(client.reply.proto);
+    let out = if dropped { &mut aside } else { &mut client.reply };
+    out.push(3);
+    out.bulk_str(verb);
     match channel {
-        Some(ch) => client.reply.bulk(ch),
-        None => client.reply.null(),
+        Some(ch) => out.bulk(ch),
+        None => out.null(),
     }
-    client.reply.int(n as i64);
+    out.int(n as i64);
+    if dropped {
+        srv.self_pushes.extend_from_slice(&aside.take_bytes());
+    }
 }
 
 fn subscribe_one(srv: &mut Server, client: &mut ClientState, kind: Kind, ch: &[u8]) {
@@ -68,7 +82,7 @@ fn subscribe_one(srv: &mut Server, client: &mut ClientState, kind: Kind, ch: &[u
         }
     }
     let n = count(client, kind);
-    confirm(client, kind.verbs().0, Some(ch), n);
+    confirm(srv, client, kind.verbs().0, Some(ch), n);
 }
 
 /// Unsubscribe from one channel; `notify` sends the confirmation.
@@ -100,7 +114,7 @@ fn unsubscribe_one(
     }
     if notify {
         let n = count(client, kind);
-        confirm(client, kind.verbs().1, Some(ch), n);
+        confirm(srv, client, kind.verbs().1, Some(ch), n);
     }
 }
 
@@ -115,7 +129,7 @@ fn unsubscribe_all(srv: &mut Server, client: &mut ClientState, kind: Kind, notif
     if names.is_empty() {
         if notify {
             let n = count(client, kind);
-            confirm(client, kind.verbs().1, None, n);
+            confirm(srv, client, kind.verbs().1, None, n);
         }
         return;
     }

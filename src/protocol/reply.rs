@@ -48,6 +48,15 @@ struct Cursor {
     pos: usize,
 }
 
+/// A point in a reply to go back to (CLIENT REPLY OFF/SKIP drop what a
+/// command added). Only valid while nothing after it has been written.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyMark {
+    buf: usize,
+    shared: usize,
+    shared_len: usize,
+}
+
 impl Default for Reply {
     fn default() -> Self {
         Reply::new(Proto::Resp2)
@@ -261,6 +270,22 @@ impl Reply {
         } else {
             self.header(b'*', n as i64);
         }
+    }
+
+    /// Where the reply ends now.
+    pub fn mark(&self) -> ReplyMark {
+        ReplyMark {
+            buf: self.buf.len(),
+            shared: self.shared.len(),
+            shared_len: self.shared_len,
+        }
+    }
+
+    /// Drop everything added since `mark`.
+    pub fn rollback(&mut self, mark: ReplyMark) {
+        self.buf.truncate(mark.buf);
+        self.shared.truncate(mark.shared);
+        self.shared_len = mark.shared_len;
     }
 
     /// Bytes already encoded in this client's protocol (a pub/sub message

@@ -77,6 +77,12 @@ pub struct ClientState {
     /// Running the commands of an EXEC: blocking commands don't block
     /// (Redis's CLIENT_DENY_BLOCKING).
     pub in_exec: bool,
+    /// CLIENT REPLY OFF: replies are dropped (pushes still arrive).
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the current command's reply is dropped; the
+    /// next command's when `reply_skip_next`.
+    pub reply_skip: bool,
+    pub reply_skip_next: bool,
 }
 
 /// What role a connection plays; with subscriptions, it decides the
@@ -195,6 +201,9 @@ impl ClientState {
             kind: ClientKind::Normal,
             pending_write: false,
             in_exec: false,
+            reply_off: false,
+            reply_skip: false,
+            reply_skip_next: false,
         }
     }
 
