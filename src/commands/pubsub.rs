@@ -47,7 +47,11 @@ fn confirm(
 ) {
     let dropped = client.reply_off || client.reply_skip;
     let mut aside = crate::protocol::Reply::new(client.reply.proto);
-    let out = if dropped { &mut aside } else { &mut client.reply };
+    let out = if dropped {
+        &mut aside
+    } else {
+        &mut client.reply
+    };
     out.push(3);
     out.bulk_str(verb);
     match channel {

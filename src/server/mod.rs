@@ -371,10 +371,11 @@ impl EventLoop {
 
     /// What the loop does before it sleeps (Redis's beforeSleep), in this
     /// order: the iteration's writes go to the propagation feed's consumers
-    /// (the AOF and replicas will attach here, and a reply never reaches a
-    /// client before the write it reflects reached them), then every client
-    /// with pending output is written. Replies held for durability will be
-    /// released here too: `ClientState::releasable` bounds what is written.
+    /// (`Server::flush_feed`: the AOF buffer and the replica streams attach
+    /// there), then every client with pending output is written. So a reply
+    /// never reaches a client before the write it reflects has been handed
+    /// to the AOF and the replicas; a reply that must also wait for the
+    /// AOF's write or fsync to complete is held between these two steps.
     fn before_sleep(&mut self) {
         self.srv.flush_feed();
         for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
