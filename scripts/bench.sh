@@ -46,6 +46,8 @@
 #                          killed (default: 900)
 #   BENCH_SETTLE           seconds to let memory stats settle (default: 1)
 #   BENCH_START_TIMEOUT    seconds to wait for a server to answer PING (default: 30)
+#   BENCH_SERVER_ARGS      extra options for both servers, e.g.
+#                          "--appendonly yes --appendfsync always" (AOF figures)
 
 set -euo pipefail
 
@@ -223,12 +225,17 @@ rcli() { # PORT ARGS...
 
 # start_server NAME BIN -> sets SRV_PID SRV_PORT SRV_DIR
 start_server() {
-    local name=$1 bin=$2 attempt port dir pid i args
+    local name=$1 bin=$2 attempt port dir pid i args extra
     for attempt in 1 2 3; do
         port=$(python3 "$HELPER" free-ports 1) || die "could not pick a free port"
         dir=$(mktemp -d "${TMPDIR:-/tmp}/kvbench-$name.XXXXXX")
         CLEANUP_DIRS+=("$dir")
         args=(--port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir")
+        # Extra settings for both servers, e.g. "--appendonly yes --appendfsync always".
+        if [[ -n ${BENCH_SERVER_ARGS:-} ]]; then
+            read -r -a extra <<<"$BENCH_SERVER_ARGS"
+            args+=("${extra[@]}")
+        fi
         [[ $name == redis ]] && args+=(--daemonize no)
         "$bin" "${args[@]}" >"$dir/server.log" 2>&1 </dev/null &
         pid=$!

@@ -40,6 +40,12 @@ pub struct Config {
     pub appendonly: bool,
     pub appendfilename: String,
     pub appendfsync: String,
+    pub appenddirname: String,
+    pub auto_aof_rewrite_percentage: i64,
+    pub auto_aof_rewrite_min_size: u64,
+    pub aof_load_truncated: bool,
+    pub aof_use_rdb_preamble: bool,
+    pub no_appendfsync_on_rewrite: bool,
     pub activerehashing: bool,
     pub active_expire_effort: i64,
     pub lazyfree_lazy_expire: bool,
@@ -109,6 +115,12 @@ impl Default for Config {
             appendonly: false,
             appendfilename: String::new(),
             appendfsync: String::new(),
+            appenddirname: String::new(),
+            auto_aof_rewrite_percentage: 0,
+            auto_aof_rewrite_min_size: 0,
+            aof_load_truncated: false,
+            aof_use_rdb_preamble: false,
+            no_appendfsync_on_rewrite: false,
             activerehashing: false,
             active_expire_effort: 0,
             lazyfree_lazy_expire: false,
@@ -744,13 +756,73 @@ pub static OPTIONS: &[OptionSpec] = &[
         "appendonly",
         "no",
         true,
-        "Append-only file persistence (not available yet: only 'no' is accepted).",
+        "Append-only file persistence (Redis 7's multi-part AOF in appenddirname).",
         |c| yes_no(c.appendonly),
+        |c, v| c.appendonly = parse_bool(v)?
+    ),
+    opt!(
+        "appenddirname",
+        "appendonlydir",
+        false,
+        "Directory (inside dir) of the append-only files and their manifest.",
+        |c| c.appenddirname.clone(),
+        |c, v| c.appenddirname = base_name(v, "appenddirname")?
+    ),
+    opt!(
+        "auto-aof-rewrite-percentage",
+        "100",
+        true,
+        "Rewrite the AOF when it grew this much (percent) since the last rewrite; 0 = never.",
+        |c| c.auto_aof_rewrite_percentage.to_string(),
+        |c, v| c.auto_aof_rewrite_percentage = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "auto-aof-rewrite-min-size",
+        "64mb",
+        true,
+        "No automatic AOF rewrite below this size.",
+        |c| c.auto_aof_rewrite_min_size.to_string(),
+        |c, v| c.auto_aof_rewrite_min_size = parse_memory(v)?
+    ),
+    opt!(
+        "aof-load-truncated",
+        "yes",
+        true,
+        "Load an AOF whose last command was cut short by a crash (the tail is removed).",
+        |c| yes_no(c.aof_load_truncated),
+        |c, v| c.aof_load_truncated = parse_bool(v)?
+    ),
+    opt!(
+        "aof-use-rdb-preamble",
+        "yes",
+        true,
+        "Write the AOF base as an RDB image (only 'yes' is supported by this build).",
+        |c| yes_no(c.aof_use_rdb_preamble),
         |c, v| {
-            if parse_bool(v)? {
-                return Err("appendonly is not supported by this build yet".into());
+            if !parse_bool(v)? {
+                return Err("a plain (non-RDB) AOF base is not supported by this build yet".into());
             }
-            c.appendonly = false
+            c.aof_use_rdb_preamble = true
+        }
+    ),
+    opt!(
+        "no-appendfsync-on-rewrite",
+        "no",
+        true,
+        "Skip fsync of the AOF while a rewrite or BGSAVE child runs.",
+        |c| yes_no(c.no_appendfsync_on_rewrite),
+        |c, v| c.no_appendfsync_on_rewrite = parse_bool(v)?
+    ),
+    opt!(
+        "aof-timestamp-enabled",
+        "no",
+        true,
+        "Timestamp annotations in the AOF (only 'no' is supported by this build; annotations in loaded files are skipped).",
+        |_c| yes_no(false),
+        |_c, v| {
+            if parse_bool(v)? {
+                return Err("AOF timestamp annotations are not supported by this build yet".into());
+            }
         }
     ),
     opt!(

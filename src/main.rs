@@ -79,6 +79,14 @@ fn main() -> ExitCode {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
+    // Nothing to load: open the AOF now (the loop does it after a load).
+    if event_loop.srv.loading.is_none() {
+        if let Err(e) = kvstore::state::aof::open_after_load(&mut event_loop.srv) {
+            error!("{e}");
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match event_loop.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

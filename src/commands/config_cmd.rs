@@ -145,6 +145,20 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
     }
+    // appendonly: start (a rewrite makes the first base) or stop the AOF.
+    if c.srv.config.appendonly != backup.appendonly {
+        if c.srv.config.appendonly {
+            if let Err(e) = c.srv.start_aof() {
+                tracing::warn!("Unable to turn on AOF: {e}");
+                c.srv.config = backup;
+                return c.cl.reply.error(
+                    "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
+                );
+            }
+        } else {
+            c.srv.stop_aof();
+        }
+    }
     c.srv.apply_lazyfree_config();
     if c.srv.config.loglevel != backup.loglevel {
         crate::logging::set_level(&c.srv.config.loglevel);

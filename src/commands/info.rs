@@ -117,9 +117,9 @@ fn loading_fields(srv: &crate::state::Server) -> String {
     let Some(l) = &srv.loading else {
         return String::new();
     };
-    let total = l.map.len().max(1);
-    let done = l.state.loaded_bytes();
-    let elapsed = l.state.started().elapsed().as_secs_f64();
+    let total = l.total_bytes.max(1);
+    let done = l.loaded_bytes();
+    let elapsed = l.started.elapsed().as_secs_f64();
     let perc = done as f64 * 100.0 / total as f64;
     let eta = if done > 0 {
         (elapsed * (total - done) as f64 / done as f64) as u64
@@ -131,11 +131,12 @@ fn loading_fields(srv: &crate::state::Server) -> String {
 }
 
 fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
+    use crate::state::aof::AofStatus;
+    let aof = &srv.aof;
     let _ = write!(
         out,
-        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\n{}current_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        "# Persistence\r\nloading:{}\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
         srv.loading.is_some() as u8,
-        loading_fields(srv),
         srv.dirty,
         srv.snapshot.child.is_some() as u8,
         srv.lastsave_unix,
@@ -145,7 +146,32 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
         srv.snapshot.saves,
         srv.rdb_last_load_expired,
         srv.rdb_last_load_keys,
+        (aof.status != AofStatus::Off) as u8,
+        aof.rewrite.is_some() as u8,
+        aof.rewrite_scheduled as u8,
+        aof.last_rewrite_secs,
+        aof.rewrite
+            .as_ref()
+            .map_or(-1, |r| r.started.elapsed().as_secs() as i64),
+        if aof.last_bgrewrite_ok { "ok" } else { "err" },
+        aof.rewrites,
+        aof.rewrites_consecutive_failures,
+        if aof.last_write_ok { "ok" } else { "err" },
     );
+    // As Redis: these follow the configuration, not the AOF's state.
+    if srv.config.appendonly {
+        let _ = write!(
+            out,
+            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:{}\r\naof_delayed_fsync:{}\r\n",
+            aof.current_size,
+            aof.base_size,
+            aof.rewrite_scheduled as u8,
+            aof.buf.len(),
+            aof.fsync_in_progress() as u8,
+            aof.delayed_fsync,
+        );
+    }
+    out.push_str(&loading_fields(srv));
 }
 
 fn info_section_stats(srv: &crate::state::Server, out: &mut String) {

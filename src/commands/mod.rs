@@ -321,8 +321,13 @@ fn refusal(
     {
         return Some(ERR_OOM.into());
     }
-    if (flags & WRITE != 0 || cmd.name == "ping") && crate::state::snapshot::writes_refused(srv) {
-        return Some(ERR_MISCONF.into());
+    if flags & WRITE != 0 || cmd.name == "ping" {
+        if crate::state::snapshot::writes_refused(srv) {
+            return Some(ERR_MISCONF.into());
+        }
+        if let Some(e) = srv.aof_write_error() {
+            return Some(e);
+        }
     }
     if client.subscriptions() > 0
         && !client.reply.is_resp3()
@@ -609,6 +614,30 @@ pub fn execute_detached(srv: &mut Server, client: &mut ClientState, argv: &[&[u8
     srv.update_time();
     execute(srv, client, argv);
     client.reply.take_bytes()
+}
+
+/// Run one command read from an AOF (Redis's loadSingleAppendOnlyFile):
+/// no authentication, memory or MISCONF gates, inside MULTI the commands
+/// are queued as they were; the reply is thrown away.
+pub fn replay_aof_command(
+    srv: &mut Server,
+    client: &mut ClientState,
+    argv: &[&[u8]],
+) -> Result<(), String> {
+    let Some(cmd) = lookup_command(argv[0]) else {
+        return Err(format!(
+            "Unknown command '{}'",
+            String::from_utf8_lossy(argv[0])
+        ));
+    };
+    if client.multi.is_some() && cmd.name != "exec" {
+        transaction::queue(client, cmd, argv);
+    } else {
+        call(srv, client, cmd, argv, false);
+    }
+    client.reply.clear();
+    client.reply.error_codes.clear();
+    Ok(())
 }
 
 /// Detach a client that is going away from everything it takes part in

@@ -131,8 +131,41 @@ pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
         }
         return c.cl.reply.error("ERR Background save already in progress");
     }
+    // One child at a time, as Redis: an AOF rewrite holds the fork.
+    if c.srv.aof.rewrite.is_some() {
+        if schedule {
+            c.srv.snapshot.scheduled = true;
+            return c.cl.reply.simple("Background saving scheduled");
+        }
+        return c.cl.reply.error("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
+    }
     match crate::state::snapshot::bgsave(c.srv) {
         Ok(()) => c.cl.reply.simple("Background saving started"),
+        Err(e) => c.cl.reply.error(&format!("ERR {e}")),
+    }
+}
+
+/// `BGREWRITEAOF` — a new AOF base from a forked child (works with the
+/// AOF off too: the directory then holds just the new base).
+pub fn bgrewriteaof(c: &mut Ctx, _argv: &[&[u8]]) {
+    if c.srv.aof.rewrite.is_some() {
+        return c
+            .cl
+            .reply
+            .error("ERR Background append only file rewriting already in progress");
+    }
+    if c.srv.snapshot.child.is_some() {
+        c.srv.aof.rewrite_scheduled = true;
+        return c
+            .cl
+            .reply
+            .simple("Background append only file rewriting scheduled");
+    }
+    match c.srv.rewrite_aof_background() {
+        Ok(()) => {
+            c.cl.reply
+                .simple("Background append only file rewriting started")
+        }
         Err(e) => c.cl.reply.error(&format!("ERR {e}")),
     }
 }

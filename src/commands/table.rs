@@ -272,6 +272,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY | NO_MULTI, 0, 0, 0, srvc::shutdown, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
     cmd!("save", 1, ADMIN | NOSCRIPT | NO_MULTI, 0, 0, 0, srvc::save, "server", "1.0.0", "Synchronously saves the database(s) to disk.", "O(N) where N is the total number of keys in all databases"),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, srvc::bgsave, "server", "1.0.0", "Asynchronously saves the database(s) to disk.", "O(1)"),
+    cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, 0, 0, 0, srvc::bgrewriteaof, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk.", "O(1)"),
     cmd!("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, 0, 0, 0, mon::monitor, "server", "1.0.0", "Listens for all requests received by the server in real-time.", ""),
     cmd!("slowlog", -2, ADMIN | LOADING | STALE | CONTAINER, 0, 0, 0, sl::slowlog, "server", "2.2.12", "A container for slow log commands.", "Depends on subcommand."),
     cmd!("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, 0, 0, 0, tx::multi, "transactions", "1.2.0", "Starts a transaction.", "O(1)"),

@@ -36,6 +36,7 @@ impl EventLoop {
                 commands::expire::active_expire_cycle(srv);
             }
             crate::state::snapshot::cron(srv);
+            srv.aof_cron();
         }
         if srv.config.activerehashing {
             for db in &mut srv.dbs {

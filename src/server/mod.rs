@@ -184,8 +184,16 @@ impl EventLoop {
                 }
             }
             if self.srv.loading.is_some() {
-                match crate::state::snapshot::continue_loading(&mut self.srv) {
-                    Ok(_) => {}
+                match crate::state::snapshot::continue_loading(
+                    &mut self.srv,
+                    commands::replay_aof_command,
+                ) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if let Err(e) = crate::state::aof::open_after_load(&mut self.srv) {
+                            return Err(io::Error::other(e));
+                        }
+                    }
                     Err(e) => return Err(io::Error::other(e)),
                 }
             }
@@ -785,6 +793,11 @@ impl EventLoop {
         warn!("User requested shutdown...");
         use crate::state::snapshot;
         snapshot::kill_child(&mut self.srv);
+        // The AOF gets everything written and synced before the end.
+        self.srv.flush_feed();
+        self.srv.flush_aof(true);
+        self.srv.kill_aof_rewrite();
+        self.srv.sync_aof_now();
         let save = match mode {
             ShutdownMode::NoSave => false,
             ShutdownMode::Save => true,

@@ -3,6 +3,7 @@
 //! on it; the event loop (`server`) owns it and drives it. Nothing here does
 //! I/O on sockets or knows the command table.
 
+pub mod aof;
 pub mod client;
 pub mod feed;
 pub mod pubsub;
@@ -154,6 +155,8 @@ pub struct Server {
     pub new_tcp_listeners: Option<Vec<TcpListener>>,
     /// Pub/Sub subscriptions.
     pub pubsub: pubsub::PubSub,
+    /// The append-only file.
+    pub aof: aof::Aof,
     /// Clients whose output grew outside their own turn, as (slot, id):
     /// written before the loop sleeps.
     pub pending_writes: Vec<(usize, u64)>,
@@ -268,6 +271,7 @@ impl Server {
             log_limits: LogLimits::default(),
             new_tcp_listeners: None,
             pubsub: Default::default(),
+            aof: aof::Aof::new(),
             pending_writes: Vec::new(),
             self_pushes: Vec::new(),
             current_resp3: false,
@@ -317,8 +321,11 @@ impl Server {
         if !self.feed.has_pending() {
             return;
         }
+        self.feed_aof();
         self.feed.flush_taps();
         self.feed.clear();
+        // Before any reply of this iteration is written (see before_sleep).
+        self.flush_aof(false);
     }
 
     /// Bytes allocated by this thread right now: cheap enough to check before

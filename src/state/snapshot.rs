@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tracing::{info, warn};
 
-use super::Server;
+use super::{ClientState, Server};
 use crate::persistence::rdb;
 use crate::util::unix_time_ms;
 
@@ -97,6 +97,9 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
 pub fn bgsave(srv: &mut Server) -> Result<(), String> {
     if srv.snapshot.child.is_some() {
         return Err("Background save already in progress".into());
+    }
+    if srv.aof.rewrite.is_some() {
+        return Err("Another child process is active (AOF?): can't BGSAVE right now".into());
     }
     let start = Instant::now();
     srv.snapshot.last_try_unix = unix_time_ms() / 1000;
@@ -243,7 +246,7 @@ pub fn kill_child(srv: &mut Server) {
 /// Cron work: reap the child, honour BGSAVE SCHEDULE and the save points.
 pub fn cron(srv: &mut Server) {
     check_child(srv);
-    if srv.snapshot.child.is_some() {
+    if srv.snapshot.child.is_some() || srv.aof.rewrite.is_some() {
         return;
     }
     let now = unix_time_ms() / 1000;
@@ -273,59 +276,324 @@ pub fn writes_refused(srv: &Server) -> bool {
 /// Keys loaded per slice of the event loop while a dump loads at startup
 /// (a few milliseconds of work, so `-LOADING` replies stay prompt).
 const LOAD_SLICE_KEYS: usize = 10_000;
+/// AOF commands replayed per slice of the event loop.
+const LOAD_SLICE_COMMANDS: usize = 10_000;
 
-/// A dump being loaded at startup, a slice per turn of the event loop.
-pub struct AsyncLoad {
-    pub map: memmap2::Mmap,
-    pub state: rdb::LoadState,
-    pub path: std::path::PathBuf,
+/// Runs one command read from an AOF, without the client gates (the
+/// commands layer provides it: the state layer does not know commands).
+pub type Replay = fn(&mut Server, &mut ClientState, &[&[u8]]) -> Result<(), String>;
+
+/// What part of the current file is being loaded.
+pub enum LoadPhase {
+    /// An RDB image (a dump, an AOF base, an old AOF's RDB preamble).
+    Rdb(rdb::LoadState),
+    /// A command log, from this offset.
+    Commands { pos: usize },
 }
 
-/// Start loading `dir/dbfilename` (if it exists) in the background of the
-/// event loop: clients connecting meanwhile get `-LOADING`.
+/// A dataset being loaded at startup, a slice per turn of the event loop
+/// (commands get -LOADING meanwhile): a dump, or an AOF's base and
+/// incremental files in manifest order.
+pub struct AsyncLoad {
+    pub map: memmap2::Mmap,
+    pub phase: LoadPhase,
+    pub path: std::path::PathBuf,
+    /// AOF files still to load after this one.
+    pub rest: std::collections::VecDeque<std::path::PathBuf>,
+    /// Loading an AOF (command logs allowed, truncation rules apply).
+    pub aof: bool,
+    pub started: Instant,
+    /// Bytes of every file to load, and of the files already loaded.
+    pub total_bytes: u64,
+    pub done_bytes: u64,
+    /// The client AOF commands run as (its database follows SELECTs).
+    pub client: Box<ClientState>,
+    pub keys: u64,
+    pub expired: u64,
+    /// Offset of the MULTI of a transaction not yet closed by EXEC.
+    multi_start: Option<usize>,
+}
+
+impl AsyncLoad {
+    /// Bytes consumed so far, all files together.
+    pub fn loaded_bytes(&self) -> u64 {
+        let here = match &self.phase {
+            LoadPhase::Rdb(st) => st.loaded_bytes(),
+            LoadPhase::Commands { pos } => *pos,
+        };
+        self.done_bytes + here as u64
+    }
+}
+
+fn map_file(path: &std::path::Path) -> Result<memmap2::Mmap, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    // SAFETY: read-only mapping; kvstore replaces dumps and AOF bases by
+    // rename, and only appends to incremental files after loading ended.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())
+}
+
+fn replay_client() -> Box<ClientState> {
+    Box::new(ClientState::new(
+        0,
+        -1,
+        "aof".into(),
+        String::new(),
+        false,
+        true,
+        true,
+    ))
+}
+
+/// The phase a file starts in: an RDB image, or a command log.
+fn first_phase(map: &memmap2::Mmap, path: &std::path::Path) -> Result<LoadPhase, String> {
+    if crate::persistence::aof::is_rdb(map) {
+        let st =
+            rdb::load_begin(map).map_err(|e| format!("Bad RDB file {}: {e}", path.display()))?;
+        Ok(LoadPhase::Rdb(st))
+    } else {
+        Ok(LoadPhase::Commands { pos: 0 })
+    }
+}
+
+/// Start loading the dataset at startup: with `appendonly yes`, the AOF
+/// (base and incremental files from its manifest; an old single
+/// appendonly.aof is moved into the AOF directory first, as Redis 7
+/// upgrades it) and never the dump, as Redis does; otherwise the dump, if
+/// there is one.
 pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
+    let manifest = crate::state::aof::read_manifest(srv)?;
+    if srv.config.appendonly {
+        srv.aof.manifest = manifest;
+        crate::state::aof::upgrade_old_aof(srv)?;
+        let dir = srv.config.dir.join(&srv.config.appenddirname);
+        let files: Vec<std::path::PathBuf> = srv
+            .aof
+            .manifest
+            .load_order()
+            .map(|f| dir.join(&f.name))
+            .collect();
+        let mut total = 0;
+        for f in &files {
+            match std::fs::metadata(f) {
+                Ok(m) => total += m.len(),
+                Err(e) => {
+                    return Err(format!(
+                        "Unable to obtain the AOF file {} length. stat: {e}",
+                        f.file_name().unwrap_or_default().to_string_lossy()
+                    ))
+                }
+            }
+        }
+        if files.is_empty() || total == 0 {
+            return Ok(());
+        }
+        let mut rest: std::collections::VecDeque<_> = files.into();
+        let path = rest.pop_front().expect("not empty");
+        let map = map_file(&path).map_err(|e| {
+            format!(
+                "Fatal error: can't open the append log file {}: {e}",
+                path.display()
+            )
+        })?;
+        let phase = first_phase(&map, &path)?;
+        info!("Loading the AOF from {} ({total} bytes)", dir.display());
+        srv.loading = Some(AsyncLoad {
+            map,
+            phase,
+            path,
+            rest,
+            aof: true,
+            started: Instant::now(),
+            total_bytes: total,
+            done_bytes: 0,
+            client: replay_client(),
+            keys: 0,
+            expired: 0,
+            multi_start: None,
+        });
+        return Ok(());
+    }
+    srv.aof.manifest = manifest;
     let path = srv.config.dir.join(&srv.config.dbfilename);
     if !path.exists() {
         return Ok(());
     }
     let bad = |e: String| format!("Bad RDB file {}: {e}", path.display());
-    let file = std::fs::File::open(&path).map_err(|e| bad(e.to_string()))?;
-    // SAFETY: read-only mapping; dumps are replaced by rename, never rewritten in place.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?;
+    let map = map_file(&path).map_err(bad)?;
     let state = rdb::load_begin(&map).map_err(bad)?;
     info!("Loading RDB {} ({} bytes)", path.display(), map.len());
-    srv.loading = Some(AsyncLoad { map, state, path });
+    srv.loading = Some(AsyncLoad {
+        total_bytes: map.len() as u64,
+        map,
+        phase: LoadPhase::Rdb(state),
+        path,
+        rest: Default::default(),
+        aof: false,
+        started: Instant::now(),
+        done_bytes: 0,
+        client: replay_client(),
+        keys: 0,
+        expired: 0,
+        multi_start: None,
+    });
     Ok(())
 }
 
 /// Load the next slice. `Ok(true)` while more remains; an error means the
-/// file is bad and the server must stop.
-pub fn continue_loading(srv: &mut Server) -> Result<bool, String> {
+/// data is bad and the server must stop.
+pub fn continue_loading(srv: &mut Server, replay: Replay) -> Result<bool, String> {
     let Some(mut load) = srv.loading.take() else {
         return Ok(false);
     };
-    if let Err(e) = rdb::load_step(
-        &mut srv.dbs,
-        &rdb::LoadOptions::from_config(&srv.config),
-        &load.map,
-        &mut load.state,
-        LOAD_SLICE_KEYS,
-    ) {
-        return Err(format!("Bad RDB file {}: {e}", load.path.display()));
-    }
-    if !load.state.done {
+    let more = load_slice(srv, &mut load, replay)?;
+    if more {
         srv.loading = Some(load);
         return Ok(true);
     }
-    let stats = &load.state.stats;
-    info!(
-        "DB loaded from disk: {:.3} seconds ({} keys, {} expired keys skipped, RDB version {})",
-        load.state.started().elapsed().as_secs_f64(),
-        stats.keys,
-        stats.expired_skipped,
-        stats.version
-    );
-    srv.rdb_last_load_keys = stats.keys;
-    srv.rdb_last_load_expired = stats.expired_skipped;
+    let secs = load.started.elapsed().as_secs_f64();
+    if load.aof {
+        info!("DB loaded from append only file: {secs:.3} seconds");
+    } else {
+        info!(
+            "DB loaded from disk: {secs:.3} seconds ({} keys, {} expired keys skipped)",
+            load.keys, load.expired
+        );
+    }
+    srv.rdb_last_load_keys = load.keys;
+    srv.rdb_last_load_expired = load.expired;
     Ok(false)
+}
+
+/// One slice of the current file; moves on to the next file at its end.
+fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<bool, String> {
+    let name = load
+        .path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    match &mut load.phase {
+        LoadPhase::Rdb(st) => {
+            let opts = rdb::LoadOptions::from_config(&srv.config);
+            if let Err(e) = rdb::load_step(&mut srv.dbs, &opts, &load.map, st, LOAD_SLICE_KEYS) {
+                return Err(if load.aof {
+                    format!("Error reading the RDB base file {name}, AOF loading aborted: {e}")
+                } else {
+                    format!("Bad RDB file {}: {e}", load.path.display())
+                });
+            }
+            if !st.done {
+                return Ok(true);
+            }
+            load.keys += st.stats.keys;
+            load.expired += st.stats.expired_skipped;
+            if !load.aof {
+                return Ok(false);
+            }
+            // An RDB base may be followed by a command log (old-style AOF).
+            let pos = st.loaded_bytes();
+            load.phase = LoadPhase::Commands { pos };
+            Ok(true)
+        }
+        LoadPhase::Commands { pos } => {
+            let data: &[u8] = &load.map;
+            let mut reader = crate::persistence::aof::CommandReader::new(data, *pos);
+            let mut argv = Vec::new();
+            for _ in 0..LOAD_SLICE_COMMANDS {
+                match reader.next_command(&mut argv) {
+                    None => break,
+                    Some(Ok(())) => {
+                        let is = |n: &str| argv[0].eq_ignore_ascii_case(n.as_bytes());
+                        if is("multi") {
+                            load.multi_start = Some(*pos);
+                        } else if is("exec") {
+                            load.multi_start = None;
+                        }
+                        replay(srv, &mut load.client, &argv)
+                            .map_err(|e| format!("{e} reading the append only file {name}"))?;
+                        *pos = reader.offset();
+                    }
+                    Some(Err(crate::persistence::aof::LogError::Format { .. })) => {
+                        return Err(format!("Bad file format reading the append only file {name}: make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>"));
+                    }
+                    Some(Err(crate::persistence::aof::LogError::Truncated { valid_up_to })) => {
+                        return finish_truncated(srv, load, valid_up_to).map(|_| false);
+                    }
+                }
+            }
+            if *pos < data.len() {
+                return Ok(true);
+            }
+            if let Some(at) = load.multi_start {
+                // A transaction cut by the end of the file is not applied.
+                warn!("Revert incomplete MULTI/EXEC transaction in AOF file {name}");
+                return finish_truncated(srv, load, at).map(|_| false);
+            }
+            info!(
+                "DB loaded from {} file {name}: {:.3} seconds",
+                if load.done_bytes == 0 && srv.aof.manifest.base.is_some() {
+                    "base"
+                } else {
+                    "incr"
+                },
+                load.started.elapsed().as_secs_f64()
+            );
+            next_file(load)
+        }
+    }
+}
+
+/// Move on to the next AOF file, if any.
+fn next_file(load: &mut AsyncLoad) -> Result<bool, String> {
+    load.done_bytes += load.map.len() as u64;
+    let Some(path) = load.rest.pop_front() else {
+        return Ok(false);
+    };
+    load.map = map_file(&path).map_err(|e| {
+        format!(
+            "Fatal error: can't open the append log file {}: {e}",
+            path.display()
+        )
+    })?;
+    load.phase = first_phase(&load.map, &path)?;
+    load.path = path;
+    load.multi_start = None;
+    // A fresh file starts in database 0, as a new client.
+    load.client.db = 0;
+    Ok(true)
+}
+
+/// The current file ends in the middle of a command: with
+/// `aof-load-truncated` (and only in the last file) cut it there and go
+/// on, as Redis does; otherwise stop.
+fn finish_truncated(
+    srv: &mut Server,
+    load: &mut AsyncLoad,
+    valid_up_to: usize,
+) -> Result<(), String> {
+    let name = load
+        .path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    if !srv.config.aof_load_truncated {
+        return Err(format!("Unexpected end of file reading the append only file {name}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server."));
+    }
+    if !load.rest.is_empty() {
+        return Err(format!(
+            "Fatal error: the truncated file {name} is not the last file"
+        ));
+    }
+    warn!("!!! Warning: short read while loading the AOF file {name}!!!");
+    warn!("!!! Truncating the AOF {name} at offset {valid_up_to} !!!");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&load.path)
+        .map_err(|e| format!("Error truncating the AOF file {name}: {e}"))?;
+    f.set_len(valid_up_to as u64)
+        .map_err(|e| format!("Error truncating the AOF file {name}: {e}"))?;
+    warn!("AOF {name} loaded anyway because aof-load-truncated is enabled");
+    load.done_bytes += valid_up_to as u64;
+    Ok(())
 }

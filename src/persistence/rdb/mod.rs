@@ -68,6 +68,8 @@ pub struct SaveOptions {
     pub key_save_delay_us: i64,
     /// Recorded in the `used-mem` aux field.
     pub used_memory: usize,
+    /// The image is an AOF base (the `aof-base` aux field).
+    pub aof_base: bool,
 }
 
 impl SaveOptions {
@@ -77,6 +79,7 @@ impl SaveOptions {
             checksum: cfg.rdbchecksum,
             key_save_delay_us: cfg.rdb_key_save_delay,
             used_memory,
+            aof_base: false,
         }
     }
 }

@@ -80,7 +80,7 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
         ("redis-bits", "64".to_string()),
         ("ctime", (now_ms / 1000).to_string()),
         ("used-mem", opts.used_memory.to_string()),
-        ("aof-base", "0".to_string()),
+        ("aof-base", u8::from(opts.aof_base).to_string()),
     ];
     for (k, v) in aux {
         r.raw(&[OP_AUX])?;

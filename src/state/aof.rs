@@ -1,0 +1,696 @@
+//! The append-only file at run time (Redis's aof.c): the AOF consumes the
+//! propagation feed, writes it to the newest incremental file and syncs it
+//! as `appendfsync` says; rewrites make a new base in a forked child; the
+//! manifest is replaced atomically after each change of files.
+//!
+//! Durability, as Redis promises it: the loop's `before_sleep` hands the
+//! iteration's feed to the AOF and `write`s it *before* any reply of that
+//! iteration is written, so no client sees a reply reflecting a write that
+//! has not reached the kernel; under `always` the `fdatasync` also happens
+//! there, before the replies (so one fsync covers every write of the
+//! iteration: group commit, at the cost of the loop waiting for it, as in
+//! Redis); under `everysec` a background thread syncs once a second; under
+//! `no` the kernel decides.
+//!
+//! Fork safety: a BGSAVE or rewrite child inherits the AOF descriptor and
+//! the fsync thread's channel but never uses either (it only serialises
+//! memory and `_exit`s).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::feed::FeedCursor;
+use super::Server;
+use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
+use crate::persistence::rdb;
+
+/// How long `everysec` may postpone a write while the previous fsync is
+/// still running (Redis's 2 seconds).
+const MAX_WRITE_POSTPONE: Duration = Duration::from_secs(2);
+
+/// Whether the AOF is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AofStatus {
+    #[default]
+    Off,
+    On,
+    /// Turned on at run time: writes are kept in the new incremental file,
+    /// but the AOF counts as on only once the first base exists.
+    WaitRewrite,
+}
+
+/// A rewrite child at work.
+#[derive(Debug)]
+pub struct RewriteChild {
+    pub pid: libc::pid_t,
+    pub started: Instant,
+    /// Incremental files (the newest ones) that hold writes made after the
+    /// child's snapshot: they stay after the new base is installed.
+    pub keep_incrs: usize,
+}
+
+/// The background fsync thread (Redis's bio job).
+struct Syncer {
+    tx: Sender<File>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Syncer {
+    fn start() -> Syncer {
+        let (tx, rx) = channel::<File>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let b = busy.clone();
+        std::thread::Builder::new()
+            .name("aof-fsync".into())
+            .spawn(move || {
+                for f in rx {
+                    if let Err(e) = f.sync_data() {
+                        warn!("AOF background fsync failed: {e}");
+                    }
+                    b.store(false, Ordering::Release);
+                }
+            })
+            .expect("spawn the AOF fsync thread");
+        Syncer { tx, busy }
+    }
+}
+
+/// The append-only file's state.
+#[derive(Default)]
+pub struct Aof {
+    pub status: AofStatus,
+    pub manifest: Manifest,
+    /// The newest incremental file, opened for appending.
+    file: Option<File>,
+    /// Bytes of the feed not yet written (Redis's aof_buf).
+    pub buf: Vec<u8>,
+    cursor: FeedCursor,
+    /// Size of the base plus every incremental file (INFO aof_current_size).
+    pub current_size: u64,
+    /// Size of the AOF after the last rewrite (INFO aof_base_size).
+    pub base_size: u64,
+    last_fsync: Option<Instant>,
+    flush_postponed_since: Option<Instant>,
+    pub delayed_fsync: u64,
+    syncer: Option<Syncer>,
+    pub last_write_ok: bool,
+    pub last_write_error: String,
+    pub rewrite: Option<RewriteChild>,
+    pub rewrite_scheduled: bool,
+    pub rewrites: u64,
+    pub rewrites_consecutive_failures: u64,
+    pub last_rewrite_secs: i64,
+    pub last_bgrewrite_ok: bool,
+}
+
+impl Aof {
+    pub fn new() -> Aof {
+        Aof {
+            last_write_ok: true,
+            last_bgrewrite_ok: true,
+            last_rewrite_secs: -1,
+            ..Default::default()
+        }
+    }
+
+    /// Is an fsync running on the background thread?
+    pub fn fsync_in_progress(&self) -> bool {
+        self.syncer
+            .as_ref()
+            .is_some_and(|s| s.busy.load(Ordering::Acquire))
+    }
+}
+
+fn aof_dir(srv: &Server) -> PathBuf {
+    srv.config.dir.join(&srv.config.appenddirname)
+}
+
+/// Write the manifest atomically: a temp file, fsync, rename, fsync of the
+/// directory (Redis's persistAofManifest).
+fn persist_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io::Result<()> {
+    let name = format::manifest_name(appendfilename);
+    let tmp = dir.join(format!("temp-{name}"));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(m.format().as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join(&name))?;
+    File::open(dir)?.sync_all()
+}
+
+/// Remove the history files the manifest lists, then drop them from it.
+fn delete_history(dir: &Path, appendfilename: &str, m: &mut Manifest) {
+    if m.history.is_empty() {
+        return;
+    }
+    for f in std::mem::take(&mut m.history) {
+        match std::fs::remove_file(dir.join(&f.name)) {
+            Ok(()) => info!("Removing the history file {} in the background", f.name),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!("Can't remove the AOF history file {}: {e}", f.name),
+        }
+    }
+    if let Err(e) = persist_manifest(dir, appendfilename, m) {
+        warn!("Can't persist the AOF manifest: {e}");
+    }
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+impl Server {
+    /// Append the iteration's feed to the AOF buffer (called with the feed
+    /// still holding its segments).
+    pub(super) fn feed_aof(&mut self) {
+        if self.aof.status == AofStatus::Off {
+            return;
+        }
+        let mut cursor = std::mem::take(&mut self.aof.cursor);
+        cursor.append(&self.feed, &mut self.aof.buf);
+        self.aof.cursor = cursor;
+    }
+
+    /// Write the AOF buffer and sync it as `appendfsync` says (Redis's
+    /// flushAppendOnlyFile). `force` writes even while an `everysec` fsync
+    /// is still running (shutdown, and the cron once a second).
+    pub fn flush_aof(&mut self, force: bool) {
+        if self.aof.buf.is_empty() {
+            self.sync_aof_everysec();
+            return;
+        }
+        if self.aof.file.is_none() {
+            return;
+        }
+        let everysec = self.config.appendfsync == "everysec";
+        if everysec && !force && self.aof.fsync_in_progress() {
+            let since = *self
+                .aof
+                .flush_postponed_since
+                .get_or_insert_with(Instant::now);
+            if since.elapsed() < MAX_WRITE_POSTPONE {
+                return;
+            }
+            self.aof.delayed_fsync += 1;
+            info!("Asynchronous AOF fsync is taking too long (disk is busy?). Writing the AOF buffer without waiting for fsync to complete, this may slow down Redis.");
+        }
+        self.aof.flush_postponed_since = None;
+        let Some(file) = self.aof.file.as_mut() else {
+            return;
+        };
+        let mut written = 0;
+        let result = loop {
+            if written == self.aof.buf.len() {
+                break Ok(());
+            }
+            match file.write(&self.aof.buf[written..]) {
+                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.aof.buf.drain(..written);
+        self.aof.current_size += written as u64;
+        if let Err(e) = result {
+            let always = self.config.appendfsync == "always";
+            if self.aof.last_write_ok {
+                warn!("Error writing to the AOF file: {e}");
+            }
+            self.aof.last_write_ok = false;
+            self.aof.last_write_error = e.to_string();
+            if always {
+                // Redis cannot keep its promise either: it exits.
+                warn!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
+                std::process::exit(1);
+            }
+            return;
+        }
+        if !self.aof.last_write_ok {
+            warn!("AOF write error looks solved, Redis can write again.");
+            self.aof.last_write_ok = true;
+        }
+        let child_running = self.aof.rewrite.is_some() || self.snapshot.child.is_some();
+        if self.config.no_appendfsync_on_rewrite && child_running {
+            return;
+        }
+        if self.config.appendfsync == "always" {
+            if let Some(f) = self.aof.file.as_ref() {
+                if let Err(e) = f.sync_data() {
+                    warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
+                    std::process::exit(1);
+                }
+            }
+            self.aof.last_fsync = Some(Instant::now());
+        } else {
+            self.sync_aof_everysec();
+        }
+    }
+
+    /// Under `everysec`, hand an fsync to the background thread once a
+    /// second (never two at once).
+    fn sync_aof_everysec(&mut self) {
+        if self.config.appendfsync != "everysec" || self.aof.file.is_none() {
+            return;
+        }
+        if self
+            .aof
+            .last_fsync
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+            || self.aof.fsync_in_progress()
+        {
+            return;
+        }
+        let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
+            return;
+        };
+        let syncer = self.aof.syncer.get_or_insert_with(Syncer::start);
+        syncer.busy.store(true, Ordering::Release);
+        if syncer.tx.send(dup).is_err() {
+            syncer.busy.store(false, Ordering::Release);
+        }
+        self.aof.last_fsync = Some(Instant::now());
+    }
+
+    /// Sync the AOF file now (shutdown).
+    pub fn sync_aof_now(&mut self) {
+        if let Some(f) = self.aof.file.as_ref() {
+            if let Err(e) = f.sync_data() {
+                warn!("Fail to fsync the AOF file: {e}");
+            }
+        }
+    }
+
+    /// Writes fail with MISCONF while the AOF cannot be written (Redis's
+    /// writeCommandsDeniedByDiskError for the AOF).
+    pub fn aof_write_error(&self) -> Option<String> {
+        (self.aof.status != AofStatus::Off && !self.aof.last_write_ok).then(|| {
+            format!(
+                "MISCONF Errors writing to the AOF file: {}",
+                self.aof.last_write_error
+            )
+        })
+    }
+
+    /// Open the newest incremental file for appending, creating a new one
+    /// (and the first base, from the current dataset) when the manifest has
+    /// none (Redis's aofOpenIfNeededOnServerStart). Persists the manifest.
+    pub fn open_aof_on_start(&mut self) -> Result<(), String> {
+        let dir = aof_dir(self);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            format!(
+                "Can't open or create append-only dir {}: {e}",
+                dir.display()
+            )
+        })?;
+        let name = self.config.appendfilename.clone();
+        if self.aof.manifest.base.is_none() && self.aof.manifest.incrs.is_empty() {
+            let seq = self.aof.manifest.base_seq + 1;
+            let base = format::base_name(&name, seq, true);
+            let opts = rdb::SaveOptions {
+                aof_base: true,
+                ..super::snapshot::save_options(self)
+            };
+            rdb::save_to_file(&self.dbs, &opts, &dir, &base, &|| true)
+                .map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
+            self.aof.manifest.install_base(
+                AofFile {
+                    name: base.clone(),
+                    seq,
+                    kind: FileKind::Base,
+                },
+                0,
+            );
+            info!("Creating AOF base file {base} on server start");
+        }
+        if self.aof.manifest.incrs.is_empty() {
+            let incr = self.aof.manifest.add_incr(&name);
+            info!("Creating AOF incr file {incr} on server start");
+        }
+        let incr = self
+            .aof
+            .manifest
+            .incrs
+            .last()
+            .expect("just ensured")
+            .name
+            .clone();
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.join(&incr))
+            .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
+        persist_manifest(&dir, &name, &self.aof.manifest)
+            .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
+        self.aof.file = Some(file);
+        self.aof.current_size = self
+            .aof
+            .manifest
+            .load_order()
+            .map(|f| file_size(&dir.join(&f.name)))
+            .sum();
+        // As Redis at start: the base alone.
+        self.aof.base_size = self
+            .aof
+            .manifest
+            .base
+            .as_ref()
+            .map_or(0, |b| file_size(&dir.join(&b.name)));
+        self.aof.status = AofStatus::On;
+        self.aof.cursor = FeedCursor::default();
+        self.feed.attach();
+        Ok(())
+    }
+
+    /// CONFIG SET appendonly yes at run time (Redis's startAppendOnly): a
+    /// rewrite makes the first base from the dataset; writes meanwhile go
+    /// to a new incremental file.
+    pub fn start_aof(&mut self) -> Result<(), String> {
+        if self.aof.status != AofStatus::Off {
+            return Ok(());
+        }
+        let dir = aof_dir(self);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            format!(
+                "Can't open or create append-only dir {}: {e}",
+                dir.display()
+            )
+        })?;
+        // Start from what is on disk, if an earlier run left files.
+        let manifest_path = dir.join(format::manifest_name(&self.config.appendfilename));
+        if let Ok(text) = std::fs::read(&manifest_path) {
+            self.aof.manifest = Manifest::parse(&text)?;
+        }
+        self.aof.status = AofStatus::WaitRewrite;
+        self.aof.cursor = FeedCursor::default();
+        self.feed.attach();
+        if self.snapshot.child.is_some() {
+            self.aof.rewrite_scheduled = true;
+            return Ok(());
+        }
+        if let Err(e) = self.rewrite_aof_background() {
+            self.stop_aof();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// CONFIG SET appendonly no (Redis's stopAppendOnly): flush, sync,
+    /// close, kill a running rewrite.
+    pub fn stop_aof(&mut self) {
+        if self.aof.status == AofStatus::Off {
+            return;
+        }
+        self.flush_aof(true);
+        if let Some(f) = self.aof.file.take() {
+            let _ = f.sync_data();
+        }
+        self.kill_aof_rewrite();
+        self.aof.status = AofStatus::Off;
+        self.aof.buf.clear();
+        self.feed.detach();
+    }
+
+    /// BGREWRITEAOF (Redis 7.0's rewriteAppendOnlyFileBackground): the
+    /// parent flushes and opens a new incremental file for the writes that
+    /// follow (no rewrite buffer), then forks a child that writes the new
+    /// base from the copy-on-write image.
+    pub fn rewrite_aof_background(&mut self) -> Result<(), String> {
+        if self.aof.rewrite.is_some() {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        if self.snapshot.child.is_some() {
+            return Err(
+                "Can't rewrite append only file in background: fork: another child is running"
+                    .into(),
+            );
+        }
+        let dir = aof_dir(self);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let name = self.config.appendfilename.clone();
+        // New writes go to a fresh incremental file from now on (with the
+        // AOF off there are none: the new base replaces everything).
+        let aof_on = self.aof.status != AofStatus::Off;
+        if aof_on {
+            self.flush_aof(true);
+            let incr = self.aof.manifest.add_incr(&name);
+            let file = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(dir.join(&incr))
+                .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
+            if let Some(old) = self.aof.file.replace(file) {
+                let _ = old.sync_data();
+            }
+            if self.aof.status == AofStatus::On {
+                // The new incremental file is part of the AOF at once.
+                persist_manifest(&dir, &name, &self.aof.manifest).map_err(|e| e.to_string())?;
+            }
+        }
+        let start = Instant::now();
+        let parent = std::process::id() as libc::pid_t;
+        let opts = rdb::SaveOptions {
+            aof_base: true,
+            ..super::snapshot::save_options(self)
+        };
+        // SAFETY: as for BGSAVE (see snapshot.rs): the child only
+        // serialises memory, writes its file and `_exit`s.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            self.aof.last_bgrewrite_ok = false;
+            return Err(format!(
+                "Can't rewrite append only file in background: fork: {e}"
+            ));
+        }
+        if pid == 0 {
+            // SAFETY: prctl/getppid/_exit have no memory effects.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+            let parent_alive = || unsafe { libc::getppid() } == parent;
+            let tmp = format!("temp-rewriteaof-bg-{}.aof", std::process::id());
+            let code = match rdb::save_to_file(&self.dbs, &opts, &dir, &tmp, &parent_alive) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        self.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
+        self.aof.rewrite = Some(RewriteChild {
+            pid,
+            started: start,
+            keep_incrs: usize::from(aof_on),
+        });
+        self.aof.rewrite_scheduled = false;
+        info!("Background append only file rewriting started by pid {pid}");
+        Ok(())
+    }
+
+    /// Stop a running rewrite (appendonly no, shutdown).
+    pub fn kill_aof_rewrite(&mut self) {
+        if let Some(child) = self.aof.rewrite.take() {
+            // SAFETY: signalling and reaping our own child.
+            unsafe {
+                libc::kill(child.pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(child.pid, &mut status, 0);
+            }
+            let tmp = aof_dir(self).join(format!("temp-rewriteaof-bg-{}.aof", child.pid));
+            let _ = std::fs::remove_file(tmp);
+            info!("Killing running AOF rewrite child: {}", child.pid);
+        }
+    }
+
+    /// Cron: reap a finished rewrite (installing its base), start a
+    /// scheduled or automatic one, keep `everysec` syncing.
+    pub fn aof_cron(&mut self) {
+        self.check_aof_rewrite();
+        if self.aof.status == AofStatus::Off {
+            return;
+        }
+        // Catch up on a write postponed by a slow fsync.
+        if self.aof.flush_postponed_since.is_some() {
+            self.flush_aof(false);
+        }
+        self.sync_aof_everysec();
+        if self.aof.rewrite.is_some() || self.snapshot.child.is_some() {
+            return;
+        }
+        if self.aof.rewrite_scheduled
+            || (self.aof.status == AofStatus::WaitRewrite && !self.aof.last_bgrewrite_ok)
+        {
+            let _ = self.rewrite_aof_background();
+            return;
+        }
+        let pct = self.config.auto_aof_rewrite_percentage;
+        let size = self.aof.current_size;
+        if self.aof.status == AofStatus::On
+            && pct > 0
+            && size > self.config.auto_aof_rewrite_min_size
+        {
+            let base = self.aof.base_size.max(1);
+            let growth = (size.saturating_sub(base)) * 100 / base;
+            if growth >= pct as u64 {
+                info!("Starting automatic rewriting of AOF on {growth}% growth");
+                let _ = self.rewrite_aof_background();
+            }
+        }
+    }
+
+    fn check_aof_rewrite(&mut self) {
+        let Some(child) = self.aof.rewrite.as_ref() else {
+            return;
+        };
+        let pid = child.pid;
+        let mut status = 0;
+        // SAFETY: waitpid on our own child, non-blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == 0 {
+            return;
+        }
+        let child = self.aof.rewrite.take().expect("checked above");
+        self.aof.last_rewrite_secs = child.started.elapsed().as_secs() as i64;
+        let dir = aof_dir(self);
+        let tmp = dir.join(format!("temp-rewriteaof-bg-{pid}.aof"));
+        let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        if !ok {
+            let _ = std::fs::remove_file(&tmp);
+            self.aof.last_bgrewrite_ok = false;
+            self.aof.rewrites_consecutive_failures += 1;
+            warn!("Background AOF rewrite terminated with error (child pid {pid})");
+            return;
+        }
+        let name = self.config.appendfilename.clone();
+        let seq = self.aof.manifest.base_seq + 1;
+        let base = format::base_name(&name, seq, true);
+        if let Err(e) = std::fs::rename(&tmp, dir.join(&base)) {
+            let _ = std::fs::remove_file(&tmp);
+            self.aof.last_bgrewrite_ok = false;
+            self.aof.rewrites_consecutive_failures += 1;
+            warn!(
+                "Error trying to rename the temporary AOF base file {}: {e}",
+                tmp.display()
+            );
+            return;
+        }
+        let mut next = self.aof.manifest.clone();
+        next.install_base(
+            AofFile {
+                name: base.clone(),
+                seq,
+                kind: FileKind::Base,
+            },
+            child.keep_incrs,
+        );
+        if let Err(e) = persist_manifest(&dir, &name, &next) {
+            self.aof.last_bgrewrite_ok = false;
+            self.aof.rewrites_consecutive_failures += 1;
+            warn!("Can't persist the AOF manifest after a rewrite: {e}");
+            return;
+        }
+        self.aof.manifest = next;
+        self.aof.last_bgrewrite_ok = true;
+        self.aof.rewrites += 1;
+        self.aof.rewrites_consecutive_failures = 0;
+        self.aof.current_size = self
+            .aof
+            .manifest
+            .load_order()
+            .map(|f| file_size(&dir.join(&f.name)))
+            .sum();
+        self.aof.base_size = self.aof.current_size;
+        if self.aof.status == AofStatus::WaitRewrite {
+            self.aof.status = AofStatus::On;
+            info!("AOF rewrite done, append only file enabled");
+        }
+        info!("Background AOF rewrite finished successfully");
+        delete_history(&dir, &name, &mut self.aof.manifest);
+    }
+}
+
+/// The manifest in the AOF directory (Redis reads it at every start, AOF
+/// on or off); an empty one when there is none.
+pub fn read_manifest(srv: &Server) -> Result<Manifest, String> {
+    let path = aof_dir(srv).join(format::manifest_name(&srv.config.appendfilename));
+    match std::fs::read(&path) {
+        Ok(text) => Manifest::parse(&text).map_err(|e| {
+            format!(
+                "*** FATAL AOF MANIFEST FILE ERROR *** {}: {e}",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
+        Err(e) => Err(format!(
+            "Fatal error: can't open the AOF manifest file {} for reading: {e}",
+            path.display()
+        )),
+    }
+}
+
+/// Redis 7's upgrade of an old single-file AOF: `dir/appendonly.aof` moves
+/// into the AOF directory and becomes the base of a new manifest, when the
+/// directory or its manifest is missing (Redis's aofUpgradePrepare).
+pub fn upgrade_old_aof(srv: &mut Server) -> Result<(), String> {
+    let name = srv.config.appendfilename.clone();
+    let old = srv.config.dir.join(&name);
+    if !old.is_file() {
+        return Ok(());
+    }
+    let dir = aof_dir(srv);
+    let m = &srv.aof.manifest;
+    let interrupted = m.incrs.is_empty()
+        && m.base.as_ref().is_some_and(|b| b.name == name)
+        && !dir.join(&name).exists();
+    if dir.is_dir() && !(m.base.is_none() && m.incrs.is_empty()) && !interrupted {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    srv.aof.manifest.base = Some(AofFile {
+        name: name.clone(),
+        seq: 1,
+        kind: FileKind::Base,
+    });
+    srv.aof.manifest.base_seq = 1;
+    persist_manifest(&dir, &name, &srv.aof.manifest)
+        .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
+    std::fs::rename(&old, dir.join(&name)).map_err(|e| {
+        format!(
+            "Error trying to move the old AOF file {} into dir {}: {e}",
+            old.display(),
+            dir.display()
+        )
+    })?;
+    info!(
+        "Successfully migrated an old-style AOF file ({name}) into the AOF directory ({}).",
+        srv.config.appenddirname
+    );
+    Ok(())
+}
+
+/// After loading: with `appendonly yes` open the AOF for appending
+/// (creating its first base and incremental file if needed); in any case
+/// delete the history files a previous run left (Redis does both at start).
+pub fn open_after_load(srv: &mut Server) -> Result<(), String> {
+    if srv.config.appendonly {
+        srv.open_aof_on_start()?;
+    }
+    let dir = aof_dir(srv);
+    let name = srv.config.appendfilename.clone();
+    if dir.is_dir() {
+        delete_history(&dir, &name, &mut srv.aof.manifest);
+    }
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! The append-only file: restarts keep every acknowledged write, a killed
+//! server loses none under `appendfsync always`, the directory moves both
+//! ways between kvstore and redis-server 7.0 (and redis-check-aof accepts
+//! ours), rewrites replace the files without losing writes made meanwhile,
+//! and damaged files are repaired or refused as Redis does.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{require_tool, start_kvstore_in, start_redis, Conn, ServerProcess};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn info_field(c: &mut Conn, field: &str) -> String {
+    let info = text(&c.cmd_str(&["INFO", "persistence"]));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .to_string()
+}
+
+/// SHUTDOWN (which answers nothing when it succeeds) and wait for the
+/// process to end.
+fn shutdown(c: &mut Conn, kv: &mut ServerProcess, args: &[&str]) {
+    let mut argv = vec!["SHUTDOWN"];
+    argv.extend_from_slice(args);
+    let v: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+    c.send(&v);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(Some(status)) = kv.child.try_wait() {
+            assert!(status.success(), "{} exited with {status}", kv.name);
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} did not shut down", kv.name);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start kvstore with the AOF on and extra flags (which name the data
+/// directory with `--dir`).
+fn start_on(_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
+    let mut args = vec!["--appendonly", "yes", "--save", ""];
+    args.extend_from_slice(extra);
+    start_kvstore_in(scratch_dir(), &args)
+}
+
+/// A directory for the process handle to hold: the tests pass their own
+/// data directory with `--dir`, which overrides the helper's.
+fn scratch_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Copy a server's AOF directory into a fresh data directory.
+fn copy_aof_dir(from: &std::path::Path, to: &std::path::Path) {
+    let src = from.join("appendonlydir");
+    let dst = to.join("appendonlydir");
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+}
+
+/// A dataset of every type with TTLs, in two databases.
+fn write_dataset(c: &mut Conn) {
+    let cmds: &[&[&str]] = &[
+        &["SET", "s", "hello"],
+        &["SET", "n", "12345"],
+        &["INCR", "n"],
+        &["RPUSH", "l", "a", "b", "c"],
+        &["SADD", "st", "1", "2", "3"],
+        &["SADD", "sm", "x", "y"],
+        &["ZADD", "z", "1.5", "a", "2", "b"],
+        &["HSET", "h", "f", "v", "g", "w"],
+        &["SET", "t", "x", "EX", "1000"],
+        &["PEXPIRE", "h", "5000000"],
+        &["MULTI"],
+        &["SET", "tx1", "1"],
+        &["SET", "tx2", "2"],
+        &["EXEC"],
+        &["SELECT", "3"],
+        &["SET", "db3", "yes"],
+        &["SELECT", "0"],
+        &["DEL", "sm"],
+    ];
+    for cmd in cmds {
+        c.cmd_str(cmd);
+    }
+}
+
+fn check_dataset(c: &mut Conn) {
+    assert_eq!(c.cmd_str(&["GET", "s"]), b"$5\r\nhello\r\n");
+    assert_eq!(c.cmd_str(&["GET", "n"]), b"$5\r\n12346\r\n");
+    assert_eq!(
+        c.cmd_str(&["LRANGE", "l", "0", "-1"]),
+        b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SCARD", "st"]), b":3\r\n");
+    assert_eq!(c.cmd_str(&["EXISTS", "sm"]), b":0\r\n");
+    assert_eq!(c.cmd_str(&["ZSCORE", "z", "a"]), b"$3\r\n1.5\r\n");
+    assert_eq!(c.cmd_str(&["HGET", "h", "g"]), b"$1\r\nw\r\n");
+    let ttl: i64 = text(&c.cmd_str(&["TTL", "t"]))[1..].trim().parse().unwrap();
+    assert!((900..=1000).contains(&ttl), "ttl {ttl}");
+    let pttl: i64 = text(&c.cmd_str(&["PTTL", "h"]))[1..]
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pttl > 4_000_000, "pttl {pttl}");
+    assert_eq!(
+        c.cmd_str(&["MGET", "tx1", "tx2"]),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+    c.cmd_str(&["SELECT", "3"]);
+    assert_eq!(c.cmd_str(&["GET", "db3"]), b"$3\r\nyes\r\n");
+    c.cmd_str(&["SELECT", "0"]);
+}
+
+#[test]
+fn a_restart_keeps_every_write_and_ignores_the_dump() {
+    for policy in ["always", "everysec", "no"] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut kv = start_on(
+                dir.path(),
+                &[
+                    "--appendfsync",
+                    policy,
+                    "--dir",
+                    dir.path().to_str().unwrap(),
+                ],
+            );
+            let mut c = Conn::connect(kv.port);
+            write_dataset(&mut c);
+            // A dump that disagrees: with the AOF on it must not be read.
+            c.cmd_str(&["SET", "onlyindump", "1"]);
+            c.cmd_str(&["SAVE"]);
+            c.cmd_str(&["DEL", "onlyindump"]);
+            assert_eq!(info_field(&mut c, "aof_enabled"), "1");
+            assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+            shutdown(&mut c, &mut kv, &["NOSAVE"]);
+        }
+        let kv = start_on(dir.path(), &["--dir", dir.path().to_str().unwrap()]);
+        let mut c = Conn::connect(kv.port);
+        check_dataset(&mut c);
+        assert_eq!(
+            c.cmd_str(&["EXISTS", "onlyindump"]),
+            b":0\r\n",
+            "policy {policy}"
+        );
+        let manifest =
+            std::fs::read_to_string(dir.path().join("appendonlydir/appendonly.aof.manifest"))
+                .unwrap();
+        assert_eq!(
+            manifest,
+            "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+        );
+    }
+}
+
+#[test]
+fn a_killed_server_under_always_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut acked: Vec<(usize, u64)> = Vec::new();
+    {
+        let mut kv = start_on(dir.path(), &["--appendfsync", "always", "--dir", &d]);
+        let port = kv.port;
+        // Writers on several connections, killed at a moment none chose.
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                std::thread::spawn(move || {
+                    let mut c = Conn::connect(port);
+                    let mut last = 0;
+                    for i in 1..u64::MAX {
+                        match c.try_cmd_str(&["SET", &format!("w{w}"), &i.to_string()]) {
+                            Ok(r) if r == b"+OK\r\n" => last = i,
+                            _ => break,
+                        }
+                    }
+                    (w, last)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(700));
+        kv.child.kill().unwrap();
+        kv.child.wait().unwrap();
+        for w in writers {
+            acked.push(w.join().unwrap());
+        }
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    for (w, last) in acked {
+        assert!(last > 0, "writer {w} got no acknowledgement");
+        let got: u64 = text(&c.cmd_str(&["GET", &format!("w{w}")]))
+            .lines()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Acknowledged writes are there; at most the one in flight more.
+        assert!(
+            got == last || got == last + 1,
+            "writer {w}: acked {last}, found {got}"
+        );
+    }
+}
+
+#[test]
+fn redis_and_kvstore_load_each_other_s_aof() {
+    let Some(redis) = start_redis(&["--appendonly", "yes"]) else {
+        return;
+    };
+    let check_aof = require_tool("redis-check-aof");
+    // Redis writes, rewrites (an RDB-preamble base) and writes more.
+    let mut r = Conn::connect(redis.port);
+    write_dataset(&mut r);
+    r.cmd_str(&["BGREWRITEAOF"]);
+    wait_for("redis's rewrite", || {
+        info_field(&mut r, "aof_rewrite_in_progress") == "0"
+            && info_field(&mut r, "aof_rewrites") == "1"
+    });
+    r.cmd_str(&["SET", "after", "rewrite"]);
+    let mut redis = redis;
+    shutdown(&mut r, &mut redis, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    copy_aof_dir(redis.dir.path(), dir.path());
+    drop(redis);
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        check_dataset(&mut c);
+        assert_eq!(c.cmd_str(&["GET", "after"]), b"$7\r\nrewrite\r\n");
+        // kvstore appends to Redis's incremental file, then rewrites.
+        c.cmd_str(&["SET", "fromkv", "1"]);
+        c.cmd_str(&["BGREWRITEAOF"]);
+        wait_for("kvstore's rewrite", || {
+            info_field(&mut c, "aof_rewrites") == "1"
+                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        });
+        c.cmd_str(&["SET", "fromkv2", "2"]);
+        shutdown(&mut c, &mut kv, &[]);
+    }
+    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
+    if let Some(tool) = check_aof {
+        let out = Command::new(tool).arg(&manifest).output().unwrap();
+        let said = text(&out.stdout);
+        assert!(out.status.success(), "redis-check-aof: {said}");
+        assert!(
+            said.contains("All AOF files and manifest are valid"),
+            "{said}"
+        );
+    }
+    // And redis-server 7.0 reads what kvstore left.
+    let Some(redis2) = start_redis(&["--appendonly", "yes", "--dir", &d]) else {
+        return;
+    };
+    let mut r2 = Conn::connect(redis2.port);
+    check_dataset(&mut r2);
+    assert_eq!(
+        r2.cmd_str(&["MGET", "fromkv", "fromkv2"]),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+}
+
+#[test]
+fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_kvstore_in(
+            scratch_dir(),
+            &["--save", "", "--dir", &d, "--rdb-key-save-delay", "200"],
+        );
+        let mut c = Conn::connect(kv.port);
+        for i in 0..300 {
+            c.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
+        }
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),
+            b"+OK\r\n"
+        );
+        // The first base is being written (slowly): writes go on meanwhile.
+        assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+        for i in 0..50 {
+            c.cmd_str(&["SET", &format!("during{i}"), "x"]);
+        }
+        assert_eq!(
+            c.cmd_str(&["BGREWRITEAOF"]),
+            b"-ERR Background append only file rewriting already in progress\r\n"
+        );
+        wait_for("the first base", || {
+            info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        });
+        assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+        c.cmd_str(&["SET", "last", "1"]);
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":351\r\n");
+    assert_eq!(c.cmd_str(&["GET", "k299"]), b"$3\r\n299\r\n");
+    assert_eq!(c.cmd_str(&["GET", "during49"]), b"$1\r\nx\r\n");
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("temp-")), "{names:?}");
+}
+
+/// Run kvstore on `dir` until it exits (it must fail to start) and return
+/// its exit status and log.
+fn failed_start(dir: &std::path::Path, extra: &[&str]) -> (std::process::ExitStatus, String) {
+    let bin = env!("CARGO_BIN_EXE_kvstore");
+    let port = common::free_port().to_string();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--port",
+        &port,
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--dir",
+    ])
+    .arg(dir)
+    .args(extra)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let out = common::output_within(&mut cmd, Duration::from_secs(10));
+    (
+        out.status,
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn a_torn_last_command_is_cut_off_or_refused_and_broken_manifests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        c.cmd_str(&["SET", "a", "1"]);
+        c.cmd_str(&["SET", "b", "2"]);
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    }
+    let incr = dir.path().join("appendonlydir/appendonly.aof.1.incr.aof");
+    let whole = std::fs::read(&incr).unwrap();
+    // A crash in the middle of writing the last command.
+    std::fs::write(&incr, [&whole[..], b"*3\r\n$3\r\nSET\r\n$1\r\nc"].concat()).unwrap();
+    let (status, log) = failed_start(dir.path(), &["--aof-load-truncated", "no"]);
+    assert!(!status.success());
+    assert!(
+        log.contains("Unexpected end of file reading the append only file"),
+        "{log}"
+    );
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        assert_eq!(
+            c.cmd_str(&["MGET", "a", "b", "c"]),
+            b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n"
+        );
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    }
+    assert_eq!(
+        std::fs::read(&incr).unwrap(),
+        whole,
+        "the torn tail was cut off"
+    );
+    // Garbage in the middle is refused, not skipped.
+    std::fs::write(
+        &incr,
+        [&b"*1\r\n$4\r\nPING\r\nGARBAGE\r\n"[..], &whole[..]].concat(),
+    )
+    .unwrap();
+    let (status, log) = failed_start(dir.path(), &[]);
+    assert!(!status.success());
+    assert!(
+        log.contains("Bad file format reading the append only file"),
+        "{log}"
+    );
+    // A manifest that names a missing file, and one that is not a manifest.
+    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
+    std::fs::write(&incr, &whole).unwrap();
+    std::fs::write(
+        &manifest,
+        "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.7.incr.aof seq 7 type i\n",
+    )
+    .unwrap();
+    let (status, log) = failed_start(dir.path(), &[]);
+    assert!(!status.success());
+    assert!(
+        log.contains("appendonly.aof.7.incr.aof") && log.contains("No such file or directory"),
+        "{log}"
+    );
+    std::fs::write(&manifest, "this is not a manifest\n").unwrap();
+    let (status, log) = failed_start(dir.path(), &[]);
+    assert!(!status.success());
+    assert!(log.contains("Invalid AOF manifest file format"), "{log}");
+}
