@@ -415,3 +415,118 @@ fn a_torn_last_command_is_cut_off_or_refused_and_broken_manifests_are_refused() 
     assert!(!status.success());
     assert!(log.contains("Invalid AOF manifest file format"), "{log}");
 }
+
+#[test]
+fn a_long_pipeline_killed_midway_has_every_acknowledged_write_under_always() {
+    // 60,000 pipelined SETs, the server killed after a third of the
+    // replies: every reply received must have its write in the AOF.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let n = 60_000;
+    let mut acked = 0;
+    {
+        let mut kv = start_on(dir.path(), &["--appendfsync", "always", "--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        let mut pipeline = Vec::new();
+        for i in 0..n {
+            pipeline.extend_from_slice(&common::encode(&[
+                b"SET",
+                format!("key:{i:06}").as_bytes(),
+                b"0123456789abcdef0123456789abcdef",
+            ]));
+        }
+        let writer = {
+            let mut w = c.writer.try_clone().unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = w.write_all(&pipeline);
+            })
+        };
+        // Read some replies, then kill the server mid-stream.
+        while acked < n / 3 {
+            assert_eq!(c.read_reply(), b"+OK\r\n");
+            acked += 1;
+        }
+        kv.child.kill().unwrap();
+        kv.child.wait().unwrap();
+        while let Some(r) = c.try_read_reply() {
+            if r != b"+OK\r\n" {
+                break;
+            }
+            acked += 1;
+        }
+        let _ = writer.join();
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    let last = format!("key:{:06}", acked - 1);
+    assert_eq!(
+        c.cmd_str(&["EXISTS", &last]),
+        b":1\r\n",
+        "{acked} replies were received but {last} is not in the AOF"
+    );
+    let dbsize: usize = text(&c.cmd_str(&["DBSIZE"]))[1..].trim().parse().unwrap();
+    assert!(dbsize >= acked, "dbsize {dbsize} < acked {acked}");
+}
+
+#[test]
+fn a_background_fsync_releases_held_replies_only_once_on_disk() {
+    use kvstore::config::Config;
+    use kvstore::state::{ClientState, Server};
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        dir: dir.path().to_path_buf(),
+        appendonly: true,
+        appendfsync: "always".into(),
+        appendfilename: "appendonly.aof".into(),
+        appenddirname: "appendonlydir".into(),
+        aof_use_rdb_preamble: true,
+        ..Config::default()
+    };
+    let mut srv = Server::new(config);
+    kvstore::state::aof::open_after_load(&mut srv).unwrap();
+    let mut client = ClientState::new(1, -1, "t:1".into(), "t:0".into(), false, true, true);
+    let out = kvstore::commands::execute_detached(&mut srv, &mut client, &[b"SET", b"k", b"v"]);
+    assert_eq!(out, b"+OK\r\n");
+    // The loop is busy: the fsync goes to the thread.
+    srv.aof.inline_fsync = false;
+    srv.flush_feed();
+    let written = srv.aof.written;
+    assert!(written > 0);
+    client.reply.ok();
+    client.hold_until(written, srv.aof_durable());
+    // The thread reports through its eventfd; then the reply is released.
+    let fd = srv.aof.completion_fd().expect("the fsync thread runs");
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polling one valid descriptor.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    assert_eq!(ready, 1, "the fsync thread did not report");
+    srv.aof_fsync_done();
+    assert!(srv.aof.synced() >= written);
+    assert_eq!(client.write_limit(srv.aof_durable()), client.reply.len());
+    let incr = std::fs::read(dir.path().join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    assert!(incr.ends_with(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"));
+}
+
+#[test]
+fn holds_release_replies_in_order() {
+    use kvstore::state::ClientState;
+    let mut c = ClientState::new(1, -1, "t:1".into(), "t:0".into(), false, true, true);
+    c.reply.ok();
+    c.hold_until(10, 5); // +OK waits for offset 10
+    c.reply.ok();
+    c.hold_until(20, 5); // the second +OK waits for 20
+    assert_eq!(c.write_limit(5), 0);
+    assert_eq!(c.write_limit(10), 5);
+    assert_eq!(c.write_limit(19), 5);
+    assert_eq!(c.write_limit(20), 10);
+    // Nothing pending and nothing held: a new reply is free at once.
+    c.reply.clear();
+    c.reply.ok();
+    c.hold_until(20, 20);
+    assert_eq!(c.write_limit(20), 5);
+}

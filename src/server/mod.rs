@@ -33,6 +33,8 @@ pub use client::{Conn, Link};
 /// Tokens at the top of the range are listeners and signals; clients use
 /// their slab index.
 const SIGNAL_TOKEN: Token = Token(usize::MAX - 1);
+/// The AOF fsync thread's completion eventfd.
+const AOF_TOKEN: Token = Token(usize::MAX - 2);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
 /// Reads of one client per loop turn before others get their turn.
 const MAX_READS_PER_TURN: usize = 16;
@@ -74,6 +76,8 @@ pub struct EventLoop {
     /// Clients with input left unread after their turn.
     pending_reads: Vec<usize>,
     argv_scratch: Vec<&'static [u8]>,
+    /// The AOF fsync eventfd is registered.
+    aof_watched: bool,
 }
 
 impl EventLoop {
@@ -121,6 +125,7 @@ impl EventLoop {
             links: Vec::new(),
             pending_reads: Vec::new(),
             argv_scratch: Vec::new(),
+            aof_watched: false,
         })
     }
 
@@ -229,6 +234,7 @@ impl EventLoop {
                         warn!("Received SIGTERM/SIGINT scheduling shutdown...");
                         self.srv.shutdown = Some(ShutdownMode::Default);
                     }
+                    AOF_TOKEN => self.srv.aof_fsync_done(),
                     Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
                     Token(idx) => self.handle_client(
                         idx,
@@ -385,7 +391,13 @@ impl EventLoop {
     /// to the AOF and the replicas; a reply that must also wait for the
     /// AOF's write or fsync to complete is held between these two steps.
     fn before_sleep(&mut self) {
+        // With buffered input to run, an `always` fsync goes to the thread
+        // and the loop goes on; otherwise it is done here.
+        self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
         self.srv.flush_feed();
+        self.watch_aof_completions();
+        let written = self.srv.aof.written;
+        let durable = self.srv.aof_durable();
         for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
             let same = self
                 .srv
@@ -399,7 +411,13 @@ impl EventLoop {
             client.st.pending_write = false;
             let mut close = client.st.close_asap;
             if !close && client.st.pending_output() > 0 {
+                // Under appendfsync always, what this client was sent this
+                // turn waits for the fsync of this turn's writes.
+                client.st.hold_until(written, durable);
                 close |= !self.write_client(idx, &mut client);
+                if !client.st.holds.is_empty() {
+                    self.srv.aof.held_clients.push((idx, id));
+                }
             }
             close |= client.st.close_after_reply && client.st.pending_output() == 0;
             self.put_client(idx, client);
@@ -530,7 +548,13 @@ impl EventLoop {
                 return Some(true);
             }
             // Writes reach the feed's consumers before any reply is sent.
+            self.srv.aof.inline_fsync = false;
             self.srv.flush_feed();
+            let durable = self.srv.aof_durable();
+            client.st.hold_until(self.srv.aof.written, durable);
+            if !client.st.holds.is_empty() {
+                self.srv.aof.held_clients.push((idx, client.st.id));
+            }
             if !self.write_client(idx, client) {
                 return None;
             }
@@ -640,9 +664,12 @@ impl EventLoop {
         if out > self.srv.recent_max_output {
             self.srv.recent_max_output = out;
         }
-        while st.sent < st.reply.len() {
+        // Replies that wait for the AOF (appendfsync always) are not sent
+        // before their writes are on disk.
+        let limit = st.write_limit(self.srv.aof_durable());
+        while st.sent < limit {
             let n = if st.reply.shared_len() == 0 {
-                let rest = &st.reply.buf[st.sent..];
+                let rest = &st.reply.buf[st.sent..limit];
                 // SAFETY: writing from a valid slice to a socket we own.
                 unsafe {
                     libc::write(
@@ -656,6 +683,23 @@ impl EventLoop {
                 st.reply.seek(st.sent);
                 let mut slices = Vec::new();
                 st.reply.io_slices(st.sent, IOVECS_PER_WRITE, &mut slices);
+                // Stop at the limit.
+                let mut room = limit - st.sent;
+                let mut keep = 0;
+                for s in &mut slices {
+                    if room == 0 {
+                        break;
+                    }
+                    if s.len() > room {
+                        // SAFETY: shortening a slice that borrows the reply.
+                        *s = std::io::IoSlice::new(unsafe {
+                            std::slice::from_raw_parts(s.as_ptr(), room)
+                        });
+                    }
+                    room -= s.len();
+                    keep += 1;
+                }
+                slices.truncate(keep);
                 // SAFETY: IoSlice is ABI-compatible with iovec; every slice
                 // borrows the reply, which outlives the call.
                 unsafe {
@@ -691,6 +735,10 @@ impl EventLoop {
             self.srv.stats.total_writes_processed += 1;
             self.srv.stats.total_net_output_bytes += n as u64;
             st.sent += n as usize;
+        }
+        if st.sent < st.reply.len() {
+            // The rest is held for the AOF; its release queues a write.
+            return true;
         }
         st.reply.clear();
         st.sent = 0;
@@ -732,6 +780,24 @@ impl EventLoop {
             warn!(client = %client.st.addr, "Changing poll interest: {e}");
         }
         res.is_ok()
+    }
+
+    /// Poll the AOF fsync thread's eventfd once it exists.
+    fn watch_aof_completions(&mut self) {
+        if self.aof_watched {
+            return;
+        }
+        if let Some(fd) = self.srv.aof.completion_fd() {
+            let res = self.poll.registry().register(
+                &mut mio::unix::SourceFd(&fd),
+                AOF_TOKEN,
+                Interest::READABLE,
+            );
+            if let Err(e) = res {
+                warn!("Registering the AOF fsync eventfd: {e}");
+            }
+            self.aof_watched = true;
+        }
     }
 
     /// Take a client out of its slots to serve it.

@@ -19,7 +19,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,29 +56,60 @@ pub struct RewriteChild {
     pub keep_incrs: usize,
 }
 
-/// The background fsync thread (Redis's bio job).
+/// The background fsync thread (Redis's bio job): it syncs a file up to
+/// the AOF offset it is given, publishes that offset and wakes the loop
+/// through an eventfd (registered in the loop's poll), so the loop never
+/// waits for a disk.
 struct Syncer {
-    tx: Sender<File>,
+    tx: Sender<(File, u64)>,
     busy: Arc<AtomicBool>,
+    /// AOF offset known to be on disk.
+    synced: Arc<AtomicU64>,
+    failed: Arc<AtomicBool>,
+    /// Written by the thread after each fsync; read by the loop.
+    eventfd: std::os::fd::OwnedFd,
 }
 
 impl Syncer {
-    fn start() -> Syncer {
-        let (tx, rx) = channel::<File>();
+    fn start() -> std::io::Result<Syncer> {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nobody else.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (tx, rx) = channel::<(File, u64)>();
         let busy = Arc::new(AtomicBool::new(false));
-        let b = busy.clone();
+        let synced = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicBool::new(false));
+        let (b, s, f) = (busy.clone(), synced.clone(), failed.clone());
         std::thread::Builder::new()
             .name("aof-fsync".into())
             .spawn(move || {
-                for f in rx {
-                    if let Err(e) = f.sync_data() {
-                        warn!("AOF background fsync failed: {e}");
-                    }
+                for (file, upto) in rx {
+                    match file.sync_data() {
+                        Ok(()) => s.fetch_max(upto, Ordering::AcqRel),
+                        Err(e) => {
+                            warn!("AOF background fsync failed: {e}");
+                            f.store(true, Ordering::Release);
+                            0
+                        }
+                    };
                     b.store(false, Ordering::Release);
+                    let one: u64 = 1;
+                    // SAFETY: writing 8 bytes to our eventfd.
+                    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
                 }
-            })
-            .expect("spawn the AOF fsync thread");
-        Syncer { tx, busy }
+            })?;
+        Ok(Syncer {
+            tx,
+            busy,
+            synced,
+            failed,
+            eventfd,
+        })
     }
 }
 
@@ -100,6 +131,16 @@ pub struct Aof {
     flush_postponed_since: Option<Instant>,
     pub delayed_fsync: u64,
     syncer: Option<Syncer>,
+    /// Bytes handed to the kernel since the AOF was opened (the offset
+    /// replies are held against).
+    pub written: u64,
+    /// Clients with replies held until an fsync completes, as (slot, id).
+    pub held_clients: Vec<(usize, u64)>,
+    /// The loop has nothing else to do this turn (no buffered input): an
+    /// `always` fsync may run inline, sparing the hand-off to the thread.
+    pub inline_fsync: bool,
+    /// Offset synced by an inline fsync.
+    inline_synced: u64,
     pub last_write_ok: bool,
     pub last_write_error: String,
     pub rewrite: Option<RewriteChild>,
@@ -125,6 +166,21 @@ impl Aof {
         self.syncer
             .as_ref()
             .is_some_and(|s| s.busy.load(Ordering::Acquire))
+    }
+
+    /// The AOF offset known to be on disk.
+    pub fn synced(&self) -> u64 {
+        self.syncer
+            .as_ref()
+            .map_or(0, |s| s.synced.load(Ordering::Acquire))
+            .max(self.inline_synced)
+    }
+
+    /// The eventfd the loop polls for fsync completions (once the thread
+    /// runs).
+    pub fn completion_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.syncer.as_ref().map(|s| s.eventfd.as_raw_fd())
     }
 }
 
@@ -220,6 +276,7 @@ impl Server {
         };
         self.aof.buf.drain(..written);
         self.aof.current_size += written as u64;
+        self.aof.written += written as u64;
         if let Err(e) = result {
             let always = self.config.appendfsync == "always";
             if self.aof.last_write_ok {
@@ -243,15 +300,93 @@ impl Server {
             return;
         }
         if self.config.appendfsync == "always" {
-            if let Some(f) = self.aof.file.as_ref() {
-                if let Err(e) = f.sync_data() {
-                    warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
+            if self.aof.inline_fsync && !self.aof.fsync_in_progress() {
+                // Nothing else to do meanwhile: sync here, as Redis does,
+                // without the hand-off to the thread.
+                if let Some(f) = self.aof.file.as_ref() {
+                    if let Err(e) = f.sync_data() {
+                        warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
+                        std::process::exit(1);
+                    }
+                }
+                self.aof.inline_synced = self.aof.written;
+                self.aof.last_fsync = Some(Instant::now());
+            } else {
+                // The fsync runs on the thread while the loop goes on
+                // executing; replies wait for it (see `aof_durable`).
+                self.request_fsync();
+            }
+        } else {
+            self.sync_aof_everysec();
+        }
+    }
+
+    /// Ask the fsync thread to sync everything written so far, unless an
+    /// fsync is running (its completion asks again).
+    fn request_fsync(&mut self) {
+        if self.aof.fsync_in_progress() || self.aof.synced() >= self.aof.written {
+            return;
+        }
+        let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
+            return;
+        };
+        if self.aof.syncer.is_none() {
+            match Syncer::start() {
+                Ok(s) => self.aof.syncer = Some(s),
+                Err(e) => {
+                    warn!("Can't start the AOF fsync thread: {e}. Exiting...");
                     std::process::exit(1);
                 }
             }
-            self.aof.last_fsync = Some(Instant::now());
+        }
+        let syncer = self.aof.syncer.as_ref().expect("just started");
+        syncer.busy.store(true, Ordering::Release);
+        if syncer.tx.send((dup, self.aof.written)).is_err() {
+            syncer.busy.store(false, Ordering::Release);
+        }
+        self.aof.last_fsync = Some(Instant::now());
+    }
+
+    /// The AOF offset a reply may reflect before it is sent: under
+    /// `appendfsync always`, what is on disk; otherwise everything (the
+    /// write before the replies already reached the kernel).
+    pub fn aof_durable(&self) -> u64 {
+        if self.aof.status == AofStatus::Off || self.config.appendfsync != "always" {
+            u64::MAX
         } else {
-            self.sync_aof_everysec();
+            self.aof.synced()
+        }
+    }
+
+    /// The fsync thread finished one: fail as Redis does if it failed,
+    /// start the next one for what was written meanwhile, and queue the
+    /// clients whose replies it released.
+    pub fn aof_fsync_done(&mut self) {
+        if let Some(s) = self.aof.syncer.as_ref() {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes from our nonblocking eventfd (drains it).
+            unsafe {
+                libc::read(
+                    std::os::fd::AsRawFd::as_raw_fd(&s.eventfd),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    8,
+                )
+            };
+            if s.failed.load(Ordering::Acquire) && self.config.appendfsync == "always" {
+                warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...");
+                std::process::exit(1);
+            }
+        }
+        if self.config.appendfsync == "always" {
+            self.request_fsync();
+        }
+        for (slot, id) in std::mem::take(&mut self.aof.held_clients) {
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                if c.id == id && !c.pending_write {
+                    c.pending_write = true;
+                    self.pending_writes.push((slot, id));
+                }
+            }
         }
     }
 
@@ -272,9 +407,18 @@ impl Server {
         let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
             return;
         };
-        let syncer = self.aof.syncer.get_or_insert_with(Syncer::start);
+        if self.aof.syncer.is_none() {
+            match Syncer::start() {
+                Ok(s) => self.aof.syncer = Some(s),
+                Err(e) => {
+                    warn!("Can't start the AOF fsync thread: {e}");
+                    return;
+                }
+            }
+        }
+        let syncer = self.aof.syncer.as_ref().expect("just started");
         syncer.busy.store(true, Ordering::Release);
-        if syncer.tx.send(dup).is_err() {
+        if syncer.tx.send((dup, self.aof.written)).is_err() {
             syncer.busy.store(false, Ordering::Release);
         }
         self.aof.last_fsync = Some(Instant::now());
@@ -286,6 +430,9 @@ impl Server {
             if let Err(e) = f.sync_data() {
                 warn!("Fail to fsync the AOF file: {e}");
             }
+        }
+        if let Some(s) = self.aof.syncer.as_ref() {
+            s.synced.fetch_max(self.aof.written, Ordering::AcqRel);
         }
     }
 
@@ -417,6 +564,15 @@ impl Server {
         self.aof.status = AofStatus::Off;
         self.aof.buf.clear();
         self.feed.detach();
+        // Nothing holds replies any more.
+        for (slot, id) in std::mem::take(&mut self.aof.held_clients) {
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
+                if c.id == id && !c.pending_write {
+                    c.pending_write = true;
+                    self.pending_writes.push((slot, id));
+                }
+            }
+        }
     }
 
     /// BGREWRITEAOF (Redis 7.0's rewriteAppendOnlyFileBackground): the
@@ -449,6 +605,10 @@ impl Server {
                 .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
             if let Some(old) = self.aof.file.replace(file) {
                 let _ = old.sync_data();
+                // Everything written so far was in the old file: on disk now.
+                if let Some(s) = self.aof.syncer.as_ref() {
+                    s.synced.fetch_max(self.aof.written, Ordering::AcqRel);
+                }
             }
             if self.aof.status == AofStatus::On {
                 // The new incremental file is part of the AOF at once.

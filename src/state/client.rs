@@ -77,6 +77,12 @@ pub struct ClientState {
     /// Running the commands of an EXEC: blocking commands don't block
     /// (Redis's CLIENT_DENY_BLOCKING).
     pub in_exec: bool,
+    /// Replies waiting for the AOF (`appendfsync always`): (reply position,
+    /// AOF offset that must be on disk before the bytes up to that
+    /// position are sent), in order.
+    pub holds: std::collections::VecDeque<(usize, u64)>,
+    /// Reply bytes already released by satisfied holds.
+    pub released: usize,
     /// CLIENT REPLY OFF: replies are dropped (pushes still arrive).
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the current command's reply is dropped; the
@@ -201,6 +207,8 @@ impl ClientState {
             kind: ClientKind::Normal,
             pending_write: false,
             in_exec: false,
+            holds: Default::default(),
+            released: 0,
             reply_off: false,
             reply_skip: false,
             reply_skip_next: false,
@@ -318,6 +326,38 @@ impl ClientState {
         }
         self.obuf_soft_since = None;
         false
+    }
+
+    /// Hold the reply produced so far until the AOF is durable up to
+    /// `aof_offset` (nothing to hold when it already is and nothing earlier
+    /// is held).
+    pub fn hold_until(&mut self, aof_offset: u64, durable: u64) {
+        let len = self.reply.len();
+        if aof_offset <= durable && self.holds.is_empty() {
+            return;
+        }
+        if self.holds.back().is_some_and(|&(r, _)| r >= len) {
+            return;
+        }
+        self.holds.push_back((len, aof_offset));
+    }
+
+    /// How far the reply may be written with the AOF durable up to
+    /// `durable`: everything when nothing is held.
+    pub fn write_limit(&mut self, durable: u64) -> usize {
+        while let Some(&(r, a)) = self.holds.front() {
+            if a > durable {
+                break;
+            }
+            self.released = r;
+            self.holds.pop_front();
+        }
+        if self.holds.is_empty() {
+            self.released = 0;
+            self.reply.len()
+        } else {
+            self.released.max(self.sent)
+        }
     }
 
     /// Bytes of reply not yet written.
