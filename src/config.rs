@@ -796,14 +796,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         "aof-use-rdb-preamble",
         "yes",
         true,
-        "Write the AOF base as an RDB image (only 'yes' is supported by this build).",
+        "Write the AOF base as an RDB image (yes) or as commands (no).",
         |c| yes_no(c.aof_use_rdb_preamble),
-        |c, v| {
-            if !parse_bool(v)? {
-                return Err("a plain (non-RDB) AOF base is not supported by this build yet".into());
-            }
-            c.aof_use_rdb_preamble = true
-        }
+        |c, v| c.aof_use_rdb_preamble = parse_bool(v)?
     ),
     opt!(
         "no-appendfsync-on-rewrite",

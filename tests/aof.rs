@@ -530,3 +530,51 @@ fn holds_release_replies_in_order() {
     c.hold_until(20, 20);
     assert_eq!(c.write_limit(20), 5);
 }
+
+#[test]
+fn a_plain_base_is_written_as_commands_and_redis_loads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_on(dir.path(), &["--aof-use-rdb-preamble", "no", "--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        write_dataset(&mut c);
+        // A collection longer than one command's batch of 64.
+        let mut big = vec!["RPUSH", "biglist"];
+        let items: Vec<String> = (0..150).map(|i| i.to_string()).collect();
+        big.extend(items.iter().map(|s| s.as_str()));
+        c.cmd_str(&big);
+        c.cmd_str(&["BGREWRITEAOF"]);
+        wait_for("the rewrite", || {
+            info_field(&mut c, "aof_rewrites") == "1"
+                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        });
+        shutdown(&mut c, &mut kv, &[]);
+    }
+    let base = dir.path().join("appendonlydir/appendonly.aof.2.base.aof");
+    let bytes = std::fs::read(&base).expect("a .base.aof file");
+    assert!(
+        bytes.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"),
+        "{}",
+        text(&bytes[..40.min(bytes.len())])
+    );
+    if let Some(tool) = require_tool("redis-check-aof") {
+        let out = Command::new(tool)
+            .arg(dir.path().join("appendonlydir/appendonly.aof.manifest"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stdout));
+    }
+    {
+        let kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        check_dataset(&mut c);
+        assert_eq!(c.cmd_str(&["LLEN", "biglist"]), b":150\r\n");
+    }
+    let Some(redis) = start_redis(&["--appendonly", "yes", "--dir", &d]) else {
+        return;
+    };
+    let mut r = Conn::connect(redis.port);
+    check_dataset(&mut r);
+    assert_eq!(r.cmd_str(&["LINDEX", "biglist", "149"]), b"$3\r\n149\r\n");
+}

@@ -369,6 +369,130 @@ fn parse_len(s: &[u8]) -> Option<usize> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+// ---- a plain (command) base: aof-use-rdb-preamble no ----
+
+/// Elements per command when a collection is rewritten (Redis's
+/// AOF_REWRITE_ITEMS_PER_CMD).
+const ITEMS_PER_CMD: usize = 64;
+
+fn put_command(out: &mut impl std::io::Write, argv: &[&[u8]]) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(64);
+    buf.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+    for a in argv {
+        buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        buf.extend_from_slice(a);
+        buf.extend_from_slice(b"\r\n");
+    }
+    out.write_all(&buf)
+}
+
+/// Write collection `key`'s elements as commands of at most
+/// ITEMS_PER_CMD elements each (`per` arguments per element).
+fn put_batched(
+    out: &mut impl std::io::Write,
+    cmd: &[u8],
+    key: &[u8],
+    items: &[Vec<u8>],
+    per: usize,
+) -> std::io::Result<()> {
+    for chunk in items.chunks(ITEMS_PER_CMD * per) {
+        let mut argv: Vec<&[u8]> = vec![cmd, key];
+        argv.extend(chunk.iter().map(|i| i.as_slice()));
+        put_command(out, &argv)?;
+    }
+    Ok(())
+}
+
+/// The dataset as the commands that rebuild it (Redis's
+/// rewriteAppendOnlyFileRio): per database a SELECT, then per key SET,
+/// RPUSH, SADD, ZADD or HMSET in batches, and PEXPIREAT for a TTL.
+pub fn write_commands(dbs: &[crate::db::Db], out: &mut impl std::io::Write) -> std::io::Result<()> {
+    use crate::db::{Value, ValueRef};
+    for (i, db) in dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        put_command(out, &[b"SELECT", i.to_string().as_bytes()])?;
+        let mut err = None;
+        db.main.for_each(&mut |e| {
+            if err.is_some() {
+                return;
+            }
+            let key = e.key();
+            let res = (|| -> std::io::Result<()> {
+                match e.value() {
+                    ValueRef::Str(v) => put_command(out, &[b"SET", key, v])?,
+                    ValueRef::Int(n) => put_command(out, &[b"SET", key, n.to_string().as_bytes()])?,
+                    ValueRef::Boxed(Value::Str(v)) => put_command(out, &[b"SET", key, v])?,
+                    ValueRef::Boxed(Value::List(l)) => {
+                        let items: Vec<Vec<u8>> = l.iter().map(|i| i.to_vec()).collect();
+                        put_batched(out, b"RPUSH", key, &items, 1)?;
+                    }
+                    ValueRef::Boxed(Value::Set(st)) => {
+                        put_batched(out, b"SADD", key, &st.members(), 1)?;
+                    }
+                    ValueRef::Boxed(Value::ZSet(z)) => {
+                        let mut items = Vec::new();
+                        for (m, score) in z.items() {
+                            items.push(crate::protocol::reply::format_g(score, 17).into_bytes());
+                            items.push(m.to_vec());
+                        }
+                        put_batched(out, b"ZADD", key, &items, 2)?;
+                    }
+                    ValueRef::Boxed(Value::Hash(h)) => {
+                        let mut items = Vec::new();
+                        h.for_each(&mut |f, v| {
+                            items.push(f.to_vec());
+                            items.push(v.to_vec());
+                        });
+                        put_batched(out, b"HMSET", key, &items, 2)?;
+                    }
+                }
+                if e.has_expire() {
+                    if let Some(when) = db.get_expire(key) {
+                        put_command(out, &[b"PEXPIREAT", key, when.to_string().as_bytes()])?;
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(x) = res {
+                err = Some(x);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Write a plain base file crash-safely: a temporary file, fsynced,
+/// renamed into place (when `may_publish` still agrees), the directory
+/// fsynced.
+pub fn save_commands_to_file(
+    dbs: &[crate::db::Db],
+    dir: &std::path::Path,
+    name: &str,
+    may_publish: &dyn Fn() -> bool,
+) -> std::io::Result<()> {
+    let tmp = dir.join(format!("temp-{}-{name}", std::process::id()));
+    let file = std::fs::File::create(&tmp)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+    let res = write_commands(dbs, &mut w)
+        .and_then(|_| std::io::Write::flush(&mut w))
+        .and_then(|_| w.get_ref().sync_all());
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if !may_publish() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(std::io::Error::other("the parent is gone"));
+    }
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Does a file start as an RDB image (an RDB base, or an old-style AOF with
 /// an RDB preamble)?
 pub fn is_rdb(data: &[u8]) -> bool {

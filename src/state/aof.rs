@@ -54,6 +54,8 @@ pub struct RewriteChild {
     /// Incremental files (the newest ones) that hold writes made after the
     /// child's snapshot: they stay after the new base is installed.
     pub keep_incrs: usize,
+    /// The base is an RDB image (`aof-use-rdb-preamble` at the fork).
+    pub rdb: bool,
 }
 
 /// The background fsync thread (Redis's bio job): it syncs a file up to
@@ -321,6 +323,23 @@ impl Server {
         }
     }
 
+    /// Sync (and then close) a file on the fsync thread.
+    fn background_fsync(&mut self, file: File) {
+        if self.aof.syncer.is_none() {
+            match Syncer::start() {
+                Ok(s) => self.aof.syncer = Some(s),
+                Err(e) => {
+                    warn!("Can't start the AOF fsync thread ({e}): syncing on the loop");
+                    let _ = file.sync_data();
+                    return;
+                }
+            }
+        }
+        let syncer = self.aof.syncer.as_ref().expect("just started");
+        // Offset 0: it moves nothing the replies wait for.
+        let _ = syncer.tx.send((file, 0));
+    }
+
     /// Ask the fsync thread to sync everything written so far, unless an
     /// fsync is running (its completion asks again).
     fn request_fsync(&mut self) {
@@ -461,13 +480,18 @@ impl Server {
         let name = self.config.appendfilename.clone();
         if self.aof.manifest.base.is_none() && self.aof.manifest.incrs.is_empty() {
             let seq = self.aof.manifest.base_seq + 1;
-            let base = format::base_name(&name, seq, true);
+            let preamble = self.config.aof_use_rdb_preamble;
+            let base = format::base_name(&name, seq, preamble);
             let opts = rdb::SaveOptions {
                 aof_base: true,
                 ..super::snapshot::save_options(self)
             };
-            rdb::save_to_file(&self.dbs, &opts, &dir, &base, &|| true)
-                .map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
+            let res = if preamble {
+                rdb::save_to_file(&self.dbs, &opts, &dir, &base, &|| true)
+            } else {
+                format::save_commands_to_file(&self.dbs, &dir, &base, &|| true)
+            };
+            res.map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
             self.aof.manifest.install_base(
                 AofFile {
                     name: base.clone(),
@@ -604,10 +628,15 @@ impl Server {
                 .open(dir.join(&incr))
                 .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
             if let Some(old) = self.aof.file.replace(file) {
-                let _ = old.sync_data();
-                // Everything written so far was in the old file: on disk now.
-                if let Some(s) = self.aof.syncer.as_ref() {
-                    s.synced.fetch_max(self.aof.written, Ordering::AcqRel);
+                if self.config.appendfsync == "always" {
+                    // Already synced but for this turn's writes: cheap, and
+                    // replies held for them are released by it.
+                    let _ = old.sync_data();
+                    self.aof.inline_synced = self.aof.written;
+                } else {
+                    // Possibly hundreds of MB unsynced: the thread syncs and
+                    // closes it (Redis's aof_background_fsync_and_close).
+                    self.background_fsync(old);
                 }
             }
             if self.aof.status == AofStatus::On {
@@ -621,6 +650,7 @@ impl Server {
             aof_base: true,
             ..super::snapshot::save_options(self)
         };
+        let preamble = self.config.aof_use_rdb_preamble;
         // SAFETY: as for BGSAVE (see snapshot.rs): the child only
         // serialises memory, writes its file and `_exit`s.
         let pid = unsafe { libc::fork() };
@@ -636,10 +666,12 @@ impl Server {
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             let parent_alive = || unsafe { libc::getppid() } == parent;
             let tmp = format!("temp-rewriteaof-bg-{}.aof", std::process::id());
-            let code = match rdb::save_to_file(&self.dbs, &opts, &dir, &tmp, &parent_alive) {
-                Ok(()) => 0,
-                Err(_) => 1,
+            let res = if preamble {
+                rdb::save_to_file(&self.dbs, &opts, &dir, &tmp, &parent_alive)
+            } else {
+                format::save_commands_to_file(&self.dbs, &dir, &tmp, &parent_alive)
             };
+            let code = i32::from(res.is_err());
             // SAFETY: leaving the child without running the parent's destructors.
             unsafe { libc::_exit(code) };
         }
@@ -648,6 +680,7 @@ impl Server {
             pid,
             started: start,
             keep_incrs: usize::from(aof_on),
+            rdb: preamble,
         });
         self.aof.rewrite_scheduled = false;
         info!("Background append only file rewriting started by pid {pid}");
@@ -730,7 +763,7 @@ impl Server {
         }
         let name = self.config.appendfilename.clone();
         let seq = self.aof.manifest.base_seq + 1;
-        let base = format::base_name(&name, seq, true);
+        let base = format::base_name(&name, seq, child.rdb);
         if let Err(e) = std::fs::rename(&tmp, dir.join(&base)) {
             let _ = std::fs::remove_file(&tmp);
             self.aof.last_bgrewrite_ok = false;

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Side-by-side AOF benchmark: kvstore vs redis-server 7.0, same settings
+# (appendonly yes, appendfsync no while filling, so the disk is not what is
+# measured), same data:
+#   - BGREWRITEAOF of KEYS keys (default 3M, 100-byte values): wall time
+#     until aof_rewrite_in_progress is 0 again, and the worst latency a ping
+#     client saw meanwhile (it runs before the fork);
+#   - load at startup of an AOF made of that RDB-preamble base plus
+#     EXTRA (default 1M) SETs in the incremental file: wall time from exec
+#     to the first reply that is not -LOADING, and the server's own log
+#     figure; DBSIZE is checked after every load.
+# ROUNDS rounds (default 3), interleaved, alternating which server goes
+# first; the table shows medians with the min–max spread.
+#
+# Usage: scripts/bench-aof.sh    (KEYS=3000000 EXTRA=1000000 VALUE_SIZE=100 ROUNDS=3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KEYS=${KEYS:-3000000}
+EXTRA=${EXTRA:-1000000}
+VALUE_SIZE=${VALUE_SIZE:-100}
+ROUNDS=${ROUNDS:-3}
+REDIS=${REDIS_BIN:-redis-server}
+if [[ -n ${KVSTORE_BIN:-} ]]; then
+    KV=$KVSTORE_BIN
+else
+    cargo build --release >&2
+    KV=target/release/kvstore
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
+info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
+now() { date +%s.%N; }
+
+echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
+python3 - "$KEYS" "$VALUE_SIZE" >"$work/load.resp" <<'PY'
+import sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+out = sys.stdout.buffer
+val = b"v" * size
+chunk = []
+for i in range(n):
+    k = b"key:%012d" % i
+    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+
+python3 - "$EXTRA" "$VALUE_SIZE" >"$work/extra.resp" <<'PY'
+import sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+out = sys.stdout.buffer
+val = b"w" * size
+chunk = []
+for i in range(n):
+    k = b"key:%012d" % i
+    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+
+results="$work/results.tsv"
+: >"$results"
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+
+start() { # SIDE DIR PORT -> pid in $pid
+    local bin=$KV
+    [[ $1 == redis ]] && bin=$REDIS
+    "$bin" --port "$3" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync no \
+        --auto-aof-rewrite-percentage 0 --dir "$2" --logfile "$2/log" --daemonize no >/dev/null 2>&1 </dev/null &
+    pid=$!
+    pids+=("$pid")
+}
+
+run_side() { # SIDE
+    local side=$1 dir="$work/$1" port t0 t1 reply
+    rm -rf "$dir"; mkdir -p "$dir"
+    port=$(free_port)
+    start "$side" "$dir" "$port"
+    wait_ping "$port"
+    redis-cli -p "$port" --pipe <"$work/load.resp" >/dev/null
+    [[ $(redis-cli -p "$port" dbsize) == "$KEYS" ]] || { echo "$side: DBSIZE after loading is not $KEYS" >&2; exit 1; }
+    redis-benchmark -p "$port" -c 1 -n 400000 -t ping_inline --csv 2>/dev/null | tail -n 1 >"$dir/ping.csv" &
+    local bench=$!
+    sleep 0.5
+    t0=$(now)
+    redis-cli -p "$port" bgrewriteaof >/dev/null
+    sleep 0.05
+    while [[ $(info_field "$port" persistence aof_rewrite_in_progress) == 1 ]]; do sleep 0.02; done
+    t1=$(now)
+    record "$side" rewrite_s "$(echo "$t1 - $t0" | bc)"
+    local still_running=0
+    kill -0 "$bench" 2>/dev/null && still_running=1
+    wait "$bench"
+    ((still_running)) || echo "$side: warning: the ping client ended before the rewrite did" >&2
+    record "$side" rewrite_ping_max_ms "$(tr -d '"' <"$dir/ping.csv" | cut -d, -f8)"
+    redis-cli -p "$port" --pipe <"$work/extra.resp" >/dev/null
+    redis-cli -p "$port" shutdown >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
+    record "$side" aof_mb "$(($(du -sb "$dir/appendonlydir" | cut -f1) / 1048576))"
+    : >"$dir/log"
+    t0=$(now)
+    start "$side" "$dir" "$port"
+    while :; do
+        reply=$(redis-cli -p "$port" dbsize 2>&1 || true)
+        [[ $reply =~ ^[0-9]+$ ]] && break
+        sleep 0.01
+    done
+    t1=$(now)
+    [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE after the restart is $reply, not $KEYS" >&2; exit 1; }
+    [[ $(redis-cli -p "$port" get key:000000000000) == "$(printf 'w%.0s' $(seq 1 "$VALUE_SIZE"))" ]] || { echo "$side: the incremental file was not applied" >&2; exit 1; }
+    record "$side" load_wall_s "$(echo "$t1 - $t0" | bc)"
+    record "$side" load_log_s "$(grep -o 'DB loaded from append only file: [0-9.]* seconds' "$dir/log" | grep -o '[0-9.]*' | head -n 1)"
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    if ((round % 2)); then order=(kvstore redis); else order=(redis kvstore); fi
+    for side in "${order[@]}"; do
+        echo "round $round/$ROUNDS: $side" >&2
+        run_side "$side"
+    done
+done
+
+python3 - "$results" "$KEYS" "$EXTRA" "$VALUE_SIZE" "$ROUNDS" <<'PY'
+import statistics, sys
+path, keys, extra, size, rounds = sys.argv[1:]
+vals = {}
+for line in open(path):
+    side, name, v = line.rstrip("\n").split("\t")
+    if v:
+        vals.setdefault((name, side), []).append(float(v))
+def cell(name, side, fmt):
+    xs = vals.get((name, side), [])
+    if not xs:
+        return "n/a", None
+    m = statistics.median(xs)
+    spread = f" [{fmt(min(xs))}–{fmt(max(xs))}]" if len(xs) > 1 else ""
+    return fmt(m) + spread, m
+rows = [
+    ("BGREWRITEAOF seconds", "rewrite_s", lambda v: f"{v:.2f}"),
+    ("worst PING latency during the rewrite (ms)", "rewrite_ping_max_ms", lambda v: f"{v:.2f}"),
+    ("AOF directory MB (base + incremental)", "aof_mb", lambda v: f"{v:.0f}"),
+    ("load seconds, exec to first non-LOADING reply", "load_wall_s", lambda v: f"{v:.2f}"),
+    ("load seconds, the server's own log", "load_log_s", lambda v: f"{v:.2f}"),
+]
+print(f"## AOF: {int(keys):,} keys rewritten into a base, then {int(extra):,} SETs; {size}-byte values; median of {rounds} rounds [min–max]")
+print()
+print("| measure | kvstore | redis | ratio |")
+print("| --- | --- | --- | --- |")
+for label, name, fmt in rows:
+    k, km = cell(name, "kvstore", fmt)
+    r, rm = cell(name, "redis", fmt)
+    ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
+    print(f"| {label} | {k} | {r} | {ratio} |")
+PY
