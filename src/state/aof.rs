@@ -209,12 +209,30 @@ fn delete_history(dir: &Path, appendfilename: &str, m: &mut Manifest) {
     if m.history.is_empty() {
         return;
     }
-    for f in std::mem::take(&mut m.history) {
-        match std::fs::remove_file(dir.join(&f.name)) {
-            Ok(()) => info!("Removing the history file {} in the background", f.name),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warn!("Can't remove the AOF history file {}: {e}", f.name),
-        }
+    // Unlinking a big file frees its cached pages synchronously: tens of
+    // milliseconds for a few hundred MB, so it happens off the loop, as
+    // Redis's bio does it.
+    let paths: Vec<(String, PathBuf)> = std::mem::take(&mut m.history)
+        .into_iter()
+        .map(|f| {
+            info!("Removing the history file {} in the background", f.name);
+            let path = dir.join(&f.name);
+            (f.name, path)
+        })
+        .collect();
+    let spawned = std::thread::Builder::new()
+        .name("aof-unlink".into())
+        .spawn(move || {
+            for (name, path) in paths {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => warn!("Can't remove the AOF history file {name}: {e}"),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        warn!("Can't start a thread to remove AOF history files: {e}");
     }
     if let Err(e) = persist_manifest(dir, appendfilename, m) {
         warn!("Can't persist the AOF manifest: {e}");
