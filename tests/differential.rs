@@ -136,6 +136,8 @@ const KVSTORE_ONLY_FIELDS: &[&str] = &[
     // CLIENT LIST/INFO: Redis 7.2's library name and version fields.
     "lib-name",
     "lib-ver",
+    // INFO persistence with the AOF on: which engine writes it.
+    "aof_engine",
 ];
 
 /// The field names of a text reply, in order: `name:value` lines (INFO,

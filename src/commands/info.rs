@@ -162,13 +162,14 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
     if srv.config.appendonly {
         let _ = write!(
             out,
-            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:{}\r\naof_delayed_fsync:{}\r\n",
+            "aof_current_size:{}\r\naof_base_size:{}\r\naof_pending_rewrite:{}\r\naof_buffer_length:{}\r\naof_pending_bio_fsync:{}\r\naof_delayed_fsync:{}\r\naof_engine:{}\r\n",
             aof.current_size,
             aof.base_size,
             aof.rewrite_scheduled as u8,
             aof.buf.len(),
             aof.fsync_in_progress() as u8,
             aof.delayed_fsync,
+            if aof.uring.is_some() { "io_uring" } else { "write" },
         );
     }
     out.push_str(&loading_fields(srv));

@@ -35,6 +35,8 @@ pub use client::{Conn, Link};
 const SIGNAL_TOKEN: Token = Token(usize::MAX - 1);
 /// The AOF fsync thread's completion eventfd.
 const AOF_TOKEN: Token = Token(usize::MAX - 2);
+/// The AOF io_uring's completion eventfd.
+const AOF_URING_TOKEN: Token = Token(usize::MAX - 3);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
 /// Reads of one client per loop turn before others get their turn.
 const MAX_READS_PER_TURN: usize = 16;
@@ -78,6 +80,8 @@ pub struct EventLoop {
     argv_scratch: Vec<&'static [u8]>,
     /// The AOF fsync eventfd is registered.
     aof_watched: bool,
+    /// The AOF io_uring eventfd is registered.
+    aof_uring_watched: bool,
 }
 
 impl EventLoop {
@@ -126,6 +130,7 @@ impl EventLoop {
             pending_reads: Vec::new(),
             argv_scratch: Vec::new(),
             aof_watched: false,
+            aof_uring_watched: false,
         })
     }
 
@@ -235,6 +240,7 @@ impl EventLoop {
                         self.srv.shutdown = Some(ShutdownMode::Default);
                     }
                     AOF_TOKEN => self.srv.aof_fsync_done(),
+                    AOF_URING_TOKEN => self.srv.aof_uring_done(),
                     Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
                     Token(idx) => self.handle_client(
                         idx,
@@ -396,7 +402,7 @@ impl EventLoop {
         self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
         self.srv.flush_feed();
         self.watch_aof_completions();
-        let written = self.srv.aof.written;
+        let appended = self.srv.aof.appended;
         let durable = self.srv.aof_durable();
         for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
             let same = self
@@ -413,7 +419,7 @@ impl EventLoop {
             if !close && client.st.pending_output() > 0 {
                 // Under appendfsync always, what this client was sent this
                 // turn waits for the fsync of this turn's writes.
-                client.st.hold_until(written, durable);
+                client.st.hold_until(appended, durable);
                 close |= !self.write_client(idx, &mut client);
                 if !client.st.holds.is_empty() {
                     self.srv.aof.held_clients.push((idx, id));
@@ -551,7 +557,7 @@ impl EventLoop {
             self.srv.aof.inline_fsync = false;
             self.srv.flush_feed();
             let durable = self.srv.aof_durable();
-            client.st.hold_until(self.srv.aof.written, durable);
+            client.st.hold_until(self.srv.aof.appended, durable);
             if !client.st.holds.is_empty() {
                 self.srv.aof.held_clients.push((idx, client.st.id));
             }
@@ -784,6 +790,19 @@ impl EventLoop {
 
     /// Poll the AOF fsync thread's eventfd once it exists.
     fn watch_aof_completions(&mut self) {
+        if !self.aof_uring_watched {
+            if let Some(fd) = self.srv.aof.uring.as_ref().map(|u| u.eventfd()) {
+                let res = self.poll.registry().register(
+                    &mut mio::unix::SourceFd(&fd),
+                    AOF_URING_TOKEN,
+                    Interest::READABLE,
+                );
+                if let Err(e) = res {
+                    warn!("Registering the AOF io_uring eventfd: {e}");
+                }
+                self.aof_uring_watched = true;
+            }
+        }
         if self.aof_watched {
             return;
         }

@@ -4,6 +4,7 @@
 //! I/O on sockets or knows the command table.
 
 pub mod aof;
+pub mod aof_uring;
 pub mod client;
 pub mod feed;
 pub mod pubsub;
