@@ -647,3 +647,27 @@ fn a_plain_base_is_written_as_commands_and_redis_loads_it() {
     check_dataset(&mut r);
     assert_eq!(r.cmd_str(&["LINDEX", "biglist", "149"]), b"$3\r\n149\r\n");
 }
+
+#[test]
+fn debug_loadaof_reloads_the_dataset_from_the_aof() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kv = start_on(dir.path(), &["--dir", &d, "--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    write_dataset(&mut c);
+    c.cmd_str(&["SET", "gone", "x"]);
+    c.cmd_str(&["EXPIRE", "gone", "1"]);
+    let size_before = info_field(&mut c, "aof_current_size");
+    assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    check_dataset(&mut c);
+    // The TTL came back as the absolute time it was written as.
+    let ttl = c.cmd_str(&["TTL", "gone"]);
+    assert!(ttl == b":1\r\n" || ttl == b":0\r\n", "{}", text(&ttl));
+    // Replaying did not append the AOF to itself.
+    assert_eq!(info_field(&mut c, "aof_current_size"), size_before);
+    // The loaded data is written on as before.
+    c.cmd_str(&["SET", "after", "1"]);
+    assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "after"]), b"$1\r\n1\r\n");
+    check_dataset(&mut c);
+}

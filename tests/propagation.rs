@@ -137,6 +137,27 @@ fn expired_on_access_becomes_del_before_the_command() {
 }
 
 #[test]
+fn lazy_expiry_by_scan_and_randomkey_is_not_wrapped_in_multi() {
+    // Redis 7.0 propagates the DELs of SCAN and RANDOMKEY one by one
+    // (CMD_TOUCHES_ARBITRARY_KEYS), unlike a command's own lazy expiry.
+    for cmd in [&["SCAN", "0"][..], &["RANDOMKEY"][..]] {
+        let mut h = Harness::new();
+        h.run(&["SET", "foo1", "bar", "PX", "1"]);
+        h.run(&["SET", "foo2", "bar", "PX", "1"]);
+        h.take();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        h.run(cmd);
+        let mut p = h.take();
+        p.sort();
+        assert_eq!(
+            p,
+            vec!["0:DEL foo1".to_string(), "0:DEL foo2".to_string()],
+            "{cmd:?}"
+        );
+    }
+}
+
+#[test]
 fn reads_and_failed_writes_are_not_propagated() {
     let mut h = Harness::new();
     h.run(&["GET", "x"]);

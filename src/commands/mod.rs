@@ -63,6 +63,9 @@ pub const NO_MULTI: u32 = 1 << 13;
 /// Has subcommands (CLIENT, CONFIG, …): accounted per subcommand. Not a
 /// Redis flag; COMMAND INFO does not show it.
 pub const CONTAINER: u32 = 1 << 14;
+/// May delete any number of expired keys it meets (SCAN, RANDOMKEY):
+/// their DELs are propagated unwrapped (Redis's CMD_TOUCHES_ARBITRARY_KEYS).
+pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 15;
 
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -435,6 +438,9 @@ pub fn call(
     };
     let db = ctx.cl.db;
     ctx.srv.feed.begin_unit();
+    if cmd.flags & TOUCHES_ARBITRARY_KEYS != 0 {
+        ctx.srv.feed.unwrap_unit();
+    }
     (cmd.handler)(&mut ctx, argv);
     let (dirty, rewrite, no_propagate, force) = (
         ctx.dirty,

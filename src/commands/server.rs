@@ -181,6 +181,8 @@ const DEBUG_HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "RELOAD",
     "    Save the RDB on disk and reload it back to memory.",
     "SET-ACTIVE-EXPIRE <0|1>",
@@ -193,7 +195,7 @@ const DEBUG_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|HELP`
+/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|RELOAD|LOADAOF|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(sub) = subcommand(
         c,
@@ -204,6 +206,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             ("set-active-expire", 3),
             ("object", 3),
             ("reload", -2),
+            ("loadaof", 2),
         ],
     ) else {
         return;
@@ -244,6 +247,24 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                         .error(&format!("ERR Error trying to load the RDB dump: {e}"))
                 }
             }
+        }
+        "loadaof" => {
+            // As Redis: the AOF on disk is complete first, then it is the
+            // dataset; a load that fails stops the server.
+            c.srv.flush_feed();
+            c.srv.flush_aof(true);
+            c.srv.sync_aof_now();
+            for db in 0..c.srv.dbs.len() {
+                c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
+                c.srv.dbs[db].clear();
+            }
+            if let Err(e) = crate::state::snapshot::load_aof_now(c.srv, super::replay_aof_command) {
+                tracing::error!("{e}");
+                std::process::exit(1);
+            }
+            c.srv.dirty = 0;
+            tracing::warn!("Append Only File loaded by DEBUG LOADAOF");
+            c.cl.reply.ok();
         }
         "set-active-expire" => {
             c.srv.active_expire_enabled = parse_i64(argv[2]).unwrap_or(0) != 0;

@@ -53,12 +53,19 @@ pub struct FeedTap {
 pub struct Feed {
     /// Consumers attached (AOF, replicas, taps).
     consumers: usize,
+    /// Nothing is fed while positive (replaying the AOF into memory must
+    /// not append it to itself).
+    suspended: u32,
     /// Ops of the unit in progress, encoded back to back.
     unit: Vec<u8>,
     /// (database, end offset in `unit`) of each op of the unit.
     unit_ops: Vec<(usize, usize)>,
     /// Depth of nested execution: EXEC runs its commands inside one unit.
     nesting: u32,
+    /// The unit in progress is not wrapped in MULTI/EXEC however many ops
+    /// it has (SCAN and RANDOMKEY run directly: their lazy-expiry DELs are
+    /// independent, as Redis's CMD_TOUCHES_ARBITRARY_KEYS).
+    unwrapped: bool,
     /// Complete units, ready for consumers.
     stream: Vec<u8>,
     /// (database, end offset in `stream`) of each segment.
@@ -71,7 +78,16 @@ impl Feed {
     /// Does anyone consume the feed?
     #[inline]
     pub fn active(&self) -> bool {
-        self.consumers > 0
+        self.consumers > 0 && self.suspended == 0
+    }
+
+    /// Stop feeding until `resume`.
+    pub fn suspend(&mut self) {
+        self.suspended += 1;
+    }
+
+    pub fn resume(&mut self) {
+        self.suspended = self.suspended.saturating_sub(1);
     }
 
     /// A consumer starts reading the feed (the AOF is turned on, a replica
@@ -100,6 +116,13 @@ impl Feed {
         self.nesting += 1;
     }
 
+    /// The unit in progress (begun at the outermost level) is never wrapped.
+    pub fn unwrap_unit(&mut self) {
+        if self.nesting == 1 {
+            self.unwrapped = true;
+        }
+    }
+
     /// The unit ends: at the outermost level its ops become a segment of
     /// the stream (wrapped in MULTI/EXEC when there are several).
     #[inline]
@@ -125,16 +148,19 @@ impl Feed {
 
     fn commit_unit(&mut self) {
         let ops = std::mem::take(&mut self.unit_ops);
-        if ops.len() == 1 {
-            let (db, _) = ops[0];
-            if self.stream.is_empty() {
-                // The common case: move, don't copy (a 500 MB SET is not
-                // copied once more here).
-                std::mem::swap(&mut self.stream, &mut self.unit);
-            } else {
-                self.stream.extend_from_slice(&self.unit);
+        let unwrapped = std::mem::take(&mut self.unwrapped);
+        if ops.len() == 1 && self.stream.is_empty() {
+            // The common case: move, don't copy (a 500 MB SET is not
+            // copied once more here).
+            std::mem::swap(&mut self.stream, &mut self.unit);
+            self.segments.push((ops[0].0, self.stream.len()));
+        } else if ops.len() == 1 || unwrapped {
+            // One op, or independent ops: a segment each.
+            let base = self.stream.len();
+            self.stream.extend_from_slice(&self.unit);
+            for &(db, end) in &ops {
+                self.segments.push((db, base + end));
             }
-            self.segments.push((db, self.stream.len()));
         } else {
             // MULTI takes the first op's database (its SELECT comes before
             // the MULTI) and EXEC the last one's, as Redis does, so no

@@ -365,52 +365,7 @@ pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
     if srv.config.appendonly {
         srv.aof.manifest = manifest;
         crate::state::aof::upgrade_old_aof(srv)?;
-        let dir = srv.config.dir.join(&srv.config.appenddirname);
-        let files: Vec<std::path::PathBuf> = srv
-            .aof
-            .manifest
-            .load_order()
-            .map(|f| dir.join(&f.name))
-            .collect();
-        let mut total = 0;
-        for f in &files {
-            match std::fs::metadata(f) {
-                Ok(m) => total += m.len(),
-                Err(e) => {
-                    return Err(format!(
-                        "Unable to obtain the AOF file {} length. stat: {e}",
-                        f.file_name().unwrap_or_default().to_string_lossy()
-                    ))
-                }
-            }
-        }
-        if files.is_empty() || total == 0 {
-            return Ok(());
-        }
-        let mut rest: std::collections::VecDeque<_> = files.into();
-        let path = rest.pop_front().expect("not empty");
-        let map = map_file(&path).map_err(|e| {
-            format!(
-                "Fatal error: can't open the append log file {}: {e}",
-                path.display()
-            )
-        })?;
-        let phase = first_phase(&map, &path)?;
-        info!("Loading the AOF from {} ({total} bytes)", dir.display());
-        srv.loading = Some(AsyncLoad {
-            map,
-            phase,
-            path,
-            rest,
-            aof: true,
-            started: Instant::now(),
-            total_bytes: total,
-            done_bytes: 0,
-            client: replay_client(),
-            keys: 0,
-            expired: 0,
-            multi_start: None,
-        });
+        srv.loading = begin_aof_load(srv)?;
         return Ok(());
     }
     srv.aof.manifest = manifest;
@@ -437,6 +392,80 @@ pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
         multi_start: None,
     });
     Ok(())
+}
+
+/// Prepare to load the AOF the manifest in memory lists (`None` when it
+/// lists nothing, or only empty files).
+fn begin_aof_load(srv: &mut Server) -> Result<Option<AsyncLoad>, String> {
+    let dir = srv.config.dir.join(&srv.config.appenddirname);
+    let files: Vec<std::path::PathBuf> = srv
+        .aof
+        .manifest
+        .load_order()
+        .map(|f| dir.join(&f.name))
+        .collect();
+    let mut total = 0;
+    for f in &files {
+        match std::fs::metadata(f) {
+            Ok(m) => total += m.len(),
+            Err(e) => {
+                return Err(format!(
+                    "Unable to obtain the AOF file {} length. stat: {e}",
+                    f.file_name().unwrap_or_default().to_string_lossy()
+                ))
+            }
+        }
+    }
+    if files.is_empty() || total == 0 {
+        return Ok(None);
+    }
+    let mut rest: std::collections::VecDeque<_> = files.into();
+    let path = rest.pop_front().expect("not empty");
+    let map = map_file(&path).map_err(|e| {
+        format!(
+            "Fatal error: can't open the append log file {}: {e}",
+            path.display()
+        )
+    })?;
+    let phase = first_phase(&map, &path)?;
+    info!("Loading the AOF from {} ({total} bytes)", dir.display());
+    Ok(Some(AsyncLoad {
+        map,
+        phase,
+        path,
+        rest,
+        aof: true,
+        started: Instant::now(),
+        total_bytes: total,
+        done_bytes: 0,
+        client: replay_client(),
+        keys: 0,
+        expired: 0,
+        multi_start: None,
+    }))
+}
+
+/// DEBUG LOADAOF: read the manifest again and load the AOF into the (empty)
+/// databases at once, feeding nothing back to the AOF meanwhile.
+pub fn load_aof_now(srv: &mut Server, replay: Replay) -> Result<(), String> {
+    srv.aof.manifest = crate::state::aof::read_manifest(srv)?;
+    if srv.aof.manifest.load_order().next().is_none() {
+        // Redis's AOF_NOT_EXIST, which DEBUG LOADAOF treats as fatal.
+        return Err("DEBUG LOADAOF: there is no append only file to load".into());
+    }
+    let Some(mut load) = begin_aof_load(srv)? else {
+        return Ok(());
+    };
+    srv.feed.suspend();
+    let result = loop {
+        match load_slice(srv, &mut load, replay) {
+            Ok(true) => continue,
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    srv.feed.resume();
+    result
 }
 
 /// Load the next slice. `Ok(true)` while more remains; an error means the
