@@ -46,6 +46,7 @@ pub struct Config {
     pub aof_load_truncated: bool,
     pub aof_use_rdb_preamble: bool,
     pub no_appendfsync_on_rewrite: bool,
+    pub aof_timestamp_enabled: bool,
     pub activerehashing: bool,
     pub active_expire_effort: i64,
     pub lazyfree_lazy_expire: bool,
@@ -121,6 +122,7 @@ impl Default for Config {
             aof_load_truncated: false,
             aof_use_rdb_preamble: false,
             no_appendfsync_on_rewrite: false,
+            aof_timestamp_enabled: false,
             activerehashing: false,
             active_expire_effort: 0,
             lazyfree_lazy_expire: false,
@@ -812,13 +814,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         "aof-timestamp-enabled",
         "no",
         true,
-        "Timestamp annotations in the AOF (only 'no' is supported by this build; annotations in loaded files are skipped).",
-        |_c| yes_no(false),
-        |_c, v| {
-            if parse_bool(v)? {
-                return Err("AOF timestamp annotations are not supported by this build yet".into());
-            }
-        }
+        "Write a #TS:<unix time> annotation in the AOF each second there are writes.",
+        |c| yes_no(c.aof_timestamp_enabled),
+        |c, v| c.aof_timestamp_enabled = parse_bool(v)?
     ),
     opt!(
         "appendfilename",

@@ -671,3 +671,36 @@ fn debug_loadaof_reloads_the_dataset_from_the_aof() {
     assert_eq!(c.cmd_str(&["GET", "after"]), b"$1\r\n1\r\n");
     check_dataset(&mut c);
 }
+
+#[test]
+fn timestamp_annotations_are_written_and_skipped_on_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d, "--aof-timestamp-enabled", "yes"]);
+        let mut c = Conn::connect(kv.port);
+        c.cmd_str(&["SET", "a", "1"]);
+        std::thread::sleep(Duration::from_millis(1100));
+        c.cmd_str(&["SET", "b", "2"]);
+        shutdown(&mut c, &mut kv, &[]);
+    }
+    let incr = std::fs::read(dir.path().join("appendonlydir/appendonly.aof.1.incr.aof")).unwrap();
+    let stamps = text(&incr)
+        .lines()
+        .filter(|l| l.starts_with("#TS:"))
+        .count();
+    assert_eq!(stamps, 2, "{}", text(&incr));
+    if let Some(tool) = require_tool("redis-check-aof") {
+        let out = Command::new(tool)
+            .arg(dir.path().join("appendonlydir/appendonly.aof.manifest"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stdout));
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["MGET", "a", "b"]),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+}

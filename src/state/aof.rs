@@ -148,6 +148,8 @@ pub struct Aof {
     pub inline_fsync: bool,
     /// Offset synced by an inline fsync.
     inline_synced: u64,
+    /// Unix second of the last `#TS:` annotation written.
+    last_timestamp: i64,
     pub last_write_ok: bool,
     pub last_write_error: String,
     pub rewrite: Option<RewriteChild>,
@@ -257,6 +259,17 @@ impl Server {
         }
         let mut cursor = std::mem::take(&mut self.aof.cursor);
         let before = self.aof.buf.len();
+        // Redis's genAofTimestampAnnotationIfNeeded: once per second with
+        // writes, before them.
+        if self.config.aof_timestamp_enabled {
+            let now = self.now_ms / 1000;
+            if now > self.aof.last_timestamp {
+                self.aof.last_timestamp = now;
+                self.aof
+                    .buf
+                    .extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+            }
+        }
         cursor.append(&self.feed, &mut self.aof.buf);
         self.aof.appended += (self.aof.buf.len() - before) as u64;
         self.aof.cursor = cursor;
