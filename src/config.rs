@@ -39,7 +39,7 @@ pub struct Config {
     pub save: String,
     pub appendonly: bool,
     pub appendfilename: String,
-    pub appendfsync: String,
+    pub appendfsync: FsyncPolicy,
     pub appenddirname: String,
     pub auto_aof_rewrite_percentage: i64,
     pub auto_aof_rewrite_min_size: u64,
@@ -115,7 +115,7 @@ impl Default for Config {
             save: String::new(),
             appendonly: false,
             appendfilename: String::new(),
-            appendfsync: String::new(),
+            appendfsync: FsyncPolicy::Everysec,
             appenddirname: String::new(),
             auto_aof_rewrite_percentage: 0,
             auto_aof_rewrite_min_size: 0,
@@ -273,6 +273,27 @@ pub fn os_error_text(e: &std::io::Error) -> String {
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+/// `appendfsync`: when the AOF is synced to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Before any reply that reflects the write.
+    Always,
+    /// Once a second, on a background thread.
+    Everysec,
+    /// When the kernel decides.
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::Everysec => "everysec",
+            FsyncPolicy::No => "no",
+        }
     }
 }
 
@@ -831,8 +852,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "everysec",
         true,
         "always, everysec or no.",
-        |c| c.appendfsync.clone(),
-        |c, v| c.appendfsync = parse_enum(v, &["always", "everysec", "no"])?
+        |c| c.appendfsync.name().to_string(),
+        |c, v| {
+            c.appendfsync = match parse_enum(v, &["always", "everysec", "no"])?.as_str() {
+                "always" => FsyncPolicy::Always,
+                "everysec" => FsyncPolicy::Everysec,
+                _ => FsyncPolicy::No,
+            }
+        }
     ),
     opt!(
         "activerehashing",

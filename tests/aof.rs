@@ -537,7 +537,7 @@ fn a_background_fsync_releases_held_replies_only_once_on_disk() {
     let config = Config {
         dir: dir.path().to_path_buf(),
         appendonly: true,
-        appendfsync: "always".into(),
+        appendfsync: kvstore::config::FsyncPolicy::Always,
         appendfilename: "appendonly.aof".into(),
         appenddirname: "appendonlydir".into(),
         aof_use_rdb_preamble: true,

@@ -29,6 +29,7 @@ use tracing::{info, warn};
 use super::feed::FeedCursor;
 use super::Server;
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
+use crate::config::FsyncPolicy;
 use crate::persistence::rdb;
 
 /// How long `everysec` may postpone a write while the previous fsync is
@@ -295,7 +296,7 @@ impl Server {
         // replies need it to have reached the kernel, and an asynchronous
         // write only made them wait a loop turn longer (measured: 10% more
         // CPU per request at P=1, nothing gained at P=16).
-        let always = self.config.appendfsync == "always";
+        let always = self.config.appendfsync == FsyncPolicy::Always;
         let idle_turn =
             always && self.aof.inline_fsync && self.aof.uring.as_ref().is_none_or(|u| !u.busy());
         let in_flight = self.aof.uring.as_ref().is_some_and(|u| u.busy());
@@ -303,7 +304,7 @@ impl Server {
             self.flush_aof_uring();
             return;
         }
-        let everysec = self.config.appendfsync == "everysec";
+        let everysec = self.config.appendfsync == FsyncPolicy::Everysec;
         if everysec && !force && self.aof.fsync_in_progress() {
             let since = *self
                 .aof
@@ -338,7 +339,7 @@ impl Server {
             self.release_held_replies();
         }
         if let Err(e) = result {
-            let always = self.config.appendfsync == "always";
+            let always = self.config.appendfsync == FsyncPolicy::Always;
             if self.aof.last_write_ok {
                 warn!("Error writing to the AOF file: {e}");
             }
@@ -359,7 +360,7 @@ impl Server {
         if self.config.no_appendfsync_on_rewrite && child_running {
             return;
         }
-        if self.config.appendfsync == "always" {
+        if self.config.appendfsync == FsyncPolicy::Always {
             if idle_turn && !self.aof.fsync_in_progress() {
                 // Nothing else to do meanwhile: sync here, as Redis does,
                 // without the hand-off to the thread.
@@ -389,7 +390,7 @@ impl Server {
             return;
         };
         let child_running = self.aof.rewrite.is_some() || self.snapshot.child.is_some();
-        let sync = self.config.appendfsync == "always"
+        let sync = self.config.appendfsync == FsyncPolicy::Always
             && !(self.config.no_appendfsync_on_rewrite && child_running);
         let end = self.aof.appended;
         let Some(uring) = self.aof.uring.as_mut() else {
@@ -409,7 +410,7 @@ impl Server {
             self.flush_aof(true);
             return;
         }
-        if self.config.appendfsync == "everysec" {
+        if self.config.appendfsync == FsyncPolicy::Everysec {
             self.sync_aof_everysec();
         }
     }
@@ -430,7 +431,7 @@ impl Server {
                 }
             }
             Some(e) => {
-                if self.config.appendfsync == "always" {
+                if self.config.appendfsync == FsyncPolicy::Always {
                     warn!("Can't recover from AOF write error when the AOF fsync policy is 'always': {e}. Exiting...");
                     std::process::exit(1);
                 }
@@ -547,7 +548,7 @@ impl Server {
     pub fn aof_durable(&self) -> u64 {
         if self.aof.status == AofStatus::Off {
             u64::MAX
-        } else if self.config.appendfsync == "always" {
+        } else if self.config.appendfsync == FsyncPolicy::Always {
             self.aof.synced()
         } else {
             self.aof.written
@@ -568,12 +569,12 @@ impl Server {
                     8,
                 )
             };
-            if s.failed.load(Ordering::Acquire) && self.config.appendfsync == "always" {
+            if s.failed.load(Ordering::Acquire) && self.config.appendfsync == FsyncPolicy::Always {
                 warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...");
                 std::process::exit(1);
             }
         }
-        if self.config.appendfsync == "always" && self.aof.uring.is_none() {
+        if self.config.appendfsync == FsyncPolicy::Always && self.aof.uring.is_none() {
             self.request_fsync();
         }
         self.release_held_replies();
@@ -582,7 +583,7 @@ impl Server {
     /// Under `everysec`, hand an fsync to the background thread once a
     /// second (never two at once).
     fn sync_aof_everysec(&mut self) {
-        if self.config.appendfsync != "everysec" || self.aof.file.is_none() {
+        if self.config.appendfsync != FsyncPolicy::Everysec || self.aof.file.is_none() {
             return;
         }
         if self
@@ -817,7 +818,7 @@ impl Server {
                 .open(dir.join(&incr))
                 .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
             if let Some(old) = self.aof.file.replace(file) {
-                if self.config.appendfsync == "always" {
+                if self.config.appendfsync == FsyncPolicy::Always {
                     // Already synced but for this turn's writes: cheap, and
                     // replies held for them are released by it.
                     let _ = old.sync_data();
