@@ -309,3 +309,19 @@ fn publish_reaches_every_kind_of_subscriber_once() {
             && info_field(&mut p, "stats", "pubsub_patterns") == "0"
     });
 }
+
+#[test]
+fn a_monitor_that_does_not_read_is_cut_off_at_the_replica_limit() {
+    let kv = start_kvstore(&["--client-output-buffer-limit", "replica 1mb 0 0"]);
+    let mut mon = Conn::connect(kv.port);
+    assert_eq!(mon.cmd_str(&["MONITOR"]), b"+OK\r\n");
+    let mut c = Conn::connect(kv.port);
+    let value = "v".repeat(64 * 1024);
+    for i in 0..400 {
+        c.cmd_str(&["SET", &format!("k{i}"), &value]);
+    }
+    wait_for("the monitor to be disconnected", || {
+        info_field(&mut c, "stats", "client_output_buffer_limit_disconnections") == "1"
+    });
+    assert_eq!(client_list(&mut c, &["TYPE", "replica"]).len(), 0);
+}

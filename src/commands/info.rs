@@ -167,7 +167,7 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
             aof.base_size,
             aof.rewrite_scheduled as u8,
             aof.buf.len(),
-            aof.fsync_in_progress() as u8,
+            aof.pending_fsyncs(),
             aof.delayed_fsync,
             if aof.uring.is_some() { "io_uring" } else { "write" },
         );

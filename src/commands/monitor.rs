@@ -77,16 +77,12 @@ pub fn feed_monitors(srv: &mut Server, client: &ClientState, db: usize, argv: &[
         }
     }
     line.extend_from_slice(b"\r\n");
-    for id in srv.monitors.clone() {
-        if id == client.id {
-            continue;
+    for i in 0..srv.monitors.len() {
+        let id = srv.monitors[i];
+        if let Some(slot) = srv.client_index(id).filter(|_| id != client.id) {
+            // As any reply: queued, and bound by the monitor's (replica
+            // class) output-buffer limit.
+            srv.push_output(slot, id, &line);
         }
-        let Some(slot) = srv.client_index(id) else {
-            continue;
-        };
-        if let Some(m) = srv.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-            m.reply.raw(&line);
-        }
-        srv.queue_write(slot);
     }
 }

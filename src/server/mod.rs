@@ -421,9 +421,7 @@ impl EventLoop {
                 // turn waits for the fsync of this turn's writes.
                 client.st.hold_until(appended, durable);
                 close |= !self.write_client(idx, &mut client);
-                if !client.st.holds.is_empty() {
-                    self.srv.aof.held_clients.push((idx, id));
-                }
+                self.srv.note_held(&mut client.st);
             }
             close |= client.st.close_after_reply && client.st.pending_output() == 0;
             self.put_client(idx, client);
@@ -558,9 +556,7 @@ impl EventLoop {
             self.srv.flush_feed();
             let durable = self.srv.aof_durable();
             client.st.hold_until(self.srv.aof.appended, durable);
-            if !client.st.holds.is_empty() {
-                self.srv.aof.held_clients.push((idx, client.st.id));
-            }
+            self.srv.note_held(&mut client.st);
             if !self.write_client(idx, client) {
                 return None;
             }

@@ -19,7 +19,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,8 +28,8 @@ use tracing::{info, warn};
 
 use super::feed::FeedCursor;
 use super::Server;
-use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
 use crate::config::FsyncPolicy;
+use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
 use crate::persistence::rdb;
 
 /// How long `everysec` may postpone a write while the previous fsync is
@@ -65,7 +65,8 @@ pub struct RewriteChild {
 /// waits for a disk.
 struct Syncer {
     tx: Sender<(File, u64)>,
-    busy: Arc<AtomicBool>,
+    /// Jobs queued or running (INFO aof_pending_bio_fsync).
+    pending: Arc<AtomicU32>,
     /// AOF offset known to be on disk.
     synced: Arc<AtomicU64>,
     failed: Arc<AtomicBool>,
@@ -84,10 +85,10 @@ impl Syncer {
         // SAFETY: `fd` was just created and is owned by nobody else.
         let eventfd = unsafe { OwnedFd::from_raw_fd(fd) };
         let (tx, rx) = channel::<(File, u64)>();
-        let busy = Arc::new(AtomicBool::new(false));
+        let pending = Arc::new(AtomicU32::new(0));
         let synced = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicBool::new(false));
-        let (b, s, f) = (busy.clone(), synced.clone(), failed.clone());
+        let (p, s, f) = (pending.clone(), synced.clone(), failed.clone());
         std::thread::Builder::new()
             .name("aof-fsync".into())
             .spawn(move || {
@@ -100,7 +101,7 @@ impl Syncer {
                             0
                         }
                     };
-                    b.store(false, Ordering::Release);
+                    p.fetch_sub(1, Ordering::AcqRel);
                     let one: u64 = 1;
                     // SAFETY: writing 8 bytes to our eventfd.
                     unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
@@ -108,11 +109,20 @@ impl Syncer {
             })?;
         Ok(Syncer {
             tx,
-            busy,
+            pending,
             synced,
             failed,
             eventfd,
         })
+    }
+
+    /// Queue an fsync of `file`; `upto` is the AOF offset it makes durable
+    /// (0 for a file that is only being closed).
+    fn submit(&self, file: File, upto: u64) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        if self.tx.send((file, upto)).is_err() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -171,11 +181,23 @@ impl Aof {
         }
     }
 
-    /// Is an fsync running on the background thread?
-    pub fn fsync_in_progress(&self) -> bool {
+    /// Fsyncs queued or running on the background thread.
+    pub fn pending_fsyncs(&self) -> u32 {
         self.syncer
             .as_ref()
-            .is_some_and(|s| s.busy.load(Ordering::Acquire))
+            .map_or(0, |s| s.pending.load(Ordering::Acquire))
+    }
+
+    pub fn fsync_in_progress(&self) -> bool {
+        self.pending_fsyncs() > 0
+    }
+
+    /// The fsync thread, started on first use.
+    fn syncer(&mut self) -> std::io::Result<&Syncer> {
+        if self.syncer.is_none() {
+            self.syncer = Some(Syncer::start()?);
+        }
+        Ok(self.syncer.as_ref().expect("just started"))
     }
 
     /// The AOF offset known to be on disk.
@@ -491,29 +513,51 @@ impl Server {
     fn release_held_replies(&mut self) {
         for (slot, id) in std::mem::take(&mut self.aof.held_clients) {
             if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                if c.id == id && !c.pending_write {
-                    c.pending_write = true;
-                    self.pending_writes.push((slot, id));
+                if c.id == id {
+                    c.aof_held = false;
                 }
             }
+            self.queue_write_of(slot, id);
+        }
+    }
+
+    /// Note that a client has replies held for the AOF (once, however many
+    /// turns it stays held).
+    pub fn note_held(&mut self, client: &mut super::ClientState) {
+        if !client.holds.is_empty() && !client.aof_held {
+            client.aof_held = true;
+            self.aof.held_clients.push((client.slot, client.id));
         }
     }
 
     /// Sync (and then close) a file on the fsync thread.
     fn background_fsync(&mut self, file: File) {
-        if self.aof.syncer.is_none() {
-            match Syncer::start() {
-                Ok(s) => self.aof.syncer = Some(s),
-                Err(e) => {
-                    warn!("Can't start the AOF fsync thread ({e}): syncing on the loop");
-                    let _ = file.sync_data();
-                    return;
-                }
+        match self.aof.syncer() {
+            // Offset 0: it moves nothing the replies wait for.
+            Ok(s) => s.submit(file, 0),
+            Err(e) => {
+                warn!("Can't start the AOF fsync thread ({e}): syncing on the loop");
+                let _ = file.sync_data();
             }
         }
-        let syncer = self.aof.syncer.as_ref().expect("just started");
-        // Offset 0: it moves nothing the replies wait for.
-        let _ = syncer.tx.send((file, 0));
+    }
+
+    /// Hand an fsync of everything written so far to the thread. False
+    /// when the thread cannot be started.
+    fn fsync_written_in_background(&mut self) -> bool {
+        let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
+            return true;
+        };
+        let upto = self.aof.written;
+        match self.aof.syncer() {
+            Ok(s) => s.submit(dup, upto),
+            Err(e) => {
+                warn!("Can't start the AOF fsync thread: {e}");
+                return false;
+            }
+        }
+        self.aof.last_fsync = Some(Instant::now());
+        true
     }
 
     /// Ask the fsync thread to sync everything written so far, unless an
@@ -522,24 +566,11 @@ impl Server {
         if self.aof.fsync_in_progress() || self.aof.synced() >= self.aof.written {
             return;
         }
-        let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
-            return;
-        };
-        if self.aof.syncer.is_none() {
-            match Syncer::start() {
-                Ok(s) => self.aof.syncer = Some(s),
-                Err(e) => {
-                    warn!("Can't start the AOF fsync thread: {e}. Exiting...");
-                    std::process::exit(1);
-                }
-            }
+        if !self.fsync_written_in_background() {
+            // Replies would wait for an fsync that never comes.
+            warn!("Exiting: appendfsync always cannot be honoured");
+            std::process::exit(1);
         }
-        let syncer = self.aof.syncer.as_ref().expect("just started");
-        syncer.busy.store(true, Ordering::Release);
-        if syncer.tx.send((dup, self.aof.written)).is_err() {
-            syncer.busy.store(false, Ordering::Release);
-        }
-        self.aof.last_fsync = Some(Instant::now());
     }
 
     /// The AOF offset a reply may reflect before it is sent: under
@@ -594,24 +625,7 @@ impl Server {
         {
             return;
         }
-        let Some(dup) = self.aof.file.as_ref().and_then(|f| f.try_clone().ok()) else {
-            return;
-        };
-        if self.aof.syncer.is_none() {
-            match Syncer::start() {
-                Ok(s) => self.aof.syncer = Some(s),
-                Err(e) => {
-                    warn!("Can't start the AOF fsync thread: {e}");
-                    return;
-                }
-            }
-        }
-        let syncer = self.aof.syncer.as_ref().expect("just started");
-        syncer.busy.store(true, Ordering::Release);
-        if syncer.tx.send((dup, self.aof.written)).is_err() {
-            syncer.busy.store(false, Ordering::Release);
-        }
-        self.aof.last_fsync = Some(Instant::now());
+        self.fsync_written_in_background();
     }
 
     /// Sync the AOF file now (shutdown), after the batch in flight and
@@ -773,14 +787,7 @@ impl Server {
         self.aof.buf.clear();
         self.feed.detach();
         // Nothing holds replies any more.
-        for (slot, id) in std::mem::take(&mut self.aof.held_clients) {
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                if c.id == id && !c.pending_write {
-                    c.pending_write = true;
-                    self.pending_writes.push((slot, id));
-                }
-            }
-        }
+        self.release_held_replies();
     }
 
     /// BGREWRITEAOF (Redis 7.0's rewriteAppendOnlyFileBackground): the

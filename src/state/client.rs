@@ -83,6 +83,8 @@ pub struct ClientState {
     pub holds: std::collections::VecDeque<(usize, u64)>,
     /// Reply bytes already released by satisfied holds.
     pub released: usize,
+    /// Listed in the AOF's held clients.
+    pub aof_held: bool,
     /// CLIENT REPLY OFF: replies are dropped (pushes still arrive).
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the current command's reply is dropped; the
@@ -209,6 +211,7 @@ impl ClientState {
             in_exec: false,
             holds: Default::default(),
             released: 0,
+            aof_held: false,
             reply_off: false,
             reply_skip: false,
             reply_skip_next: false,

@@ -144,21 +144,33 @@ impl Server {
     /// running the current command, to `self_pushes`), queue it for
     /// writing and hold it to its output-buffer class limit.
     fn deliver(&mut self, (id, slot): Subscriber, msg: &mut Encoded) {
-        let Some(entry) = self.clients.get_mut(slot) else {
-            return;
-        };
-        let Some(c) = entry.as_deref_mut().filter(|c| c.id == id) else {
-            if entry.is_none() && id == self.current_client {
+        let resp3 = match self.clients.get(slot) {
+            Some(Some(c)) if c.id == id => c.reply.is_resp3(),
+            Some(None) if id == self.current_client => {
                 // The client being served: its reply buffer is not here.
                 let bytes = msg.bytes(self.current_resp3);
                 self.self_pushes.extend_from_slice(bytes);
+                return;
             }
+            _ => return,
+        };
+        self.push_output(slot, id, msg.bytes(resp3));
+    }
+
+    /// Append bytes already encoded for client `id` at `slot` (a pub/sub
+    /// message, a MONITOR line) to its output, queue it for writing and
+    /// hold it to its class's output-buffer limit as each addition is made
+    /// (Redis's closeClientOnOutputBufferLimitReached), so a receiver that
+    /// does not read is cut off instead of growing without bound.
+    pub fn push_output(&mut self, slot: usize, id: u64, bytes: &[u8]) {
+        let Some(c) = self
+            .clients
+            .get_mut(slot)
+            .and_then(|c| c.as_deref_mut())
+            .filter(|c| c.id == id && !c.close_asap)
+        else {
             return;
         };
-        if c.close_asap {
-            return;
-        }
-        let bytes = msg.bytes(c.reply.is_resp3());
         c.reply.raw(bytes);
         if !c.pending_write {
             c.pending_write = true;
@@ -264,12 +276,13 @@ impl Server {
     }
 
     /// Queue a client whose output grew outside its own turn (a message,
-    /// an unblocked reply) to be written before the loop sleeps.
-    pub fn queue_write(&mut self, slot: usize) {
+    /// an unblocked reply, a released AOF hold) to be written before the
+    /// loop sleeps; nothing when the slot now holds another client.
+    pub fn queue_write_of(&mut self, slot: usize, id: u64) {
         if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-            if !c.pending_write {
+            if c.id == id && !c.pending_write {
                 c.pending_write = true;
-                self.pending_writes.push((slot, c.id));
+                self.pending_writes.push((slot, id));
             }
         }
     }
