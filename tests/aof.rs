@@ -704,3 +704,39 @@ fn timestamp_annotations_are_written_and_skipped_on_load() {
         b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
     );
 }
+
+#[test]
+fn a_blocking_command_in_an_aof_does_not_block_the_load() {
+    // Redis never writes one, but a hand-made AOF may hold one: as in
+    // Redis, the AOF client cannot block, and loading goes on.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let aofdir = dir.path().join("appendonlydir");
+    std::fs::create_dir(&aofdir).unwrap();
+    std::fs::write(
+        aofdir.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    let mut log = Vec::new();
+    for cmd in [
+        "BLPOP nolist 0",
+        "MULTI",
+        "SET a 1",
+        "EXEC",
+        "BRPOP nolist 0",
+        "SET b 2",
+    ] {
+        let argv: Vec<&[u8]> = cmd.split(' ').map(|w| w.as_bytes()).collect();
+        log.extend_from_slice(&common::encode(&argv));
+    }
+    std::fs::write(aofdir.join("appendonly.aof.1.incr.aof"), log).unwrap();
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["MGET", "a", "b"]),
+        b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
+    );
+    let clients = text(&c.cmd_str(&["INFO", "clients"]));
+    assert!(clients.contains("blocked_clients:0\r\n"), "{clients}");
+}

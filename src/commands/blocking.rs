@@ -47,7 +47,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
     }
     // Inside EXEC a blocking command answers at once as if it timed out
     // (BLMOVE and BRPOPLPUSH with a null bulk, as Redis does).
-    if c.cl.in_exec {
+    if c.cl.deny_blocking {
         if matches!(c.cmd.name, "blmove" | "brpoplpush") {
             c.cl.reply.null();
         } else {

@@ -7,7 +7,7 @@ use crate::state::ClientKind;
 
 /// `MONITOR`
 pub fn monitor(c: &mut Ctx, _argv: &[&[u8]]) {
-    if c.cl.in_exec {
+    if c.cl.deny_blocking {
         return c
             .cl
             .reply

@@ -99,7 +99,8 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
     // Unwatch first: the transaction's own writes must not flag this client.
     c.srv.unwatch_all(c.cl);
     c.cl.reply.array(commands.len());
-    c.cl.in_exec = true;
+    let denied_before = c.cl.deny_blocking;
+    c.cl.deny_blocking = true;
     let mut refs: Vec<&[u8]> = Vec::new();
     let mut commands_buf = commands;
     for (spec, range) in commands_buf.drain(..) {
@@ -120,7 +121,7 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
         c.cl.commands += 1;
         call(c.srv, c.cl, cmd, &refs, false);
     }
-    c.cl.in_exec = false;
+    c.cl.deny_blocking = denied_before;
     // Hand the buffers back for the next transaction.
     if let Some(mut m) = c.cl.multi.take() {
         let mut commands = commands_buf;

@@ -74,9 +74,10 @@ pub struct ClientState {
     pub kind: ClientKind,
     /// Queued in the server's pending writes.
     pub pending_write: bool,
-    /// Running the commands of an EXEC: blocking commands don't block
-    /// (Redis's CLIENT_DENY_BLOCKING).
-    pub in_exec: bool,
+    /// Running the commands of an EXEC, or replaying the AOF: blocking
+    /// commands answer at once instead of blocking (Redis's
+    /// CLIENT_DENY_BLOCKING).
+    pub deny_blocking: bool,
     /// Replies waiting for the AOF (`appendfsync always`): (reply position,
     /// AOF offset that must be on disk before the bytes up to that
     /// position are sent), in order.
@@ -208,7 +209,7 @@ impl ClientState {
             monitor: false,
             kind: ClientKind::Normal,
             pending_write: false,
-            in_exec: false,
+            deny_blocking: false,
             holds: Default::default(),
             released: 0,
             aof_held: false,

@@ -332,16 +332,12 @@ fn map_file(path: &std::path::Path) -> Result<memmap2::Mmap, String> {
     unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())
 }
 
+/// The client AOF commands run as. It may never block: a blocking command
+/// in a (hand-made) AOF answers at once, as Redis's AOF client does.
 fn replay_client() -> Box<ClientState> {
-    Box::new(ClientState::new(
-        0,
-        -1,
-        "aof".into(),
-        String::new(),
-        false,
-        true,
-        true,
-    ))
+    let mut c = ClientState::new(0, -1, "aof".into(), String::new(), false, true, true);
+    c.deny_blocking = true;
+    Box::new(c)
 }
 
 /// The phase a file starts in: an RDB image, or a command log.
