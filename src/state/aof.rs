@@ -421,14 +421,12 @@ impl Server {
         if uring.busy() {
             return;
         }
-        if let Err(e) = uring.submit(fd, &mut self.aof.buf, sync, end) {
-            // The batch could not be queued: give up on the ring.
-            warn!("io_uring submission failed ({e}): AOF writes use write(2) from now on");
-            if let Some(mut u) = self.aof.uring.take() {
-                if let Some(c) = u.wait() {
-                    self.apply_uring_completion(c);
-                }
-            }
+        if let Err((e, bytes)) = uring.submit(fd, &mut self.aof.buf, sync, end) {
+            // Nothing was queued: give up on the ring, write these bytes
+            // (before anything newer) with write(2).
+            self.abandon_uring(&e);
+            let newer = std::mem::replace(&mut self.aof.buf, bytes);
+            self.aof.buf.extend_from_slice(&newer);
             self.flush_aof(true);
             return;
         }
@@ -470,10 +468,21 @@ impl Server {
         }
     }
 
+    /// Stop using the ring; AOF writes use write(2) and the fsync thread.
+    fn abandon_uring(&mut self, why: &std::io::Error) {
+        warn!("io_uring submission failed ({why}): AOF writes use write(2) from now on");
+        self.aof.uring = None;
+    }
+
     /// The ring's eventfd fired: reap, send the next batch, release replies.
     pub fn aof_uring_done(&mut self) {
         let done = self.aof.uring.as_mut().and_then(|u| u.reap());
         if let Some(c) = done {
+            let broken = self.aof.uring.as_ref().is_some_and(|u| u.broken());
+            if broken {
+                let why = std::io::Error::other("resubmitting a short write");
+                self.abandon_uring(&why);
+            }
             self.apply_uring_completion(c);
             if !self.aof.buf.is_empty() && self.aof.last_write_ok {
                 self.flush_aof_uring();
@@ -906,8 +915,9 @@ impl Server {
         if self.aof.status == AofStatus::Off {
             return;
         }
-        // Catch up on a write postponed by a slow fsync.
-        if self.aof.flush_postponed_since.is_some() {
+        // Catch up on a write postponed by a slow fsync, and retry one that
+        // failed (writes are refused meanwhile, so nothing else triggers it).
+        if self.aof.flush_postponed_since.is_some() || !self.aof.last_write_ok {
             self.flush_aof(false);
         }
         self.sync_aof_everysec();

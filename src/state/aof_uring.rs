@@ -57,6 +57,9 @@ pub struct Uring {
     batch: Option<Batch>,
     /// The last batch's buffer, emptied, for the next turn's bytes.
     pub spare: Vec<u8>,
+    /// A submission failed: entries may be left in the submission queue,
+    /// so the ring must not be entered again (dropping it discards them).
+    broken: bool,
 }
 
 impl Uring {
@@ -77,6 +80,7 @@ impl Uring {
             eventfd,
             batch: None,
             spare: Vec::new(),
+            broken: false,
         })
     }
 
@@ -89,14 +93,27 @@ impl Uring {
         self.batch.is_some()
     }
 
+    /// A submission failed: give the ring up (see `broken`).
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
     /// Bytes in flight.
     pub fn in_flight(&self) -> usize {
         self.batch.as_ref().map_or(0, |b| b.buf.len() - b.done)
     }
 
     /// Send `buf`'s bytes (taken; `buf` gets the spare buffer back) to the
-    /// end of `fd`, with an fdatasync after them when `sync`.
-    pub fn submit(&mut self, fd: RawFd, buf: &mut Vec<u8>, sync: bool, end: u64) -> io::Result<()> {
+    /// end of `fd`, with an fdatasync after them when `sync`. When the
+    /// submission fails nothing reached the kernel: the bytes come back
+    /// with the error, and the ring is broken.
+    pub fn submit(
+        &mut self,
+        fd: RawFd,
+        buf: &mut Vec<u8>,
+        sync: bool,
+        end: u64,
+    ) -> Result<(), (io::Error, Vec<u8>)> {
         debug_assert!(self.batch.is_none());
         let bytes = std::mem::replace(buf, std::mem::take(&mut self.spare));
         self.batch = Some(Batch {
@@ -109,15 +126,20 @@ impl Uring {
             write_result: None,
             fsync_result: None,
         });
-        self.push_batch()
+        self.push_batch().map_err(|e| {
+            let bytes = self.batch.take().map(|b| b.buf).unwrap_or_default();
+            (e, bytes)
+        })
     }
 
     /// Queue the rest of the batch (all of it the first time).
     fn push_batch(&mut self) -> io::Result<()> {
         let b = self.batch.as_mut().expect("a batch to push");
         let rest = &b.buf[b.done..];
+        // One write takes at most 4 GiB; the rest goes as after a short write.
+        let len = rest.len().min(u32::MAX as usize) as u32;
         // Offset -1: at the file position; the file is O_APPEND, so at its end.
-        let mut write = opcode::Write::new(types::Fd(b.fd), rest.as_ptr(), rest.len() as u32)
+        let mut write = opcode::Write::new(types::Fd(b.fd), rest.as_ptr(), len)
             .offset(u64::MAX)
             .build()
             .user_data(WRITE);
@@ -134,6 +156,7 @@ impl Uring {
             write = write.flags(squeue::Flags::IO_LINK);
             b.expected = 2;
         }
+        self.broken = true;
         {
             let mut sq = self.ring.submission();
             // SAFETY: the buffer the write reads lives in `self.batch`, which
@@ -148,6 +171,7 @@ impl Uring {
             }
         }
         self.ring.submit()?;
+        self.broken = false;
         Ok(())
     }
 
@@ -189,44 +213,22 @@ impl Uring {
         let b = self.batch.as_mut()?;
         let write = b.write_result.unwrap_or(-libc::EIO);
         if write < 0 {
-            let error = Some(io::Error::from_raw_os_error(-write));
-            let b = self.batch.take()?;
-            return Some(Completion {
-                written: b.done,
-                end: b.end - (b.buf.len() - b.done) as u64,
-                synced: false,
-                error,
-                rest: b.buf[b.done..].to_vec(),
-            });
+            return self.fail(io::Error::from_raw_os_error(-write));
         }
         b.done += write as usize;
         if b.done < b.buf.len() {
             if write == 0 {
-                let b = self.batch.take()?;
-                return Some(Completion {
-                    written: b.done,
-                    end: b.end - (b.buf.len() - b.done) as u64,
-                    synced: false,
-                    error: Some(io::Error::from(io::ErrorKind::WriteZero)),
-                    rest: b.buf[b.done..].to_vec(),
-                });
+                return self.fail(io::Error::from(io::ErrorKind::WriteZero));
             }
             // A short write cancels the linked fsync: send the rest again.
+            // A failed submission queued nothing, so the batch may go.
             if let Err(e) = self.push_batch() {
-                let b = self.batch.take()?;
-                return Some(Completion {
-                    written: b.done,
-                    end: b.end - (b.buf.len() - b.done) as u64,
-                    synced: false,
-                    error: Some(e),
-                    rest: b.buf[b.done..].to_vec(),
-                });
+                return self.fail(e);
             }
             return None;
         }
         let mut b = self.batch.take()?;
-        let fsync = b.fsync_result;
-        let error = match fsync {
+        let error = match b.fsync_result {
             Some(r) if r < 0 => Some(io::Error::from_raw_os_error(-r)),
             _ => None,
         };
@@ -242,20 +244,30 @@ impl Uring {
         Some(done)
     }
 
+    /// End the batch with `error` (nothing of it is in the kernel any
+    /// more): what it wrote, and the rest to try again.
+    fn fail(&mut self, error: io::Error) -> Option<Completion> {
+        let mut b = self.batch.take()?;
+        let unwritten = (b.buf.len() - b.done) as u64;
+        b.buf.drain(..b.done);
+        Some(Completion {
+            written: b.done,
+            end: b.end - unwritten,
+            synced: false,
+            error: Some(error),
+            rest: b.buf,
+        })
+    }
+
     /// Wait for the batch in flight, if any (shutdown, switching files).
+    /// Its buffer is the kernel's until its completions are in, so a
+    /// failing wait is retried, never given up.
     pub fn wait(&mut self) -> Option<Completion> {
         loop {
             let expected = self.batch.as_ref()?.expected;
             if let Err(e) = self.ring.submit_and_wait(expected as usize) {
                 if e.kind() != io::ErrorKind::Interrupted {
-                    let b = self.batch.take()?;
-                    return Some(Completion {
-                        written: b.done,
-                        end: b.end - (b.buf.len() - b.done) as u64,
-                        synced: false,
-                        error: Some(e),
-                        rest: b.buf[b.done..].to_vec(),
-                    });
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
             if let Some(c) = self.reap() {
