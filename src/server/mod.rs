@@ -405,13 +405,7 @@ impl EventLoop {
         let appended = self.srv.aof.appended;
         let durable = self.srv.aof_durable();
         for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
-            let same = self
-                .srv
-                .clients
-                .get(idx)
-                .and_then(|c| c.as_ref())
-                .is_some_and(|c| c.id == id);
-            let Some(mut client) = same.then(|| self.take_client(idx)).flatten() else {
+            let Some(mut client) = self.take_client_if(idx, id) else {
                 continue;
             };
             client.st.pending_write = false;
@@ -436,14 +430,7 @@ impl EventLoop {
     fn resume_unblocked(&mut self) {
         while !self.srv.unblocked.is_empty() {
             for (idx, id) in std::mem::take(&mut self.srv.unblocked) {
-                // The slot may have been reused since: only resume the same client.
-                let same = self
-                    .srv
-                    .clients
-                    .get(idx)
-                    .and_then(|c| c.as_ref())
-                    .is_some_and(|c| c.id == id);
-                let Some(mut client) = same.then(|| self.take_client(idx)).flatten() else {
+                let Some(mut client) = self.take_client_if(idx, id) else {
                     continue;
                 };
                 let mut close = false;
@@ -815,6 +802,24 @@ impl EventLoop {
         }
     }
 
+    /// Does slot `idx` still hold client `id` (it may have been reused)?
+    fn slot_holds(&self, idx: usize, id: u64) -> bool {
+        self.srv
+            .clients
+            .get(idx)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.id == id)
+    }
+
+    /// Take client `id` out of slot `idx`, if the slot still holds it.
+    fn take_client_if(&mut self, idx: usize, id: u64) -> Option<Client> {
+        if self.slot_holds(idx, id) {
+            self.take_client(idx)
+        } else {
+            None
+        }
+    }
+
     /// Take a client out of its slots to serve it.
     fn take_client(&mut self, idx: usize) -> Option<Client> {
         let link = self.links.get_mut(idx)?.take()?;
@@ -855,13 +860,7 @@ impl EventLoop {
 
     fn close_marked(&mut self) {
         for (idx, id) in std::mem::take(&mut self.srv.to_close) {
-            if self
-                .srv
-                .clients
-                .get(idx)
-                .and_then(|c| c.as_ref())
-                .is_some_and(|c| c.id == id)
-            {
+            if self.slot_holds(idx, id) {
                 self.close_client(idx);
             }
         }

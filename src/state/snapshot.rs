@@ -315,6 +315,32 @@ pub struct AsyncLoad {
 }
 
 impl AsyncLoad {
+    /// A load starting at `path` (then, for an AOF, the files in `rest`);
+    /// `total_bytes` of all of them.
+    fn new(
+        map: memmap2::Mmap,
+        phase: LoadPhase,
+        path: std::path::PathBuf,
+        rest: std::collections::VecDeque<std::path::PathBuf>,
+        aof: bool,
+        total_bytes: u64,
+    ) -> AsyncLoad {
+        AsyncLoad {
+            map,
+            phase,
+            path,
+            aof,
+            rest,
+            started: Instant::now(),
+            total_bytes,
+            done_bytes: 0,
+            client: replay_client(),
+            keys: 0,
+            expired: 0,
+            multi_start: None,
+        }
+    }
+
     /// Bytes consumed so far, all files together.
     pub fn loaded_bytes(&self) -> u64 {
         let here = match &self.phase {
@@ -373,20 +399,15 @@ pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
     let map = map_file(&path).map_err(bad)?;
     let state = rdb::load_begin(&map).map_err(bad)?;
     info!("Loading RDB {} ({} bytes)", path.display(), map.len());
-    srv.loading = Some(AsyncLoad {
-        total_bytes: map.len() as u64,
+    let total = map.len() as u64;
+    srv.loading = Some(AsyncLoad::new(
         map,
-        phase: LoadPhase::Rdb(state),
+        LoadPhase::Rdb(state),
         path,
-        rest: Default::default(),
-        aof: false,
-        started: Instant::now(),
-        done_bytes: 0,
-        client: replay_client(),
-        keys: 0,
-        expired: 0,
-        multi_start: None,
-    });
+        Default::default(),
+        false,
+        total,
+    ));
     Ok(())
 }
 
@@ -425,20 +446,7 @@ fn begin_aof_load(srv: &mut Server) -> Result<Option<AsyncLoad>, String> {
     })?;
     let phase = first_phase(&map, &path)?;
     info!("Loading the AOF from {} ({total} bytes)", dir.display());
-    Ok(Some(AsyncLoad {
-        map,
-        phase,
-        path,
-        rest,
-        aof: true,
-        started: Instant::now(),
-        total_bytes: total,
-        done_bytes: 0,
-        client: replay_client(),
-        keys: 0,
-        expired: 0,
-        multi_start: None,
-    }))
+    Ok(Some(AsyncLoad::new(map, phase, path, rest, true, total)))
 }
 
 /// DEBUG LOADAOF: read the manifest again and load the AOF into the (empty)
