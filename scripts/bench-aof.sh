@@ -19,55 +19,11 @@ KEYS=${KEYS:-3000000}
 EXTRA=${EXTRA:-1000000}
 VALUE_SIZE=${VALUE_SIZE:-100}
 ROUNDS=${ROUNDS:-3}
-REDIS=${REDIS_BIN:-redis-server}
-if [[ -n ${KVSTORE_BIN:-} ]]; then
-    KV=$KVSTORE_BIN
-else
-    cargo build --release >&2
-    KV=target/release/kvstore
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
-info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
-now() { date +%s.%N; }
+source scripts/bench-common.sh
 
 echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
-python3 - "$KEYS" "$VALUE_SIZE" >"$work/load.resp" <<'PY'
-import sys
-n, size = int(sys.argv[1]), int(sys.argv[2])
-out = sys.stdout.buffer
-val = b"v" * size
-chunk = []
-for i in range(n):
-    k = b"key:%012d" % i
-    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
-    if len(chunk) == 10000:
-        out.write(b"".join(chunk)); chunk = []
-out.write(b"".join(chunk))
-PY
-
-python3 - "$EXTRA" "$VALUE_SIZE" >"$work/extra.resp" <<'PY'
-import sys
-n, size = int(sys.argv[1]), int(sys.argv[2])
-out = sys.stdout.buffer
-val = b"w" * size
-chunk = []
-for i in range(n):
-    k = b"key:%012d" % i
-    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
-    if len(chunk) == 10000:
-        out.write(b"".join(chunk)); chunk = []
-out.write(b"".join(chunk))
-PY
-
-results="$work/results.tsv"
-: >"$results"
-record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
+gen_sets "$EXTRA" "$VALUE_SIZE" w >"$work/extra.resp"
 
 start() { # SIDE DIR PORT -> pid in $pid
     local bin=$KV
@@ -107,11 +63,7 @@ run_side() { # SIDE
     : >"$dir/log"
     t0=$(now)
     start "$side" "$dir" "$port"
-    while :; do
-        reply=$(redis-cli -p "$port" dbsize 2>&1 || true)
-        [[ $reply =~ ^[0-9]+$ ]] && break
-        sleep 0.01
-    done
+    wait_loaded "$port"
     t1=$(now)
     [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE after the restart is $reply, not $KEYS" >&2; exit 1; }
     [[ $(redis-cli -p "$port" get key:000000000000) == "$(printf 'w%.0s' $(seq 1 "$VALUE_SIZE"))" ]] || { echo "$side: the incremental file was not applied" >&2; exit 1; }
@@ -121,43 +73,12 @@ run_side() { # SIDE
     wait "$pid" 2>/dev/null || true
 }
 
-for ((round = 1; round <= ROUNDS; round++)); do
-    if ((round % 2)); then order=(kvstore redis); else order=(redis kvstore); fi
-    for side in "${order[@]}"; do
-        echo "round $round/$ROUNDS: $side" >&2
-        run_side "$side"
-    done
-done
+run_rounds
 
-python3 - "$results" "$KEYS" "$EXTRA" "$VALUE_SIZE" "$ROUNDS" <<'PY'
-import statistics, sys
-path, keys, extra, size, rounds = sys.argv[1:]
-vals = {}
-for line in open(path):
-    side, name, v = line.rstrip("\n").split("\t")
-    if v:
-        vals.setdefault((name, side), []).append(float(v))
-def cell(name, side, fmt):
-    xs = vals.get((name, side), [])
-    if not xs:
-        return "n/a", None
-    m = statistics.median(xs)
-    spread = f" [{fmt(min(xs))}–{fmt(max(xs))}]" if len(xs) > 1 else ""
-    return fmt(m) + spread, m
-rows = [
-    ("BGREWRITEAOF seconds", "rewrite_s", lambda v: f"{v:.2f}"),
-    ("worst PING latency during the rewrite (ms)", "rewrite_ping_max_ms", lambda v: f"{v:.2f}"),
-    ("AOF directory MB (base + incremental)", "aof_mb", lambda v: f"{v:.0f}"),
-    ("load seconds, exec to first non-LOADING reply", "load_wall_s", lambda v: f"{v:.2f}"),
-    ("load seconds, the server's own log", "load_log_s", lambda v: f"{v:.2f}"),
-]
-print(f"## AOF: {int(keys):,} keys rewritten into a base, then {int(extra):,} SETs; {size}-byte values; median of {rounds} rounds [min–max]")
-print()
-print("| measure | kvstore | redis | ratio |")
-print("| --- | --- | --- | --- |")
-for label, name, fmt in rows:
-    k, km = cell(name, "kvstore", fmt)
-    r, rm = cell(name, "redis", fmt)
-    ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
-    print(f"| {label} | {k} | {r} | {ratio} |")
-PY
+python3 "$HELPER" side-table "$results" \
+    "AOF: $KEYS keys rewritten into a base, then $EXTRA SETs; $VALUE_SIZE-byte values; median of $ROUNDS rounds [min–max]" \
+    "BGREWRITEAOF seconds|rewrite_s|.2f" \
+    "worst PING latency during the rewrite (ms)|rewrite_ping_max_ms|.2f" \
+    "AOF directory MB (base + incremental)|aof_mb|.0f" \
+    "load seconds, exec to first non-LOADING reply|load_wall_s|.2f" \
+    "load seconds, the server's own log|load_log_s|.2f"

@@ -16,42 +16,10 @@ cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
 VALUE_SIZE=${VALUE_SIZE:-100}
 ROUNDS=${ROUNDS:-3}
-REDIS=${REDIS_BIN:-redis-server}
-if [[ -n ${KVSTORE_BIN:-} ]]; then
-    KV=$KVSTORE_BIN
-else
-    # Rebuild (a no-op when nothing changed): the tree measured is this one.
-    cargo build --release >&2
-    KV=target/release/kvstore
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
-info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
-now() { date +%s.%N; }
+source scripts/bench-common.sh
 
 echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
-python3 - "$KEYS" "$VALUE_SIZE" >"$work/load.resp" <<'PY'
-import sys
-n, size = int(sys.argv[1]), int(sys.argv[2])
-out = sys.stdout.buffer
-val = b"v" * size
-chunk = []
-for i in range(n):
-    k = b"key:%012d" % i
-    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
-    if len(chunk) == 10000:
-        out.write(b"".join(chunk)); chunk = []
-out.write(b"".join(chunk))
-PY
-
-results="$work/results.tsv"
-: >"$results"
-record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
 
 start() { # SIDE DIR PORT -> pid in $pid
     local bin=$KV
@@ -91,11 +59,7 @@ run_side() { # SIDE
     : >"$dir/log"
     t0=$(now)
     start "$side" "$dir" "$port"
-    while :; do
-        reply=$(redis-cli -p "$port" dbsize 2>&1 || true)
-        [[ $reply =~ ^[0-9]+$ ]] && break
-        sleep 0.01
-    done
+    wait_loaded "$port"
     t1=$(now)
     [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE after the restart is $reply, not $KEYS" >&2; exit 1; }
     record "$side" load_wall_s "$(echo "$t1 - $t0" | bc)"
@@ -104,44 +68,13 @@ run_side() { # SIDE
     wait "$pid" 2>/dev/null || true
 }
 
-for ((round = 1; round <= ROUNDS; round++)); do
-    if ((round % 2)); then order=(kvstore redis); else order=(redis kvstore); fi
-    for side in "${order[@]}"; do
-        echo "round $round/$ROUNDS: $side" >&2
-        run_side "$side"
-    done
-done
+run_rounds
 
-python3 - "$results" "$KEYS" "$VALUE_SIZE" "$ROUNDS" <<'PY'
-import statistics, sys
-path, keys, size, rounds = sys.argv[1:]
-vals = {}
-for line in open(path):
-    side, name, v = line.rstrip("\n").split("\t")
-    if v:
-        vals.setdefault((name, side), []).append(float(v))
-def cell(name, side, fmt):
-    xs = vals.get((name, side), [])
-    if not xs:
-        return "n/a", None
-    m = statistics.median(xs)
-    spread = f" [{fmt(min(xs))}–{fmt(max(xs))}]" if len(xs) > 1 else ""
-    return fmt(m) + spread, m
-rows = [
-    ("dump size MB", "dump_mb", lambda v: f"{v:.0f}"),
-    ("SAVE seconds", "save_s", lambda v: f"{v:.2f}"),
-    ("load seconds, exec to first non-LOADING reply", "load_wall_s", lambda v: f"{v:.2f}"),
-    ("load seconds, the server's own log", "load_log_s", lambda v: f"{v:.2f}"),
-    ("BGSAVE latest_fork_usec", "fork_usec", lambda v: f"{v:,.0f}"),
-    ("worst PING latency during BGSAVE (ms)", "bgsave_ping_max_ms", lambda v: f"{v:.2f}"),
-]
-print(f"## Snapshots: {int(keys):,} keys, {size}-byte values, median of {rounds} rounds [min–max]")
-print()
-print("| measure | kvstore | redis | ratio |")
-print("| --- | --- | --- | --- |")
-for label, name, fmt in rows:
-    k, km = cell(name, "kvstore", fmt)
-    r, rm = cell(name, "redis", fmt)
-    ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
-    print(f"| {label} | {k} | {r} | {ratio} |")
-PY
+python3 "$HELPER" side-table "$results" \
+    "Snapshots: $KEYS keys, $VALUE_SIZE-byte values, median of $ROUNDS rounds [min–max]" \
+    "dump size MB|dump_mb|.0f" \
+    "SAVE seconds|save_s|.2f" \
+    "load seconds, exec to first non-LOADING reply|load_wall_s|.2f" \
+    "load seconds, the server's own log|load_log_s|.2f" \
+    "BGSAVE latest_fork_usec|fork_usec|,.0f" \
+    "worst PING latency during BGSAVE (ms)|bgsave_ping_max_ms|.2f"

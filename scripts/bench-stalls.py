@@ -33,6 +33,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_helper import free_port, resp  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SET_MEMBERS = int(os.environ.get("SET_MEMBERS", "10000000"))
@@ -45,23 +48,6 @@ SLOW_WAIT = float(os.environ.get("SLOW_WAIT_S", "8"))
 KV_BIN = os.environ.get("KVSTORE_BIN", os.path.join(ROOT, "target/release/kvstore"))
 REDIS_BIN = os.environ.get("REDIS_BIN", "redis-server")
 ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        if isinstance(a, str):
-            a = a.encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
 
 class Reader:
@@ -112,7 +98,7 @@ class Client:
         self.r = Reader(self.sock)
 
     def cmd(self, *args):
-        self.sock.sendall(encode(*args))
+        self.sock.sendall(resp(*args))
         return self.r.reply()
 
     def pipeline(self, payload, replies):
@@ -195,7 +181,7 @@ def fill_set(c, key, members):
     parts = []
     for start in range(0, members, batch):
         end = min(members, start + batch)
-        parts.append(encode("SADD", key, *[b"m:%d" % i for i in range(start, end)]))
+        parts.append(resp("SADD", key, *[b"m:%d" % i for i in range(start, end)]))
     c.pipeline(b"".join(parts), len(parts))
 
 
@@ -206,7 +192,7 @@ def fill_keys(c, n):
         kv = []
         for i in range(start, min(n, start + batch)):
             kv += [b"key:%012d" % i, b"val:%012d" % i]
-        parts.append(encode("MSET", *kv))
+        parts.append(resp("MSET", *kv))
     c.pipeline(b"".join(parts), len(parts))
 
 
@@ -251,7 +237,7 @@ def op_big_set_deletes(side):
 def op_set_big(side):
     if ONLY and "set_big" not in ONLY:
         return {}
-    payload = encode("SET", "big", b"x" * BIG_VALUE)
+    payload = resp("SET", "big", b"x" * BIG_VALUE)
     srv = Server(side)
     try:
         c = Client(srv.port)
@@ -295,7 +281,7 @@ def op_slow_reader(side):
         slow.connect(("127.0.0.1", srv.port))
 
         def send():
-            slow.sendall(encode("GET", "big") * SLOW_GETS)
+            slow.sendall(resp("GET", "big") * SLOW_GETS)
             time.sleep(SLOW_WAIT)
 
         stall = timed(srv.port, send)

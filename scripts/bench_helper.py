@@ -29,6 +29,22 @@ def die(msg):
 # ports / data generation
 # --------------------------------------------------------------------------
 
+def free_port():
+    """One port nobody listens on now (for a single server)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def resp(*args):
+    """One command as a RESP array of bulk strings (str, bytes or int args)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 def free_ports(count):
     socks = []
     try:
@@ -272,6 +288,36 @@ def memory_table(records_path):
         print(f"- note: {note}")
 
 
+def side_table(records_path, title, rows):
+    """Medians [min–max] per measure of SIDE<TAB>NAME<TAB>VALUE records, kvstore
+    beside redis. Each row is LABEL|NAME|FORMAT-SPEC."""
+    vals = {}
+    with open(records_path) as f:
+        for line in f:
+            side, name, v = line.rstrip("\n").split("\t")
+            if v:
+                vals.setdefault((name, side), []).append(float(v))
+
+    def cell(name, side, spec):
+        xs = vals.get((name, side), [])
+        if not xs:
+            return "n/a", None
+        m = statistics.median(xs)
+        spread = f" [{min(xs):{spec}}–{max(xs):{spec}}]" if len(xs) > 1 else ""
+        return f"{m:{spec}}{spread}", m
+
+    print(f"## {title}")
+    print()
+    print("| measure | kvstore | redis | ratio |")
+    print("| --- | --- | --- | --- |")
+    for row in rows:
+        label, name, spec = row.split("|")
+        k, km = cell(name, "kvstore", spec)
+        r, rm = cell(name, "redis", spec)
+        ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
+        print(f"| {label} | {k} | {r} | {ratio} |")
+
+
 def main(argv):
     if len(argv) < 2:
         die(f"usage: {argv[0]} SUBCOMMAND ...")
@@ -281,6 +327,8 @@ def main(argv):
             free_ports(int(args[0]))
         elif cmd == "gen-resp" and len(args) == 2:
             gen_resp(int(args[0]), args[1])
+        elif cmd == "side-table" and len(args) >= 3:
+            side_table(args[0], args[1], args[2:])
         elif cmd == "check-csv" and len(args) == 1:
             check_csv(args[0])
         elif cmd == "throughput-table" and len(args) == 1:

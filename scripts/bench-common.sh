@@ -1,0 +1,63 @@
+# Shared by bench-persistence.sh and bench-aof.sh (sourced, not run): build,
+# a temporary work directory with its servers killed on exit, and helpers.
+# Sets KV, REDIS, work, pids; record() appends to $work/results.tsv.
+REDIS=${REDIS_BIN:-redis-server}
+if [[ -n ${KVSTORE_BIN:-} ]]; then
+    KV=$KVSTORE_BIN
+else
+    # Rebuild (a no-op when nothing changed): the tree measured is this one.
+    cargo build --release >&2
+    KV=target/release/kvstore
+fi
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+HELPER="$(dirname "${BASH_SOURCE[0]}")/bench_helper.py"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
+info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
+now() { date +%s.%N; }
+
+results="$work/results.tsv"
+: >"$results"
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
+
+# gen_sets N SIZE FILL: N SETs of key:%012d to a SIZE-byte value of FILL, as RESP.
+gen_sets() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import sys
+n, size, fill = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+out = sys.stdout.buffer
+val = fill * size
+chunk = []
+for i in range(n):
+    k = b"key:%012d" % i
+    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, val))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+}
+
+# wait_loaded PORT: poll DBSIZE until the reply is a number (not -LOADING,
+# not a refused connection); leaves it in $reply.
+wait_loaded() {
+    while :; do
+        reply=$(redis-cli -p "$1" dbsize 2>&1 || true)
+        [[ $reply =~ ^[0-9]+$ ]] && return 0
+        sleep 0.01
+    done
+}
+
+# run_rounds: ROUNDS rounds of run_side, interleaved, alternating who goes first.
+run_rounds() {
+    for ((round = 1; round <= ROUNDS; round++)); do
+        if ((round % 2)); then order=(kvstore redis); else order=(redis kvstore); fi
+        for side in "${order[@]}"; do
+            echo "round $round/$ROUNDS: $side" >&2
+            run_side "$side"
+        done
+    done
+}
