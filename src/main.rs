@@ -112,8 +112,9 @@ fn check_rdb(path: Option<&String>) -> ExitCode {
     };
     use kvstore::persistence::rdb;
     let opts = rdb::LoadOptions::from_config(&config);
+    let seed = kvstore::util::random_u64();
     let mut dbs: Vec<kvstore::db::Db> = (0..config.databases)
-        .map(|i| kvstore::db::Db::new(i, kvstore::util::random_u64()))
+        .map(|i| kvstore::db::Db::new(i, seed))
         .collect();
     match rdb::load_file(&mut dbs, &opts, std::path::Path::new(path)) {
         Ok(stats) => {

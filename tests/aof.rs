@@ -280,12 +280,26 @@ fn a_killed_server_loses_no_acknowledged_write_under_any_policy() {
     }
 }
 
+/// redis-check-aof (where installed) finds the AOF under `dir` valid.
+fn assert_redis_check_aof_accepts(dir: &std::path::Path) {
+    let Some(tool) = require_tool("redis-check-aof") else {
+        return;
+    };
+    let manifest = dir.join("appendonlydir/appendonly.aof.manifest");
+    let out = Command::new(tool).arg(&manifest).output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "redis-check-aof: {said}");
+    assert!(
+        said.contains("All AOF files and manifest are valid"),
+        "{said}"
+    );
+}
+
 #[test]
 fn redis_and_kvstore_load_each_other_s_aof() {
     let Some(redis) = start_redis(&["--appendonly", "yes"]) else {
         return;
     };
-    let check_aof = require_tool("redis-check-aof");
     // Redis writes, rewrites (an RDB-preamble base) and writes more.
     let mut r = Conn::connect(redis.port);
     write_dataset(&mut r);
@@ -316,16 +330,7 @@ fn redis_and_kvstore_load_each_other_s_aof() {
         c.cmd_str(&["SET", "fromkv2", "2"]);
         shutdown(&mut c, &mut kv, &[]);
     }
-    let manifest = dir.path().join("appendonlydir/appendonly.aof.manifest");
-    if let Some(tool) = check_aof {
-        let out = Command::new(tool).arg(&manifest).output().unwrap();
-        let said = text(&out.stdout);
-        assert!(out.status.success(), "redis-check-aof: {said}");
-        assert!(
-            said.contains("All AOF files and manifest are valid"),
-            "{said}"
-        );
-    }
+    assert_redis_check_aof_accepts(dir.path());
     // And redis-server 7.0 reads what kvstore left.
     let Some(redis2) = start_redis(&["--appendonly", "yes", "--dir", &d]) else {
         return;
@@ -627,13 +632,7 @@ fn a_plain_base_is_written_as_commands_and_redis_loads_it() {
         "{}",
         text(&bytes[..40.min(bytes.len())])
     );
-    if let Some(tool) = require_tool("redis-check-aof") {
-        let out = Command::new(tool)
-            .arg(dir.path().join("appendonlydir/appendonly.aof.manifest"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stdout));
-    }
+    assert_redis_check_aof_accepts(dir.path());
     {
         let kv = start_on(dir.path(), &["--dir", &d]);
         let mut c = Conn::connect(kv.port);
@@ -690,13 +689,7 @@ fn timestamp_annotations_are_written_and_skipped_on_load() {
         .filter(|l| l.starts_with("#TS:"))
         .count();
     assert_eq!(stamps, 2, "{}", text(&incr));
-    if let Some(tool) = require_tool("redis-check-aof") {
-        let out = Command::new(tool)
-            .arg(dir.path().join("appendonlydir/appendonly.aof.manifest"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stdout));
-    }
+    assert_redis_check_aof_accepts(dir.path());
     let kv = start_on(dir.path(), &["--dir", &d]);
     let mut c = Conn::connect(kv.port);
     assert_eq!(

@@ -252,30 +252,34 @@ fn info_section_keyspace(srv: &crate::state::Server, out: &mut String) {
     }
 }
 
+/// Every INFO section in Redis's order. All but commandstats are in the default set.
+const SECTIONS: [&str; 12] = [
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
 /// Build the INFO text for the requested sections (Redis's genRedisInfoString).
 pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String {
-    let defaults = [
-        "server",
-        "clients",
-        "memory",
-        "persistence",
-        "stats",
-        "replication",
-        "cpu",
-        "modules",
-        "errorstats",
-        "cluster",
-        "keyspace",
-    ];
+    let defaults = SECTIONS.iter().filter(|s| **s != "commandstats");
     let mut wanted: Vec<String> = Vec::new();
     if sections.is_empty() {
-        wanted = defaults.iter().map(|s| s.to_string()).collect();
+        wanted = defaults.clone().map(|s| s.to_string()).collect();
     }
     for s in sections {
         let s = String::from_utf8_lossy(s).to_ascii_lowercase();
         match s.as_str() {
             "all" | "everything" | "default" => {
-                for d in defaults {
+                for d in defaults.clone() {
                     if !wanted.iter().any(|w| w == d) {
                         wanted.push(d.to_string());
                     }
@@ -291,23 +295,8 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
             }
         }
     }
-    // Every section in Redis's order; commandstats only when asked for.
-    let all = [
-        "server",
-        "clients",
-        "memory",
-        "persistence",
-        "stats",
-        "replication",
-        "cpu",
-        "modules",
-        "commandstats",
-        "errorstats",
-        "cluster",
-        "keyspace",
-    ];
     let mut out = String::new();
-    for section in &all {
+    for section in &SECTIONS {
         if !wanted.iter().any(|w| w == section) {
             continue;
         }

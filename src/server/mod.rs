@@ -372,13 +372,7 @@ impl EventLoop {
                 let _ = self.write_client(idx, &mut client);
             }
         }
-        if client.st.close_after_reply && client.st.pending_output() == 0 {
-            close = true;
-        }
-        self.put_client(idx, client);
-        if close {
-            self.close_client(idx);
-        }
+        self.put_or_close(idx, client, close);
     }
 
     /// Queue a client that has output for `before_sleep`.
@@ -417,11 +411,7 @@ impl EventLoop {
                 close |= !self.write_client(idx, &mut client);
                 self.srv.note_held(&mut client.st);
             }
-            close |= client.st.close_after_reply && client.st.pending_output() == 0;
-            self.put_client(idx, client);
-            if close {
-                self.close_client(idx);
-            }
+            self.put_or_close(idx, client, close);
         }
     }
 
@@ -440,12 +430,8 @@ impl EventLoop {
                 if client.st.pending_output() > 0 {
                     self.queue_write(&mut client);
                 }
-                close |= client.st.close_asap
-                    || (client.st.close_after_reply && client.st.pending_output() == 0);
-                self.put_client(idx, client);
-                if close {
-                    self.close_client(idx);
-                }
+                close |= client.st.close_asap;
+                self.put_or_close(idx, client, close);
             }
         }
     }
@@ -840,6 +826,16 @@ impl EventLoop {
             .saturating_sub(client.link.query.len());
         self.links[idx] = Some(client.link);
         self.srv.clients[idx] = Some(client.st);
+    }
+
+    /// Put a served client back, closing it when `close` says so or when it
+    /// asked to be closed once its replies were all written (QUIT).
+    fn put_or_close(&mut self, idx: usize, client: Client, close: bool) {
+        let close = close || (client.st.close_after_reply && client.st.pending_output() == 0);
+        self.put_client(idx, client);
+        if close {
+            self.close_client(idx);
+        }
     }
 
     fn close_client(&mut self, idx: usize) {

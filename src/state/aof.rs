@@ -521,10 +521,8 @@ impl Server {
     /// writes what the AOF now allows.
     fn release_held_replies(&mut self) {
         for (slot, id) in std::mem::take(&mut self.aof.held_clients) {
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-                if c.id == id {
-                    c.aof_held = false;
-                }
+            if let Some(c) = self.client_at(slot, id) {
+                c.aof_held = false;
             }
             self.queue_write_of(slot, id);
         }

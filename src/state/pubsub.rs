@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 
-use super::Server;
+use super::{ClientState, Server};
 use crate::config::NotifyFlags;
 use crate::util::glob_match;
 
@@ -279,11 +279,21 @@ impl Server {
     /// an unblocked reply, a released AOF hold) to be written before the
     /// loop sleeps; nothing when the slot now holds another client.
     pub fn queue_write_of(&mut self, slot: usize, id: u64) {
-        if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_mut()) {
-            if c.id == id && !c.pending_write {
-                c.pending_write = true;
-                self.pending_writes.push((slot, id));
-            }
+        let Some(c) = self.client_at(slot, id) else {
+            return;
+        };
+        if !c.pending_write {
+            c.pending_write = true;
+            self.pending_writes.push((slot, id));
         }
+    }
+
+    /// Client `id`, if slot `slot` still holds it (a slot is reused once
+    /// its client is gone).
+    pub fn client_at(&mut self, slot: usize, id: u64) -> Option<&mut ClientState> {
+        self.clients
+            .get_mut(slot)?
+            .as_deref_mut()
+            .filter(|c| c.id == id)
     }
 }
