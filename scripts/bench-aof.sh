@@ -25,14 +25,7 @@ echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
 gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
 gen_sets "$EXTRA" "$VALUE_SIZE" w >"$work/extra.resp"
 
-start() { # SIDE DIR PORT -> pid in $pid
-    local bin=$KV
-    [[ $1 == redis ]] && bin=$REDIS
-    "$bin" --port "$3" --bind 127.0.0.1 --save "" --appendonly yes --appendfsync no \
-        --auto-aof-rewrite-percentage 0 --dir "$2" --logfile "$2/log" --daemonize no >/dev/null 2>&1 </dev/null &
-    pid=$!
-    pids+=("$pid")
-}
+SERVER_ARGS=(--appendonly yes --appendfsync no --auto-aof-rewrite-percentage 0)
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port t0 t1 reply

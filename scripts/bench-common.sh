@@ -51,6 +51,16 @@ wait_loaded() {
     done
 }
 
+# start SIDE DIR PORT: a server (kvstore or redis) with the script's
+# SERVER_ARGS, no snapshots, logging to DIR/log; its pid in $pid.
+start() {
+    local bin=$KV
+    [[ $1 == redis ]] && bin=$REDIS
+    "$bin" --port "$3" --bind 127.0.0.1 --save "" "${SERVER_ARGS[@]}" --dir "$2" --logfile "$2/log" --daemonize no >/dev/null 2>&1 </dev/null &
+    pid=$!
+    pids+=("$pid")
+}
+
 # run_rounds: ROUNDS rounds of run_side, interleaved, alternating who goes first.
 run_rounds() {
     for ((round = 1; round <= ROUNDS; round++)); do

@@ -757,34 +757,19 @@ impl EventLoop {
         res.is_ok()
     }
 
-    /// Poll the AOF fsync thread's eventfd once it exists.
+    /// Poll the AOF's io_uring and fsync-thread eventfds once they exist.
     fn watch_aof_completions(&mut self) {
         if !self.aof_uring_watched {
             if let Some(fd) = self.srv.aof.uring.as_ref().map(|u| u.eventfd()) {
-                let res = self.poll.registry().register(
-                    &mut mio::unix::SourceFd(&fd),
-                    AOF_URING_TOKEN,
-                    Interest::READABLE,
-                );
-                if let Err(e) = res {
-                    warn!("Registering the AOF io_uring eventfd: {e}");
-                }
+                register_readable(&self.poll, fd, AOF_URING_TOKEN, "AOF io_uring eventfd");
                 self.aof_uring_watched = true;
             }
         }
-        if self.aof_watched {
-            return;
-        }
-        if let Some(fd) = self.srv.aof.completion_fd() {
-            let res = self.poll.registry().register(
-                &mut mio::unix::SourceFd(&fd),
-                AOF_TOKEN,
-                Interest::READABLE,
-            );
-            if let Err(e) = res {
-                warn!("Registering the AOF fsync eventfd: {e}");
+        if !self.aof_watched {
+            if let Some(fd) = self.srv.aof.completion_fd() {
+                register_readable(&self.poll, fd, AOF_TOKEN, "AOF fsync eventfd");
+                self.aof_watched = true;
             }
-            self.aof_watched = true;
         }
     }
 
@@ -910,4 +895,14 @@ const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mod
 fn reject_connection(conn: &Conn, msg: &[u8]) {
     // SAFETY: writing from a valid slice to a socket we own.
     unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
+}
+
+/// Poll `fd` for reading under `token`; a failure is logged.
+fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &str) {
+    let res = poll
+        .registry()
+        .register(&mut mio::unix::SourceFd(&fd), token, Interest::READABLE);
+    if let Err(e) = res {
+        warn!("Registering the {what}: {e}");
+    }
 }

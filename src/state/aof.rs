@@ -220,6 +220,18 @@ fn aof_dir(srv: &Server) -> PathBuf {
     srv.config.dir.join(&srv.config.appenddirname)
 }
 
+/// Create the AOF directory if it is missing; its path.
+fn create_aof_dir(srv: &Server) -> Result<PathBuf, String> {
+    let dir = aof_dir(srv);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "Can't open or create append-only dir {}: {e}",
+            dir.display()
+        )
+    })?;
+    Ok(dir)
+}
+
 /// Write the manifest atomically: a temp file, fsync, rename, fsync of the
 /// directory (Redis's persistAofManifest).
 fn persist_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io::Result<()> {
@@ -668,13 +680,7 @@ impl Server {
     /// (and the first base, from the current dataset) when the manifest has
     /// none (Redis's aofOpenIfNeededOnServerStart). Persists the manifest.
     pub fn open_aof_on_start(&mut self) -> Result<(), String> {
-        let dir = aof_dir(self);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            format!(
-                "Can't open or create append-only dir {}: {e}",
-                dir.display()
-            )
-        })?;
+        let dir = create_aof_dir(self)?;
         let name = self.config.appendfilename.clone();
         if self.aof.manifest.base.is_none() && self.aof.manifest.incrs.is_empty() {
             let seq = self.aof.manifest.base_seq + 1;
@@ -747,13 +753,7 @@ impl Server {
         if self.aof.status != AofStatus::Off {
             return Ok(());
         }
-        let dir = aof_dir(self);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            format!(
-                "Can't open or create append-only dir {}: {e}",
-                dir.display()
-            )
-        })?;
+        let dir = create_aof_dir(self)?;
         // Start from what is on disk, if an earlier run left files.
         let manifest_path = dir.join(format::manifest_name(&self.config.appendfilename));
         if let Ok(text) = std::fs::read(&manifest_path) {
@@ -811,8 +811,7 @@ impl Server {
                     .into(),
             );
         }
-        let dir = aof_dir(self);
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = create_aof_dir(self)?;
         let name = self.config.appendfilename.clone();
         // New writes go to a fresh incremental file from now on (with the
         // AOF off there are none: the new base replaces everything).
@@ -1050,12 +1049,7 @@ pub fn upgrade_old_aof(srv: &mut Server) -> Result<(), String> {
     if dir.is_dir() && !(m.base.is_none() && m.incrs.is_empty()) && !interrupted {
         return Ok(());
     }
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        format!(
-            "Can't open or create append-only dir {}: {e}",
-            dir.display()
-        )
-    })?;
+    create_aof_dir(srv)?;
     srv.aof.manifest.base = Some(AofFile {
         name: name.clone(),
         seq: 1,

@@ -315,6 +315,15 @@ pub struct AsyncLoad {
 }
 
 impl AsyncLoad {
+    /// The name of the file being loaded, for messages.
+    fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    }
+
     /// A load starting at `path` (then, for an AOF, the files in `rest`);
     /// `total_bytes` of all of them.
     fn new(
@@ -499,12 +508,7 @@ pub fn continue_loading(srv: &mut Server, replay: Replay) -> Result<bool, String
 
 /// One slice of the current file; moves on to the next file at its end.
 fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<bool, String> {
-    let name = load
-        .path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
+    let name = load.file_name();
     match &mut load.phase {
         LoadPhase::Rdb(st) => {
             let opts = rdb::LoadOptions::from_config(&srv.config);
@@ -604,12 +608,7 @@ fn finish_truncated(
     load: &mut AsyncLoad,
     valid_up_to: usize,
 ) -> Result<(), String> {
-    let name = load
-        .path
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
+    let name = load.file_name();
     if !srv.config.aof_load_truncated {
         return Err(format!("Unexpected end of file reading the append only file {name}. You can: 1) Make a backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) Alternatively you can set the 'aof-load-truncated' configuration option to yes and restart the server."));
     }
