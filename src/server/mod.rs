@@ -62,6 +62,18 @@ struct Client {
     st: Box<ClientState>,
 }
 
+impl Client {
+    /// Record for CLIENT LIST what the query buffer holds and has free.
+    fn note_query_buffer(&mut self) {
+        self.st.qbuf_len = self.link.query.unparsed();
+        self.st.qbuf_free = self
+            .link
+            .query
+            .capacity()
+            .saturating_sub(self.link.query.len());
+    }
+}
+
 enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener),
@@ -579,12 +591,7 @@ impl EventLoop {
                     break;
                 }
             }
-            client.st.qbuf_len = client.link.query.unparsed();
-            client.st.qbuf_free = client
-                .link
-                .query
-                .capacity()
-                .saturating_sub(client.link.query.len());
+            client.note_query_buffer();
             let mut argv = std::mem::take(&mut self.argv_scratch);
             // SAFETY: the slices are used only while the command runs and
             // dropped (`argv.clear()`) before the query buffer is touched
@@ -802,13 +809,7 @@ impl EventLoop {
     }
 
     fn put_client(&mut self, idx: usize, mut client: Client) {
-        // What CLIENT LIST shows of the query buffer while the client waits.
-        client.st.qbuf_len = client.link.query.unparsed();
-        client.st.qbuf_free = client
-            .link
-            .query
-            .capacity()
-            .saturating_sub(client.link.query.len());
+        client.note_query_buffer();
         self.links[idx] = Some(client.link);
         self.srv.clients[idx] = Some(client.st);
     }

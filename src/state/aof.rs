@@ -285,6 +285,14 @@ fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
+/// The bytes of every file the manifest lists (INFO's aof_current_size).
+fn files_size(dir: &Path, manifest: &Manifest) -> u64 {
+    manifest
+        .load_order()
+        .map(|f| file_size(&dir.join(&f.name)))
+        .sum()
+}
+
 impl Server {
     /// Append the iteration's feed to the AOF buffer (called with the feed
     /// still holding its segments).
@@ -727,12 +735,7 @@ impl Server {
             .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
         self.aof.file = Some(file);
         self.choose_aof_engine();
-        self.aof.current_size = self
-            .aof
-            .manifest
-            .load_order()
-            .map(|f| file_size(&dir.join(&f.name)))
-            .sum();
+        self.aof.current_size = files_size(&dir, &self.aof.manifest);
         // As Redis at start: the base alone.
         self.aof.base_size = self
             .aof
@@ -997,12 +1000,7 @@ impl Server {
         self.aof.last_bgrewrite_ok = true;
         self.aof.rewrites += 1;
         self.aof.rewrites_consecutive_failures = 0;
-        self.aof.current_size = self
-            .aof
-            .manifest
-            .load_order()
-            .map(|f| file_size(&dir.join(&f.name)))
-            .sum();
+        self.aof.current_size = files_size(&dir, &self.aof.manifest);
         self.aof.base_size = self.aof.current_size;
         if self.aof.status == AofStatus::WaitRewrite {
             self.aof.status = AofStatus::On;
