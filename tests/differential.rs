@@ -11,6 +11,8 @@
 //! @sort KEYS *               compare an aggregate's elements as a multiset
 //!                            (type and header kept; map pairs kept together)
 //! @sortpairs HGETALL h       the same for a flat array of field/value pairs
+//! @sortdeep COMMAND INFO x   sort every aggregate at every depth (where
+//!                            Redis's order is its dict's, random per run)
 //! @raw "*1\r\n$-5\r\n"      send raw bytes; every reply that follows and
 //!                            whether the connection was closed must match,
 //!                            and silence on both sides is a failure
@@ -116,6 +118,36 @@ fn sorted_form(raw: &[u8], pairs: bool) -> Vec<u8> {
         return raw.to_vec();
     };
     let mut items = if pairs { pair_up(items) } else { items };
+    items.sort();
+    let mut out = header;
+    for i in items {
+        out.extend_from_slice(&i);
+    }
+    out
+}
+
+/// A reply with every aggregate, at every depth, in sorted order (a map's
+/// fields kept with their values), for `@sortdeep`.
+fn deep_sorted_form(raw: &[u8]) -> Vec<u8> {
+    let Some((header, items)) = aggregate_elements(raw) else {
+        return raw.to_vec();
+    };
+    let mut items: Vec<Vec<u8>> = if raw[0] == b'%' {
+        // Pairs: sort each half, keep them together.
+        items
+            .iter()
+            .map(|pair| {
+                let mid = common::value_end(pair, 0);
+                [
+                    deep_sorted_form(&pair[..mid]),
+                    deep_sorted_form(&pair[mid..]),
+                ]
+                .concat()
+            })
+            .collect()
+    } else {
+        items.iter().map(|i| deep_sorted_form(i)).collect()
+    };
     items.sort();
     let mut out = header;
     for i in items {
@@ -283,6 +315,8 @@ enum Compare {
     Exact,
     Sorted,
     SortedPairs,
+    /// Every aggregate sorted, at every depth.
+    SortedDeep,
     /// Field names (and their order) of an INFO-style or CLIENT-style text.
     Fields,
     /// The reply's structure, every scalar masked to its type.
@@ -347,6 +381,8 @@ fn parse_step(line: &str) -> Result<Step, String> {
         (Compare::Sorted, r)
     } else if let Some(r) = line.strip_prefix("@sortpairs ") {
         (Compare::SortedPairs, r)
+    } else if let Some(r) = line.strip_prefix("@sortdeep ") {
+        (Compare::SortedDeep, r)
     } else if let Some(r) = line.strip_prefix("@fields ") {
         (Compare::Fields, r)
     } else if let Some(r) = line.strip_prefix("@shape ") {
@@ -501,6 +537,7 @@ fn replies_match_redis() {
                         Compare::Exact => ra == rb,
                         Compare::Sorted => sorted_form(&ra, false) == sorted_form(&rb, false),
                         Compare::SortedPairs => sorted_form(&ra, true) == sorted_form(&rb, true),
+                        Compare::SortedDeep => deep_sorted_form(&ra) == deep_sorted_form(&rb),
                         Compare::Fields => field_names(&ra) == field_names(&rb),
                         Compare::Shape => shape(&ra) == shape(&rb),
                     };

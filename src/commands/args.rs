@@ -103,30 +103,8 @@ pub fn reply_help(c: &mut Ctx, lines: &[&str]) {
     }
 }
 
-/// Match a subcommand: replies with Redis's error and returns `None` when it
-/// is unknown or has the wrong number of arguments. `subs` lists
-/// `(name, arity)` with arity counted as Redis does (container included).
-pub fn subcommand(
-    c: &mut Ctx,
-    argv: &[&[u8]],
-    subs: &[(&'static str, i32)],
-) -> Option<&'static str> {
-    let name = argv[1];
-    for &(sub, arity) in subs {
-        if eq_ic(name, sub) {
-            let argc = argv.len() as i32;
-            if (arity > 0 && argc != arity) || argc < -arity {
-                c.cl.reply
-                    .error(&arity_error(&format!("{}|{}", c.cmd.name, sub)));
-                return None;
-            }
-            return Some(sub);
-        }
-    }
-    c.cl.reply.error(&format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
-        String::from_utf8_lossy(&name[..name.len().min(128)]),
-        c.cmd.name.to_uppercase()
-    ));
-    None
+/// The subcommand the dispatcher resolved for a container's handler:
+/// `get` when it runs as `config|get`.
+pub fn subcommand(c: &Ctx) -> &'static str {
+    c.cmd.name.split_once('|').map_or("", |(_, sub)| sub)
 }

@@ -1,6 +1,7 @@
 //! COMMAND: the command table as clients introspect it (COUNT, LIST, INFO,
 //! DOCS, GETKEYS).
 
+use super::meta::{get_keys, Arg, BeginSearch, CommandMeta, FindKeys, KEY_FLAG_NAMES};
 use super::*;
 
 // ---- COMMAND ----
@@ -29,45 +30,255 @@ const COMMAND_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn reply_command_info(c: &mut Ctx, spec: &CommandSpec) {
-    let out = &mut c.cl.reply;
+/// Flags as Redis's addReplyCommandFlags prints them: a set of statuses.
+fn reply_flags(out: &mut crate::protocol::Reply, bits: u32, names: &[(u32, &str)]) {
+    let shown: Vec<&str> = names
+        .iter()
+        .filter(|(f, _)| bits & f != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    out.set(shown.len());
+    for n in shown {
+        out.simple(n);
+    }
+}
+
+/// One command's COMMAND INFO entry (Redis's addReplyCommandInfo).
+fn reply_command_info(out: &mut crate::protocol::Reply, spec: &CommandSpec) {
+    let meta = spec.meta;
     out.array(10);
     out.bulk(spec.name.as_bytes());
     out.int(spec.arity as i64);
-    let flags: Vec<&str> = FLAG_NAMES
-        .iter()
-        .filter(|(f, _)| spec.flags & f != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    out.set(flags.len());
-    for f in flags {
-        out.simple(f);
+    reply_flags(out, spec.flags, FLAG_NAMES);
+    let (first, last, step) = meta.legacy_range;
+    out.int(first as i64);
+    out.int(last as i64);
+    out.int(step as i64);
+    out.set(meta.acl_categories.len());
+    for cat in meta.acl_categories {
+        out.simple(&format!("@{cat}"));
     }
-    out.int(spec.first_key as i64);
-    out.int(spec.last_key as i64);
-    out.int(spec.step as i64);
-    let cats = spec.acl_categories();
-    out.set(cats.len());
-    for cat in cats {
-        out.simple(cat);
+    out.set(meta.tips.len());
+    for tip in meta.tips {
+        out.bulk(tip.as_bytes());
     }
-    out.set(0);
-    out.array(0);
-    out.array(0);
+    reply_key_specs(out, meta);
+    if spec.subcommands.is_empty() {
+        out.set(0);
+    } else {
+        out.array(spec.subcommands.len());
+        for sub in spec.subcommands {
+            reply_command_info(out, sub);
+        }
+    }
 }
 
-fn reply_command_docs(c: &mut Ctx, spec: &CommandSpec) {
-    let out = &mut c.cl.reply;
-    out.bulk(spec.name.as_bytes());
-    out.map(4);
+/// Redis's addReplyCommandKeySpecs.
+fn reply_key_specs(out: &mut crate::protocol::Reply, meta: &CommandMeta) {
+    out.set(meta.key_specs.len());
+    for ks in meta.key_specs {
+        out.map(if ks.notes.is_some() { 4 } else { 3 });
+        if let Some(notes) = ks.notes {
+            out.bulk(b"notes");
+            out.bulk(notes.as_bytes());
+        }
+        out.bulk(b"flags");
+        reply_flags(out, ks.flags, KEY_FLAG_NAMES);
+        out.bulk(b"begin_search");
+        out.map(2);
+        out.bulk(b"type");
+        match ks.begin_search {
+            BeginSearch::Index(pos) => {
+                out.bulk(b"index");
+                out.bulk(b"spec");
+                out.map(1);
+                out.bulk(b"index");
+                out.int(pos as i64);
+            }
+            BeginSearch::Keyword { keyword, startfrom } => {
+                out.bulk(b"keyword");
+                out.bulk(b"spec");
+                out.map(2);
+                out.bulk(b"keyword");
+                out.bulk(keyword.as_bytes());
+                out.bulk(b"startfrom");
+                out.int(startfrom as i64);
+            }
+            BeginSearch::Unknown => {
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map(0);
+            }
+        }
+        out.bulk(b"find_keys");
+        out.map(2);
+        out.bulk(b"type");
+        match ks.find_keys {
+            FindKeys::Range {
+                lastkey,
+                step,
+                limit,
+            } => {
+                out.bulk(b"range");
+                out.bulk(b"spec");
+                out.map(3);
+                for (name, v) in [("lastkey", lastkey), ("keystep", step), ("limit", limit)] {
+                    out.bulk(name.as_bytes());
+                    out.int(v as i64);
+                }
+            }
+            FindKeys::Keynum {
+                keynumidx,
+                firstkey,
+                step,
+            } => {
+                out.bulk(b"keynum");
+                out.bulk(b"spec");
+                out.map(3);
+                for (name, v) in [
+                    ("keynumidx", keynumidx),
+                    ("firstkey", firstkey),
+                    ("keystep", step),
+                ] {
+                    out.bulk(name.as_bytes());
+                    out.int(v as i64);
+                }
+            }
+            FindKeys::Unknown => {
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map(0);
+            }
+        }
+    }
+}
+
+/// Redis's addReplyCommandArgList.
+fn reply_args(out: &mut crate::protocol::Reply, args: &[Arg]) {
+    out.array(args.len());
+    for a in args {
+        let container = matches!(a.kind, "oneof" | "block");
+        let fields = 2
+            + usize::from(a.key_spec_index != -1)
+            + usize::from(a.token.is_some())
+            + usize::from(a.since.is_some())
+            + usize::from(a.deprecated_since.is_some())
+            + usize::from(!a.flags.is_empty())
+            + usize::from(container);
+        out.map(fields);
+        out.bulk(b"name");
+        out.bulk(a.name.as_bytes());
+        out.bulk(b"type");
+        out.bulk(a.kind.as_bytes());
+        if a.key_spec_index != -1 {
+            out.bulk(b"key_spec_index");
+            out.int(a.key_spec_index as i64);
+        }
+        for (field, value) in [
+            ("token", a.token),
+            ("since", a.since),
+            ("deprecated_since", a.deprecated_since),
+        ] {
+            if let Some(v) = value {
+                out.bulk(field.as_bytes());
+                out.bulk(v.as_bytes());
+            }
+        }
+        if !a.flags.is_empty() {
+            out.bulk(b"flags");
+            out.set(a.flags.len());
+            for f in a.flags {
+                out.simple(f);
+            }
+        }
+        if container {
+            out.bulk(b"arguments");
+            reply_args(out, a.arguments);
+        }
+    }
+}
+
+/// One command's COMMAND DOCS entry (Redis's addReplyCommandDocs).
+fn reply_command_docs(out: &mut crate::protocol::Reply, spec: &CommandSpec) {
+    let meta = spec.meta;
+    let fields = 3
+        + usize::from(meta.complexity.is_some())
+        + usize::from(!meta.doc_flags.is_empty())
+        + usize::from(meta.deprecated_since.is_some())
+        + usize::from(meta.replaced_by.is_some())
+        + usize::from(meta.history.is_some())
+        + usize::from(meta.arguments.is_some())
+        + usize::from(!spec.subcommands.is_empty());
+    out.map(fields);
     out.bulk(b"summary");
-    out.bulk(spec.summary.as_bytes());
+    out.bulk(meta.summary.as_bytes());
     out.bulk(b"since");
-    out.bulk(spec.since.as_bytes());
+    out.bulk(meta.since.as_bytes());
     out.bulk(b"group");
-    out.bulk(spec.group.as_bytes());
-    out.bulk(b"complexity");
-    out.bulk(spec.complexity.as_bytes());
+    out.bulk(meta.group.as_bytes());
+    if let Some(cx) = meta.complexity {
+        out.bulk(b"complexity");
+        out.bulk(cx.as_bytes());
+    }
+    if !meta.doc_flags.is_empty() {
+        out.bulk(b"doc_flags");
+        out.set(meta.doc_flags.len());
+        for f in meta.doc_flags {
+            out.simple(f);
+        }
+    }
+    for (field, value) in [
+        ("deprecated_since", meta.deprecated_since),
+        ("replaced_by", meta.replaced_by),
+    ] {
+        if let Some(v) = value {
+            out.bulk(field.as_bytes());
+            out.bulk(v.as_bytes());
+        }
+    }
+    if let Some(history) = meta.history {
+        out.bulk(b"history");
+        out.set(history.len());
+        for (version, change) in history {
+            out.array(2);
+            out.bulk(version.as_bytes());
+            out.bulk(change.as_bytes());
+        }
+    }
+    if let Some(args) = meta.arguments {
+        out.bulk(b"arguments");
+        reply_args(out, args);
+    }
+    if !spec.subcommands.is_empty() {
+        out.bulk(b"subcommands");
+        out.map(spec.subcommands.len());
+        for sub in spec.subcommands {
+            out.bulk(sub.name.as_bytes());
+            reply_command_docs(out, sub);
+        }
+    }
+}
+
+/// A command named as COMMAND INFO/DOCS name them: `get`, or `config|get`
+/// for a subcommand (Redis's lookupCommandBySds).
+fn lookup_by_full_name(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut parts = name.splitn(3, |&b| b == b'|');
+    let base = lookup_command(parts.next()?)?;
+    match (parts.next(), parts.next()) {
+        (None, _) => Some(base),
+        (Some(sub), None) if !base.subcommands.is_empty() => {
+            let argv: [&[u8]; 2] = [base.name.as_bytes(), sub];
+            base.resolve(&argv).ok().filter(|s| !std::ptr::eq(*s, base))
+        }
+        _ => None,
+    }
+}
+
+/// Every command and subcommand, as COMMAND LIST lists them.
+fn all_commands() -> impl Iterator<Item = &'static CommandSpec> {
+    COMMANDS
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()))
 }
 
 /// `COMMAND [COUNT | LIST | INFO name… | DOCS name… | GETKEYS cmd… | HELP]`
@@ -75,64 +286,27 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() == 1 {
         c.cl.reply.array(COMMANDS.len());
         for spec in COMMANDS {
-            reply_command_info(c, spec);
+            reply_command_info(&mut c.cl.reply, spec);
         }
         return;
     }
-    let subs = [
-        ("count", 2),
-        ("list", -2),
-        ("info", -2),
-        ("docs", -2),
-        ("getkeys", -4),
-        ("getkeysandflags", -4),
-        ("help", 2),
-    ];
-    let Some(sub) = subcommand(c, argv, &subs) else {
-        return;
-    };
-    match sub {
+    match subcommand(c) {
         "help" => reply_help(c, COMMAND_HELP),
         "count" => c.cl.reply.int(COMMANDS.len() as i64),
-        "list" => {
-            let mut names: Vec<&str> = COMMANDS.iter().map(|s| s.name).collect();
-            if argv.len() > 2 {
-                if argv.len() != 5 || !eq_ic(argv[2], "filterby") {
-                    return c.cl.reply.error(ERR_SYNTAX);
-                }
-                let v = argv[4];
-                if eq_ic(argv[3], "pattern") {
-                    names.retain(|n| glob_match(v, n.as_bytes(), true));
-                } else if eq_ic(argv[3], "aclcat") {
-                    let cat = String::from_utf8_lossy(v).to_ascii_lowercase();
-                    names.retain(|n| {
-                        lookup_command(n.as_bytes())
-                            .is_some_and(|s| s.acl_categories().iter().any(|c| c[1..] == cat))
-                    });
-                } else if eq_ic(argv[3], "module") {
-                    names.clear();
-                } else {
-                    return c.cl.reply.error(ERR_SYNTAX);
-                }
-            }
-            c.cl.reply.array(names.len());
-            for n in names {
-                c.cl.reply.bulk(n.as_bytes());
-            }
-        }
+        "list" => command_list(c, argv),
         "info" => {
             if argv.len() == 2 {
                 c.cl.reply.array(COMMANDS.len());
                 for spec in COMMANDS {
-                    reply_command_info(c, spec);
+                    reply_command_info(&mut c.cl.reply, spec);
                 }
                 return;
             }
             c.cl.reply.array(argv.len() - 2);
             for name in &argv[2..] {
-                match lookup_command(name) {
-                    Some(spec) => reply_command_info(c, spec),
-                    None => c.cl.reply.null_array(),
+                match lookup_by_full_name(name) {
+                    Some(spec) => reply_command_info(&mut c.cl.reply, spec),
+                    None => c.cl.reply.null(),
                 }
             }
         }
@@ -140,47 +314,97 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
             let specs: Vec<&CommandSpec> = if argv.len() == 2 {
                 COMMANDS.iter().collect()
             } else {
-                argv[2..].iter().filter_map(|n| lookup_command(n)).collect()
+                argv[2..]
+                    .iter()
+                    .filter_map(|n| lookup_by_full_name(n))
+                    .collect()
             };
             c.cl.reply.map(specs.len());
             for spec in specs {
-                reply_command_docs(c, spec);
+                c.cl.reply.bulk(spec.name.as_bytes());
+                reply_command_docs(&mut c.cl.reply, spec);
             }
         }
-        _ => {
-            let Some(spec) = lookup_command(argv[2]) else {
-                return c.cl.reply.error("ERR Invalid command specified");
-            };
-            let args = &argv[2..];
-            let argc = args.len() as i32;
-            if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
-                return c
-                    .cl
-                    .reply
-                    .error("ERR Invalid number of arguments specified for command");
-            }
-            let pos = spec.key_positions(args.len());
-            if pos.is_empty() {
-                return c.cl.reply.error("ERR The command has no key arguments");
-            }
-            let flags_too = sub == "getkeysandflags";
-            c.cl.reply.array(pos.len());
-            for p in pos {
-                if flags_too {
-                    c.cl.reply.array(2);
-                    c.cl.reply.bulk(args[p]);
-                    let f = if spec.flags & WRITE != 0 {
-                        ["RW", "update"]
-                    } else {
-                        ["RO", "access"]
-                    };
-                    c.cl.reply.set(2);
-                    c.cl.reply.simple(f[0]);
-                    c.cl.reply.simple(f[1]);
-                } else {
-                    c.cl.reply.bulk(args[p]);
-                }
-            }
+        sub => command_getkeys(c, &argv[2..], sub == "getkeysandflags"),
+    }
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]`
+fn command_list(c: &mut Ctx, argv: &[&[u8]]) {
+    enum Filter<'a> {
+        All,
+        Module,
+        AclCat(String),
+        Pattern(&'a [u8]),
+    }
+    let mut filter = Filter::All;
+    let mut i = 2;
+    while i < argv.len() {
+        if !eq_ic(argv[i], "filterby") || argv.len() - 1 - i != 2 {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        let v = argv[i + 2];
+        filter = if eq_ic(argv[i + 1], "module") {
+            Filter::Module
+        } else if eq_ic(argv[i + 1], "aclcat") {
+            Filter::AclCat(String::from_utf8_lossy(v).to_ascii_lowercase())
+        } else if eq_ic(argv[i + 1], "pattern") {
+            Filter::Pattern(v)
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        };
+        i += 3;
+    }
+    let names: Vec<&str> = all_commands()
+        .filter(|spec| match &filter {
+            Filter::All => true,
+            // No modules are ever loaded.
+            Filter::Module => false,
+            Filter::AclCat(cat) => spec.meta.acl_categories.contains(&cat.as_str()),
+            Filter::Pattern(p) => glob_match(p, spec.name.as_bytes(), true),
+        })
+        .map(|spec| spec.name)
+        .collect();
+    c.cl.reply.array(names.len());
+    for n in names {
+        c.cl.reply.bulk(n.as_bytes());
+    }
+}
+
+/// `COMMAND GETKEYS cmd arg…` / `COMMAND GETKEYSANDFLAGS cmd arg…` (Redis's
+/// getKeysSubcommandImpl).
+fn command_getkeys(c: &mut Ctx, args: &[&[u8]], with_flags: bool) {
+    let Some(spec) = lookup_command(args[0]).and_then(|base| base.resolve(args).ok()) else {
+        return c.cl.reply.error("ERR Invalid command specified");
+    };
+    if !spec.meta.has_keys() {
+        return c.cl.reply.error("ERR The command has no key arguments");
+    }
+    let argc = args.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || argc < -spec.arity {
+        return c
+            .cl
+            .reply
+            .error("ERR Invalid number of arguments specified for command");
+    }
+    let keys = get_keys(spec.meta, args);
+    if keys.is_empty() {
+        if spec.flags & NO_MANDATORY_KEYS != 0 {
+            return c.cl.reply.array(0);
+        }
+        return c
+            .cl
+            .reply
+            .error("ERR Invalid arguments specified for command");
+    }
+    c.cl.reply.array(keys.len());
+    for (pos, flags) in keys {
+        if with_flags {
+            c.cl.reply.array(2);
+            c.cl.reply.bulk(args[pos]);
+            reply_flags(&mut c.cl.reply, flags, KEY_FLAG_NAMES);
+        } else {
+            c.cl.reply.bulk(args[pos]);
         }
     }
 }

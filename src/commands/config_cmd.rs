@@ -21,19 +21,7 @@ const CONFIG_HELP: &[&str] = &[
 
 /// `CONFIG GET|SET|RESETSTAT|REWRITE|HELP`
 pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[
-            ("get", -3),
-            ("set", -4),
-            ("resetstat", 2),
-            ("rewrite", 2),
-            ("help", 2),
-        ],
-    ) else {
-        return;
-    };
+    let sub = subcommand(c);
     match sub {
         "help" => reply_help(c, CONFIG_HELP),
         "get" => {

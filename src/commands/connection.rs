@@ -248,21 +248,7 @@ fn client_type_arg(t: &[u8]) -> Option<&'static str> {
 
 /// `CLIENT ID|INFO|LIST|KILL|GETNAME|SETNAME|NO-EVICT|REPLY|UNBLOCK|HELP`
 pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
-    let subs = [
-        ("id", 2),
-        ("info", 2),
-        ("list", -2),
-        ("kill", -3),
-        ("getname", 2),
-        ("setname", 3),
-        ("no-evict", 3),
-        ("reply", 3),
-        ("unblock", -3),
-        ("help", 2),
-    ];
-    let Some(sub) = subcommand(c, argv, &subs) else {
-        return;
-    };
+    let sub = subcommand(c);
     match sub {
         "help" => reply_help(c, CLIENT_HELP),
         "id" => c.cl.reply.int(c.cl.id as i64),

@@ -486,19 +486,7 @@ const OBJECT_HELP: &[&str] = &[
 
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
 pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[
-            ("help", 2),
-            ("encoding", 3),
-            ("freq", 3),
-            ("idletime", 3),
-            ("refcount", 3),
-        ],
-    ) else {
-        return;
-    };
+    let sub = subcommand(c);
     if sub == "help" {
         return reply_help(c, OBJECT_HELP);
     }

@@ -1,10 +1,13 @@
 //! The command table and dispatcher.
 //!
-//! Every command is described once in [`COMMANDS`]: its name, arity, flags,
-//! key positions and handler. `execute` looks the command up, applies the
-//! checks Redis applies before running anything (unknown command, arity,
-//! authentication, memory limit), runs the handler, and hands the effective
-//! command to `propagate` when it wrote to the keyspace.
+//! Every command is one line of [`COMMANDS`]: Redis 7.0's description of it
+//! (`meta`, generated from Redis's command JSON: arity, flags, key specs,
+//! docs) and its handler; a container (CONFIG, CLIENT, …) lists the
+//! subcommands it implements. `execute` looks the command up and resolves
+//! its subcommand, applies the checks Redis applies before running anything
+//! (unknown command or subcommand, arity, authentication, memory limit),
+//! runs the handler, and hands the effective command to `propagate` when it
+//! wrote to the keyspace.
 //!
 //! Handlers receive a [`Ctx`] (server state, the calling client) and the
 //! arguments as slices of the query buffer.
@@ -20,6 +23,7 @@ pub mod info;
 pub mod keys;
 pub mod list;
 pub mod lookup;
+pub mod meta;
 pub mod monitor;
 pub mod pubsub;
 pub mod server;
@@ -44,44 +48,63 @@ pub use args::*;
 pub use lookup::*;
 pub use table::{CommandSpec, COMMANDS};
 
-// Flags, as COMMAND INFO reports them.
+// Command flags: Redis's CMD_* (set from its JSON, `meta::redis70`).
 pub const WRITE: u32 = 1 << 0;
 pub const READONLY: u32 = 1 << 1;
 pub const DENYOOM: u32 = 1 << 2;
-pub const ADMIN: u32 = 1 << 3;
-pub const FAST: u32 = 1 << 4;
-pub const NOAUTH: u32 = 1 << 5;
-pub const LOADING: u32 = 1 << 6;
-pub const STALE: u32 = 1 << 7;
-pub const NOSCRIPT: u32 = 1 << 8;
-pub const RANDOM: u32 = 1 << 9;
-pub const PUBSUB: u32 = 1 << 10;
-pub const BLOCKING: u32 = 1 << 11;
-pub const ALLOW_BUSY: u32 = 1 << 12;
-/// Refused inside MULTI (Redis's CMD_NO_MULTI).
-pub const NO_MULTI: u32 = 1 << 13;
-/// Has subcommands (CLIENT, CONFIG, …): accounted per subcommand. Not a
-/// Redis flag; COMMAND INFO does not show it.
-pub const CONTAINER: u32 = 1 << 14;
+pub const MODULE: u32 = 1 << 3;
+pub const ADMIN: u32 = 1 << 4;
+pub const PUBSUB: u32 = 1 << 5;
+pub const NOSCRIPT: u32 = 1 << 6;
+pub const BLOCKING: u32 = 1 << 7;
+pub const LOADING: u32 = 1 << 8;
+pub const STALE: u32 = 1 << 9;
+pub const SKIP_MONITOR: u32 = 1 << 10;
+pub const SKIP_SLOWLOG: u32 = 1 << 11;
+pub const ASKING: u32 = 1 << 12;
+pub const FAST: u32 = 1 << 13;
+pub const NO_AUTH: u32 = 1 << 14;
+pub const MAY_REPLICATE: u32 = 1 << 15;
+pub const SENTINEL: u32 = 1 << 16;
+pub const ONLY_SENTINEL: u32 = 1 << 17;
+pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
+pub const PROTECTED: u32 = 1 << 19;
+pub const NO_ASYNC_LOADING: u32 = 1 << 20;
+/// Refused inside MULTI.
+pub const NO_MULTI: u32 = 1 << 21;
+/// Keys are not all at fixed positions (computed from the key specs).
+pub const MOVABLE_KEYS: u32 = 1 << 22;
+pub const ALLOW_BUSY: u32 = 1 << 23;
 /// May delete any number of expired keys it meets (SCAN, RANDOMKEY):
-/// their DELs are propagated unwrapped (Redis's CMD_TOUCHES_ARBITRARY_KEYS).
-pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 15;
+/// their DELs are propagated unwrapped.
+pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 24;
+/// Has subcommands (CLIENT, CONFIG, …), dispatched to as their own
+/// commands. Not a Redis flag; COMMAND INFO does not show it.
+pub const CONTAINER: u32 = 1 << 25;
 
+/// The flags COMMAND INFO shows, in Redis's order (the others are hidden,
+/// as Redis hides them).
 pub const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
     (READONLY, "readonly"),
     (DENYOOM, "denyoom"),
+    (MODULE, "module"),
     (ADMIN, "admin"),
     (PUBSUB, "pubsub"),
     (NOSCRIPT, "noscript"),
     (BLOCKING, "blocking"),
     (LOADING, "loading"),
     (STALE, "stale"),
-    (NOAUTH, "no_auth"),
-    (ALLOW_BUSY, "allow_busy"),
-    (NO_MULTI, "no_multi"),
+    (SKIP_MONITOR, "skip_monitor"),
+    (SKIP_SLOWLOG, "skip_slowlog"),
+    (ASKING, "asking"),
     (FAST, "fast"),
-    (RANDOM, "random"),
+    (NO_AUTH, "no_auth"),
+    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (NO_ASYNC_LOADING, "no_async_loading"),
+    (NO_MULTI, "no_multi"),
+    (MOVABLE_KEYS, "movablekeys"),
+    (ALLOW_BUSY, "allow_busy"),
 ];
 
 // Error replies shared by many commands (Redis's shared.* objects).
@@ -302,14 +325,14 @@ fn refusal(
     if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
         return Some(arity_error(cmd.name));
     }
-    if let Some(option) = protected_command_refused(srv, client, cmd, argv) {
+    if let Some(option) = protected_command_refused(srv, client, cmd) {
         // Checked before authentication, as Redis does.
         return Some(format!(
             "ERR {} command not allowed. If the {option} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
-            cmd.name.to_ascii_uppercase()
+            if cmd.name == "debug" { "DEBUG" } else { "MODULE" }
         ));
     }
-    if !client.authenticated && cmd.flags & NOAUTH == 0 {
+    if !client.authenticated && cmd.flags & NO_AUTH == 0 {
         return Some(ERR_NOAUTH.into());
     }
     // EXEC is judged by what it would run.
@@ -338,7 +361,7 @@ fn refusal(
     {
         return Some(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            stats_name(cmd, argv)
+            cmd.name
         ));
     }
     if srv.loading.is_some() && cmd.flags & LOADING == 0 {
@@ -368,10 +391,20 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                 m.errored = true;
             }
         }
-        Some(cmd) => {
-            client.last_cmd = stats_name(cmd, argv);
+        Some(base) => {
+            let cmd = match base.resolve(argv) {
+                Ok(cmd) => cmd,
+                Err(e) => {
+                    client.reply.error(&e);
+                    if let Some(m) = client.multi.as_mut() {
+                        m.errored = true;
+                    }
+                    return finish_command(srv, client, errors_before, reply_mark);
+                }
+            };
+            client.last_cmd = cmd.name;
             if let Some(err) = refusal(srv, client, cmd, argv) {
-                stats_of(srv, cmd, argv).rejected_calls += 1;
+                stats_of(srv, cmd).rejected_calls += 1;
                 if cmd.name == "exec" {
                     // Redis's execCommandAbort: the transaction is gone.
                     transaction::discard_transaction(srv, client);
@@ -388,12 +421,23 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                     }
                 }
             } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
-                transaction::queue(client, cmd, argv);
+                transaction::queue(client, base, cmd, argv);
             } else {
                 call(srv, client, cmd, argv, retry);
             }
         }
     }
+    finish_command(srv, client, errors_before, reply_mark);
+}
+
+/// What follows every command, run or refused: error counts, CLIENT REPLY
+/// OFF/SKIP, and messages the command published to its own client.
+fn finish_command(
+    srv: &mut Server,
+    client: &mut ClientState,
+    errors_before: u64,
+    reply_mark: crate::protocol::reply::ReplyMark,
+) {
     srv.stats.total_error_replies += client.reply.errors - errors_before;
     srv.stats.count_errors(&mut client.reply.error_codes);
     // CLIENT REPLY OFF/SKIP, as the flags stand after the command (so the
@@ -462,18 +506,18 @@ pub fn call(
     let duration_us = crate::util::cycles::elapsed_us(started, crate::util::cycles::now());
     // A blocked command is accounted when it is served (or times out).
     if client.blocked.is_none() {
-        let stats = stats_of(srv, cmd, argv);
+        let stats = stats_of(srv, cmd);
         stats.calls += 1;
         stats.usec += duration_us;
         if client.reply.errors > errors_before {
             stats.failed_calls += 1;
         }
-        if !SKIP_SLOWLOG.contains(&cmd.name) {
+        if cmd.flags & SKIP_SLOWLOG == 0 {
             slowlog::push_if_slow(srv, client, argv, duration_us);
         }
     }
     // A blocked command is shown once, when it first runs.
-    if !srv.monitors.is_empty() && cmd.flags & ADMIN == 0 && !retry {
+    if !srv.monitors.is_empty() && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 && !retry {
         monitor::feed_monitors(srv, client, db, argv);
     }
     if outer {
@@ -484,11 +528,6 @@ pub fn call(
     }
 }
 
-/// Commands the slow log leaves out (Redis's CMD_SKIP_SLOWLOG): EXEC is
-/// accounted through the commands it runs. (AUTH and HELLO are logged
-/// with their secrets redacted.)
-const SKIP_SLOWLOG: &[&str] = &["exec"];
-
 /// The position of a command in the table (every spec lives in COMMANDS:
 /// its index is its offset there).
 pub fn spec_index(cmd: &'static CommandSpec) -> usize {
@@ -496,18 +535,14 @@ pub fn spec_index(cmd: &'static CommandSpec) -> usize {
         / std::mem::size_of::<CommandSpec>()
 }
 
-/// The counters a call is accounted to: the command's own, or for a known
-/// subcommand of a container command its `container|sub` counters.
+/// The counters a call is accounted to: the command's own, kept by its
+/// place in the table, or for a subcommand its `container|sub` counters.
 fn stats_of<'s>(
     srv: &'s mut Server,
     cmd: &'static CommandSpec,
-    argv: &[&[u8]],
 ) -> &'s mut crate::state::CommandStats {
-    if cmd.flags & CONTAINER != 0 {
-        let name = stats_name(cmd, argv);
-        if name != cmd.name {
-            return srv.subcommand_stats.entry(name).or_default();
-        }
+    if cmd.name.contains('|') {
+        return srv.subcommand_stats.entry(cmd.name).or_default();
     }
     let idx = spec_index(cmd);
     if srv.command_stats.len() <= idx {
@@ -516,103 +551,6 @@ fn stats_of<'s>(
     }
     &mut srv.command_stats[idx]
 }
-
-/// The name a call goes by (CLIENT LIST `cmd`, commandstats):
-/// `container|sub` for a known subcommand of a container command, as
-/// Redis 7.0 shows them.
-fn stats_name(cmd: &'static CommandSpec, argv: &[&[u8]]) -> &'static str {
-    if cmd.flags & CONTAINER == 0 {
-        return cmd.name;
-    }
-    if let Some(sub) = argv.get(1) {
-        if let Some((_, subs)) = SUBCOMMAND_STATS.iter().find(|(c, _)| *c == cmd.name) {
-            if let Some(name) = subs.iter().find(|(s, _)| eq_ic(sub, s)) {
-                return name.1;
-            }
-        }
-    }
-    cmd.name
-}
-
-/// Container commands and their subcommands' commandstats names.
-const SUBCOMMAND_STATS: &[(&str, &[(&str, &str)])] = &[
-    (
-        "client",
-        &[
-            ("id", "client|id"),
-            ("info", "client|info"),
-            ("list", "client|list"),
-            ("kill", "client|kill"),
-            ("getname", "client|getname"),
-            ("setname", "client|setname"),
-            ("no-evict", "client|no-evict"),
-            ("reply", "client|reply"),
-            ("unblock", "client|unblock"),
-            ("help", "client|help"),
-        ],
-    ),
-    (
-        "config",
-        &[
-            ("get", "config|get"),
-            ("set", "config|set"),
-            ("resetstat", "config|resetstat"),
-            ("rewrite", "config|rewrite"),
-            ("help", "config|help"),
-        ],
-    ),
-    (
-        "command",
-        &[
-            ("count", "command|count"),
-            ("list", "command|list"),
-            ("info", "command|info"),
-            ("docs", "command|docs"),
-            ("getkeys", "command|getkeys"),
-            ("help", "command|help"),
-        ],
-    ),
-    (
-        "object",
-        &[
-            ("encoding", "object|encoding"),
-            ("freq", "object|freq"),
-            ("idletime", "object|idletime"),
-            ("refcount", "object|refcount"),
-            ("help", "object|help"),
-        ],
-    ),
-    (
-        "pubsub",
-        &[
-            ("channels", "pubsub|channels"),
-            ("numsub", "pubsub|numsub"),
-            ("numpat", "pubsub|numpat"),
-            ("shardchannels", "pubsub|shardchannels"),
-            ("shardnumsub", "pubsub|shardnumsub"),
-            ("help", "pubsub|help"),
-        ],
-    ),
-    (
-        "slowlog",
-        &[
-            ("get", "slowlog|get"),
-            ("len", "slowlog|len"),
-            ("reset", "slowlog|reset"),
-            ("help", "slowlog|help"),
-        ],
-    ),
-    (
-        "module",
-        &[
-            ("list", "module|list"),
-            ("load", "module|load"),
-            ("loadex", "module|loadex"),
-            ("unload", "module|unload"),
-            ("help", "module|help"),
-        ],
-    ),
-];
 
 /// Run a command on behalf of an in-process caller (tests, tools). The
 /// reply bytes are returned in the client's protocol.
@@ -630,14 +568,15 @@ pub fn replay_aof_command(
     client: &mut ClientState,
     argv: &[&[u8]],
 ) -> Result<(), String> {
-    let Some(cmd) = lookup_command(argv[0]) else {
+    let Some(base) = lookup_command(argv[0]) else {
         return Err(format!(
             "Unknown command '{}'",
             String::from_utf8_lossy(argv[0])
         ));
     };
+    let cmd = base.resolve(argv)?;
     if client.multi.is_some() && cmd.name != "exec" {
-        transaction::queue(client, cmd, argv);
+        transaction::queue(client, base, cmd, argv);
     } else {
         call(srv, client, cmd, argv, false);
     }
@@ -664,18 +603,15 @@ fn protected_command_refused(
     srv: &Server,
     client: &ClientState,
     cmd: &CommandSpec,
-    argv: &[&[u8]],
 ) -> Option<&'static str> {
-    let (gate, option) = match cmd.name {
-        "debug" => (srv.config.enable_debug_command, "enable-debug-command"),
-        "module"
-            if argv
-                .get(1)
-                .is_some_and(|sub| ["load", "loadex", "unload"].iter().any(|p| eq_ic(sub, p))) =>
-        {
-            (srv.config.enable_module_command, "enable-module-command")
-        }
-        _ => return None,
+    if cmd.flags & PROTECTED == 0 {
+        return None;
+    }
+    // DEBUG and MODULE LOAD/LOADEX/UNLOAD, each behind its own option.
+    let (gate, option) = if cmd.name == "debug" {
+        (srv.config.enable_debug_command, "enable-debug-command")
+    } else {
+        (srv.config.enable_module_command, "enable-module-command")
     };
     (!gate.allows(client.is_local)).then_some(option)
 }

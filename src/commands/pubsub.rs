@@ -226,20 +226,7 @@ const PUBSUB_HELP: &[&str] = &[
 
 /// `PUBSUB CHANNELS|NUMSUB|NUMPAT|SHARDCHANNELS|SHARDNUMSUB|HELP`
 pub fn pubsub(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[
-            ("help", 2),
-            ("channels", -2),
-            ("numsub", -2),
-            ("numpat", 2),
-            ("shardchannels", -2),
-            ("shardnumsub", -2),
-        ],
-    ) else {
-        return;
-    };
+    let sub = subcommand(c);
     match sub {
         "help" => reply_help(c, PUBSUB_HELP),
         "channels" | "shardchannels" => {

@@ -197,19 +197,26 @@ const DEBUG_HELP: &[&str] = &[
 
 /// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|RELOAD|LOADAOF|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[
-            ("help", 2),
-            ("sleep", 3),
-            ("set-active-expire", 3),
-            ("object", 3),
-            ("reload", -2),
-            ("loadaof", 2),
-        ],
-    ) else {
-        return;
+    // DEBUG is one command in Redis, not a container: it parses its own
+    // subcommands and answers anything else with addReplySubcommandSyntaxError.
+    const SUBS: &[(&str, i32)] = &[
+        ("help", 2),
+        ("sleep", 3),
+        ("set-active-expire", 3),
+        ("object", 3),
+        ("reload", -2),
+        ("loadaof", 2),
+    ];
+    let argc = argv.len() as i32;
+    let found = SUBS.iter().find(|(name, arity)| {
+        eq_ic(argv[1], name) && (argc == *arity || (*arity < 0 && argc >= -arity))
+    });
+    let Some(&(sub, _)) = found else {
+        let name =
+            String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]).replace(['\r', '\n'], " ");
+        return c.cl.reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try DEBUG HELP."
+        ));
     };
     match sub {
         "help" => reply_help(c, DEBUG_HELP),
@@ -316,19 +323,7 @@ const MODULE_HELP: &[&str] = &[
 /// as a failed load does in Redis, with the reason in the log. Only where
 /// `enable-module-command` allows it at all.
 pub fn module(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[
-            ("help", 2),
-            ("list", 2),
-            ("load", -3),
-            ("loadex", -3),
-            ("unload", 3),
-        ],
-    ) else {
-        return;
-    };
+    let sub = subcommand(c);
     match sub {
         "help" => reply_help(c, MODULE_HELP),
         "list" => c.cl.reply.array(0),

@@ -65,13 +65,7 @@ const SLOWLOG_HELP: &[&str] = &[
 
 /// `SLOWLOG GET [count] | LEN | RESET | HELP`
 pub fn slowlog(c: &mut Ctx, argv: &[&[u8]]) {
-    let Some(sub) = subcommand(
-        c,
-        argv,
-        &[("help", 2), ("get", -2), ("len", 2), ("reset", 2)],
-    ) else {
-        return;
-    };
+    let sub = subcommand(c);
     match sub {
         "help" => reply_help(c, SLOWLOG_HELP),
         "len" => {

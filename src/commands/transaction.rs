@@ -11,8 +11,14 @@
 use super::*;
 use crate::state::watch::WatchedKey;
 
-/// Queue a command inside MULTI (the dispatcher has checked it).
-pub fn queue(client: &mut ClientState, cmd: &'static CommandSpec, argv: &[&[u8]]) {
+/// Queue a command inside MULTI (the dispatcher has checked it): `cmd` as
+/// resolved from `base`, the table entry EXEC finds it by again.
+pub fn queue(
+    client: &mut ClientState,
+    base: &'static CommandSpec,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+) {
     let Some(m) = client.multi.as_mut() else {
         return;
     };
@@ -21,7 +27,7 @@ pub fn queue(client: &mut ClientState, cmd: &'static CommandSpec, argv: &[&[u8]]
         m.args.extend_from_slice(a);
         m.arg_ends.push(m.args.len());
     }
-    m.commands.push((spec_index(cmd), first..m.arg_ends.len()));
+    m.commands.push((spec_index(base), first..m.arg_ends.len()));
     m.mem = m.args.capacity() + m.arg_ends.capacity() * std::mem::size_of::<usize>();
     m.flags |= cmd.flags;
     m.queued += 1;
@@ -116,7 +122,14 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
         }
         // Each queued command passed the dispatcher's checks when it was
         // queued (and EXEC as a whole was checked for OOM and MISCONF).
-        let cmd = &COMMANDS[spec];
+        let cmd = match COMMANDS[spec].resolve(&refs) {
+            Ok(cmd) => cmd,
+            // Resolved once already, when it was queued.
+            Err(e) => {
+                c.cl.reply.error(&e);
+                continue;
+            }
+        };
         c.srv.stats.total_commands_processed += 1;
         c.cl.commands += 1;
         call(c.srv, c.cl, cmd, &refs, false);
