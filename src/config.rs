@@ -1231,55 +1231,302 @@ impl Config {
         find_option(name).map(|o| (o.get)(self))
     }
 
-    /// Render the whole configuration as redis.conf text (CONFIG REWRITE).
+    /// CONFIG REWRITE: rewrite the config file as Redis's rewriteConfig
+    /// does. Comments and the lines of options kvstore doesn't know stay
+    /// where they are (unparsable lines and unknown directives become
+    /// `# ??? …` comments, as Redis turns them); every option already in
+    /// the file is rewritten in place, its first line reused and any more
+    /// blanked; options not in the file are appended after a `# Generated
+    /// by CONFIG REWRITE` line when they differ from their default; runs of
+    /// empty lines shrink to one. Each option is written in its Redis type's
+    /// format (`maxmemory 100mb`, `dbfilename "dump.rdb"`, one `save` line
+    /// per pair, one `client-output-buffer-limit` line per class).
     pub fn rewrite(&self) -> Result<(), String> {
         let Some(path) = &self.config_file else {
             return Err("The server is running without a config file".into());
         };
-        let old = std::fs::read_to_string(path).unwrap_or_default();
-        let mut written = std::collections::HashSet::new();
-        let mut out = String::new();
-        for line in old.lines() {
-            let trimmed = line.trim();
-            let name = trimmed.split_whitespace().next().unwrap_or("");
-            if trimmed.starts_with('#') || name.is_empty() {
-                out.push_str(line);
-                out.push('\n');
-                continue;
-            }
-            match find_option(name) {
-                Some(opt) => {
-                    if written.insert(opt.name) {
-                        out.push_str(&config_line(opt, &(opt.get)(self)));
-                    }
-                }
-                None => {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-        }
+        let old = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("Rewriting config file: {e}")),
+        };
+        let mut state = RewriteState::read(&old);
         let defaults = Config::default();
-        let mut header = false;
         for opt in OPTIONS {
-            // `dir` is always written, as Redis does: its default is relative
-            // to wherever the server happens to be started, so a file
-            // without it restarts in another directory with another dataset.
-            let is_default = (opt.get)(self) == (opt.get)(&defaults) && opt.name != "dir";
-            if written.contains(opt.name) || is_default {
+            for (line, force) in self.rewrite_lines(opt, &defaults) {
+                state.rewrite_line(opt.name, line, force);
+            }
+            state.processed.insert(opt.name);
+        }
+        let content = state.content();
+        write_atomically(path, content.as_bytes())
+            .map_err(|e| format!("Rewriting config file: {e}"))
+    }
+
+    /// The lines an option is rewritten as, each with whether it must be
+    /// written even where the file doesn't have the option yet (it differs
+    /// from its default). No lines: the option must not appear at all.
+    fn rewrite_lines(&self, opt: &OptionSpec, defaults: &Config) -> Vec<(String, bool)> {
+        let name = opt.name;
+        let value = (opt.get)(self);
+        let force = value != (opt.get)(defaults);
+        let line = |v: &str| format!("{name} {v}");
+        let (lines, force) = match name {
+            // Redis always writes `dir`, absolute: a file without it would
+            // start elsewhere with another dataset.
+            "dir" => {
+                let abs = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+                (vec![line(&repr(&abs.display().to_string()))], true)
+            }
+            "save" if value.is_empty() => (vec!["save \"\"".to_string()], true),
+            "save" => {
+                let words: Vec<&str> = value.split_whitespace().collect();
+                let lines = words.chunks(2).map(|pair| line(&pair.join(" "))).collect();
+                (lines, true)
+            }
+            // Left out only at Redis's own default, `* -::*`: kvstore's
+            // loopback default is written, so the file means the same to
+            // redis-server.
+            "bind" if value == "* -::*" => (Vec::new(), false),
+            "bind" if value.is_empty() => (vec![line("\"\"")], true),
+            "bind" => (vec![line(&value)], true),
+            "notify-keyspace-events" => (vec![line(&repr(&value))], !value.is_empty()),
+            "client-output-buffer-limit" => {
+                // One line per class, each forced on its own.
+                let classes = ["normal", "replica", "pubsub"];
+                return classes
+                    .iter()
+                    .zip(self.client_output_buffer_limit.iter())
+                    .zip(defaults.client_output_buffer_limit.iter())
+                    .map(|((class, l), d)| {
+                        let text = format!(
+                            "{class} {} {} {}",
+                            format_memory(l.hard),
+                            format_memory(l.soft),
+                            l.soft_secs
+                        );
+                        let differs =
+                            (l.hard, l.soft, l.soft_secs) != (d.hard, d.soft, d.soft_secs);
+                        (line(&text), differs)
+                    })
+                    .collect();
+            }
+            // Strings Redis leaves out when unset (NULL by default).
+            "unixsocket" | "pidfile" | "requirepass" if value.is_empty() => (Vec::new(), false),
+            _ if QUOTED_OPTIONS.contains(&name) => (vec![line(&repr(&value))], force),
+            _ if MEMORY_OPTIONS.contains(&name) => {
+                let text = match value.parse::<u64>() {
+                    Ok(bytes) => format_memory(bytes),
+                    Err(_) => value,
+                };
+                (vec![line(&text)], force)
+            }
+            _ if opt.multi_arg => {
+                let words: Vec<String> = value.split_whitespace().map(quote).collect();
+                (vec![line(&words.join(" "))], force)
+            }
+            _ => (vec![line(&quote(&value))], force),
+        };
+        lines.into_iter().map(|l| (l, force)).collect()
+    }
+}
+
+/// Options Redis writes in its memory notation (`100mb`, `1gb`).
+const MEMORY_OPTIONS: &[&str] = &[
+    "maxmemory",
+    "maxmemory-clients",
+    "auto-aof-rewrite-min-size",
+    "proto-max-bulk-len",
+    "client-query-buffer-limit",
+    "hash-max-listpack-value",
+    "zset-max-listpack-value",
+];
+
+/// String options Redis always writes quoted (its sdscatrepr).
+const QUOTED_OPTIONS: &[&str] = &[
+    "unixsocket",
+    "logfile",
+    "dbfilename",
+    "appenddirname",
+    "appendfilename",
+    "pidfile",
+    "requirepass",
+];
+
+/// Directives a config file may hold that are not options (Redis keeps
+/// them as they are when rewriting).
+const NON_OPTION_DIRECTIVES: &[&str] = &[
+    "include",
+    "rename-command",
+    "user",
+    "loadmodule",
+    "sentinel",
+];
+
+/// The line Redis adds before the options it appends.
+const REWRITE_SIGNATURE: &str = "# Generated by CONFIG REWRITE";
+
+/// A config file being rewritten (Redis's rewriteConfigState).
+struct RewriteState {
+    lines: Vec<String>,
+    /// Option name → the lines it still has in the old file, in order.
+    option_lines: std::collections::HashMap<String, std::collections::VecDeque<usize>>,
+    /// Options rewritten: their unused old lines are blanked at the end.
+    processed: std::collections::HashSet<&'static str>,
+    needs_signature: bool,
+}
+
+impl RewriteState {
+    fn read(old: &str) -> RewriteState {
+        let mut state = RewriteState {
+            lines: Vec::new(),
+            option_lines: Default::default(),
+            processed: Default::default(),
+            needs_signature: true,
+        };
+        // Redis splits on \n and trims each line; a final newline leaves
+        // one empty line, which the empty-run rule then absorbs.
+        if old.is_empty() {
+            return state;
+        }
+        for raw in old.split('\n') {
+            let line = raw.trim_matches(|c| matches!(c, '\r' | '\n' | '\t' | ' '));
+            if line.is_empty() || line.starts_with('#') {
+                if line == REWRITE_SIGNATURE {
+                    state.needs_signature = false;
+                }
+                state.lines.push(line.to_string());
                 continue;
             }
-            if !header {
-                out.push_str("# Generated by CONFIG REWRITE\n");
-                header = true;
+            let name = split_args(line.as_bytes()).and_then(|args| {
+                args.first()
+                    .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+            });
+            let option = name.as_deref().and_then(|n| {
+                find_option(n)
+                    .map(|o| o.name.to_string())
+                    .or_else(|| NON_OPTION_DIRECTIVES.contains(&n).then(|| n.to_string()))
+            });
+            match option {
+                Some(option) => {
+                    state
+                        .option_lines
+                        .entry(option)
+                        .or_default()
+                        .push_back(state.lines.len());
+                    state.lines.push(line.to_string());
+                }
+                None => state.lines.push(format!("# ??? {line}")),
             }
-            out.push_str(&config_line(opt, &(opt.get)(self)));
         }
-        let tmp = path.with_extension("conf.tmp");
-        std::fs::write(&tmp, out).map_err(|e| format!("Rewriting config file: {e}"))?;
-        std::fs::rename(&tmp, path).map_err(|e| format!("Rewriting config file: {e}"))?;
-        Ok(())
+        state
     }
+
+    /// Redis's rewriteConfigRewriteLine: reuse the option's next old line,
+    /// or append (after the signature) when `force`.
+    fn rewrite_line(&mut self, option: &str, line: String, force: bool) {
+        if let Some(slots) = self.option_lines.get_mut(option) {
+            if let Some(at) = slots.pop_front() {
+                self.lines[at] = line;
+                return;
+            }
+        }
+        if !force {
+            return;
+        }
+        if self.needs_signature {
+            self.lines.push(REWRITE_SIGNATURE.to_string());
+            self.needs_signature = false;
+        }
+        self.lines.push(line);
+    }
+
+    /// The new file: unused lines of rewritten options blanked, runs of
+    /// empty lines made one.
+    fn content(mut self) -> String {
+        for (option, slots) in &self.option_lines {
+            if self.processed.contains(option.as_str()) {
+                for &at in slots {
+                    self.lines[at].clear();
+                }
+            }
+        }
+        let mut out = String::new();
+        let mut was_empty = false;
+        for line in &self.lines {
+            if line.is_empty() {
+                if was_empty {
+                    continue;
+                }
+                was_empty = true;
+            } else {
+                was_empty = false;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Write `path` through a temporary file, fsync'd, then renamed over it
+/// (Redis's rewriteConfigOverwriteFile).
+fn write_atomically(path: &std::path::Path, content: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp_name);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(content)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Bytes in Redis's config notation: `1gb`, `100mb`, `64kb`, else a plain
+/// number (its rewriteConfigFormatMemory).
+fn format_memory(bytes: u64) -> String {
+    const KB: u64 = 1 << 10;
+    const MB: u64 = 1 << 20;
+    const GB: u64 = 1 << 30;
+    match bytes {
+        0 => "0".to_string(),
+        b if b % GB == 0 => format!("{}gb", b / GB),
+        b if b % MB == 0 => format!("{}mb", b / MB),
+        b if b % KB == 0 => format!("{}kb", b / KB),
+        b => b.to_string(),
+    }
+}
+
+/// A string as Redis's sdscatrepr writes it: always quoted, with `\\`,
+/// `\"`, `\n`, `\r`, `\t`, `\a`, `\b` escapes and `\xHH` for other
+/// non-printable bytes.
+fn repr(v: &str) -> String {
+    let mut s = String::from("\"");
+    for &b in v.as_bytes() {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'"' => s.push_str("\\\""),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            b if b.is_ascii_graphic() || b == b' ' => s.push(b as char),
+            b => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
 }
 
 /// One `name value` line of a config file; several-word options are written

@@ -602,7 +602,7 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
         "{text}"
     );
     assert!(
-        text.contains(&format!("dir {}", data.path().display())),
+        text.contains(&format!("dir \"{}\"", data.path().display())),
         "{text}"
     );
     assert!(text.contains("hz 20"), "{text}");
