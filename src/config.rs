@@ -64,6 +64,8 @@ pub struct Config {
     pub zset_max_listpack_value: i64,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: i64,
+    /// Most keys the client-tracking table remembers (0: no limit).
+    pub tracking_table_max_keys: u64,
     pub notify_keyspace_events: NotifyFlags,
     pub pidfile: String,
     pub protected_mode: bool,
@@ -140,6 +142,7 @@ impl Default for Config {
             zset_max_listpack_value: 0,
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
+            tracking_table_max_keys: 0,
             notify_keyspace_events: NotifyFlags(0),
             pidfile: String::new(),
             protected_mode: false,
@@ -1035,6 +1038,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Slow log length.",
         |c| c.slowlog_max_len.to_string(),
         |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "tracking-table-max-keys",
+        "1000000",
+        true,
+        "Most keys the CLIENT TRACKING invalidation table remembers; past it, keys are forgotten and their clients told (0: no limit).",
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, v| c.tracking_table_max_keys = parse_int(v, 0, i64::MAX)? as u64
     ),
     opt!(
         "notify-keyspace-events",

@@ -73,6 +73,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         deadline,
         zset: c.cmd.name.starts_with("bz"),
+        postponed: false,
     });
 }
 
@@ -109,7 +110,57 @@ pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     if let Some(d) = b.deadline {
         srv.block_deadlines.remove(&(d, st.id));
     }
+    if b.postponed {
+        srv.postponed.retain(|&id| id != st.id);
+    }
     srv.blocked_clients -= 1;
+}
+
+/// Hold a client's command back until CLIENT PAUSE ends (Redis's
+/// BLOCKED_POSTPONE): nothing is replied, its later input waits in the
+/// query buffer.
+pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
+    srv.postponed.push(client.id);
+    srv.blocked_clients += 1;
+    client.blocked = Some(Blocked {
+        db: client.db,
+        keys: Vec::new(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        deadline: None,
+        zset: false,
+        postponed: true,
+    });
+}
+
+/// Once the pause is over, run the postponed commands from scratch, in
+/// the order they arrived (each may be refused, or held again by a newer
+/// pause), and let their clients go on with their input.
+pub fn resume_postponed(srv: &mut Server) {
+    if srv.postponed.is_empty() || srv.clients_paused().is_some() {
+        return;
+    }
+    srv.client_pause = None;
+    for id in std::mem::take(&mut srv.postponed) {
+        rerun_postponed(srv, id);
+    }
+}
+
+/// Unblock a postponed client and run its command again.
+fn rerun_postponed(srv: &mut Server, id: u64) {
+    let Some(slot) = srv.client_index(id) else {
+        return;
+    };
+    let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+        return;
+    };
+    let argv = client.blocked.as_ref().map(|b| b.argv.clone()).unwrap_or_default();
+    unblock(srv, &mut client);
+    if !argv.is_empty() {
+        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        execute_with(srv, &mut client, &refs, false);
+    }
+    srv.unblocked.push((slot, id));
+    srv.clients[slot] = Some(client);
 }
 
 /// Does `key` hold data a blocked client can take (a list, or a sorted set)?
@@ -238,6 +289,21 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
         return c.cl.reply.int(0);
     };
     let was_blocked = target.blocked.is_some();
+    if target.blocked.as_ref().is_some_and(|b| b.postponed) {
+        // As Redis: an ERROR unblock replies the error; the command itself
+        // then starts over, which while the pause lasts means it is held
+        // again, behind the others.
+        if error {
+            target
+                .reply
+                .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            c.srv.unblocked.push((slot, id));
+        }
+        c.srv.postponed.retain(|&p| p != id);
+        c.srv.postponed.push(id);
+        c.srv.clients[slot] = Some(target);
+        return c.cl.reply.int(1);
+    }
     if was_blocked {
         if error {
             target

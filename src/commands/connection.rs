@@ -45,6 +45,7 @@ pub fn reset(c: &mut Ctx, _argv: &[&[u8]]) {
     }
     super::transaction::discard_transaction(c.srv, c.cl);
     super::pubsub::unsubscribe_everything(c.srv, c.cl);
+    c.srv.disable_tracking(c.cl);
     c.cl.db = 0;
     c.cl.reply.proto = Proto::Resp2;
     c.cl.reply_off = false;
@@ -199,6 +200,10 @@ pub fn select(c: &mut Ctx, argv: &[&[u8]]) {
 
 const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -219,20 +224,27 @@ const CLIENT_HELP: &[&str] = &[
     "      Kill connections authenticated by <username>.",
     "    * SKIPME (YES|NO)",
     "      Skip killing current connection (default: yes).",
-    "    * ID <client-id>",
-    "      Kill connections by client id.",
     "LIST [options ...]",
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
-    "NO-EVICT (ON|OFF)",
-    "    Protect current client connection from eviction.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
     "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
     "HELP",
     "    Prints this help.",
 ];
@@ -296,13 +308,267 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.error(ERR_SYNTAX);
             }
         }
-        "unblock" => {
-            if argv.len() > 4 {
-                return c.cl.reply.error(&arity_error("client|unblock"));
-            }
-            super::blocking::client_unblock(c, argv)
+        "unblock" if argv.len() <= 4 => super::blocking::client_unblock(c, argv),
+        "pause" if argv.len() <= 4 => client_pause(c, argv),
+        "unpause" => {
+            c.srv.client_pause = None;
+            c.cl.reply.ok();
+        }
+        "tracking" => client_tracking(c, argv),
+        "caching" => client_caching(c, argv),
+        "getredir" => {
+            let redirect = c.cl.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
+            c.cl.reply.int(redirect);
+        }
+        "trackinginfo" => client_trackinginfo(c),
+        "unblock" | "pause" => {
+            // Redis's addReplySubcommandSyntaxError.
+            let name = String::from_utf8_lossy(argv[1]).to_string();
+            c.cl.reply.error(&format!(
+                "ERR unknown subcommand or wrong number of arguments for '{name}'. Try CLIENT HELP."
+            ))
         }
         _ => client_kill(c, argv),
+    }
+}
+
+/// `CLIENT PAUSE timeout [WRITE | ALL]` — hold back every command (ALL,
+/// the default) or those that may write, for `timeout` milliseconds. A
+/// pause already in effect keeps the later end and the stricter mode.
+fn client_pause(c: &mut Ctx, argv: &[&[u8]]) {
+    let mut all = true;
+    if let Some(mode) = argv.get(3) {
+        if eq_ic(mode, "write") {
+            all = false;
+        } else if !eq_ic(mode, "all") {
+            return c.cl.reply.error("ERR CLIENT PAUSE mode must be WRITE or ALL");
+        }
+    }
+    let Some(ms) = parse_i64(argv[2]) else {
+        return c
+            .cl
+            .reply
+            .error("ERR timeout is not an integer or out of range");
+    };
+    if ms < 0 {
+        return c.cl.reply.error("ERR timeout is negative");
+    }
+    // As Redis: a timeout of 0 is an end of 0, already over.
+    let end_ms = if ms > 0 {
+        c.srv.now_ms.saturating_add(ms)
+    } else {
+        0
+    };
+    let pause = match c.srv.client_pause {
+        Some(p) => crate::state::ClientPause {
+            all: p.all || all,
+            end_ms: p.end_ms.max(end_ms),
+        },
+        None => crate::state::ClientPause { all, end_ms },
+    };
+    c.srv.client_pause = Some(pause);
+    c.cl.reply.ok();
+}
+
+/// `CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p …] [OPTIN]
+/// [OPTOUT] [NOLOOP]` — server-assisted client-side caching, with
+/// Redis's checks and errors in Redis's order.
+fn client_tracking(c: &mut Ctx, argv: &[&[u8]]) {
+    let mut redirect = 0u64;
+    let (mut bcast, mut optin, mut optout, mut noloop) = (false, false, false, false);
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut j = 3;
+    while j < argv.len() {
+        let more = j + 1 < argv.len();
+        let a = argv[j];
+        if eq_ic(a, "redirect") && more {
+            j += 1;
+            if redirect != 0 {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR A client can only redirect to a single other client");
+            }
+            let Some(id) = parse_i64(argv[j]) else {
+                return c.cl.reply.error(ERR_NOT_INT);
+            };
+            if id <= 0 || (id as u64 != c.cl.id && c.srv.client_index(id as u64).is_none()) {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR The client ID you want redirect to does not exist");
+            }
+            redirect = id as u64;
+        } else if eq_ic(a, "bcast") {
+            bcast = true;
+        } else if eq_ic(a, "optin") {
+            optin = true;
+        } else if eq_ic(a, "optout") {
+            optout = true;
+        } else if eq_ic(a, "noloop") {
+            noloop = true;
+        } else if eq_ic(a, "prefix") && more {
+            j += 1;
+            prefixes.push(argv[j]);
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    if eq_ic(argv[2], "off") {
+        c.srv.disable_tracking(c.cl);
+        return c.cl.reply.ok();
+    }
+    if !eq_ic(argv[2], "on") {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    if !bcast && !prefixes.is_empty() {
+        return c
+            .cl
+            .reply
+            .error("ERR PREFIX option requires BCAST mode to be enabled");
+    }
+    if let Some(t) = &c.cl.tracking {
+        if t.bcast != bcast {
+            return c.cl.reply.error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+        }
+    }
+    if bcast && (optin || optout) {
+        return c
+            .cl
+            .reply
+            .error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+    }
+    if optin && optout {
+        return c
+            .cl
+            .reply
+            .error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+    }
+    if let Some(t) = &c.cl.tracking {
+        if (optin && t.optout) || (optout && t.optin) {
+            return c.cl.reply.error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+        }
+    }
+    if bcast {
+        if let Some(e) = prefix_collision(c.cl.tracking.as_ref(), &prefixes) {
+            return c.cl.reply.error(&e);
+        }
+    }
+    c.srv
+        .enable_tracking(c.cl, redirect, bcast, optin, optout, noloop, &prefixes);
+    c.cl.reply.ok();
+}
+
+/// Redis's checkPrefixCollisionsOrReply: a new prefix may not be a prefix
+/// of (or start with) one the client has or another one given.
+fn prefix_collision(
+    current: Option<&crate::state::ClientTracking>,
+    prefixes: &[&[u8]],
+) -> Option<String> {
+    let overlap = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    // Redis prints these with %s: a prefix stops at a NUL byte.
+    let show = |p: &[u8]| {
+        let end = p.iter().position(|&b| b == 0).unwrap_or(p.len());
+        String::from_utf8_lossy(&p[..end]).to_string()
+    };
+    for (i, p) in prefixes.iter().enumerate() {
+        if let Some(existing) = current
+            .into_iter()
+            .flat_map(|t| t.prefixes.iter())
+            .find(|e| overlap(e, p))
+        {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                show(p),
+                show(existing)
+            ));
+        }
+        if let Some(other) = prefixes[i + 1..].iter().find(|o| overlap(p, o)) {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                show(p),
+                show(other)
+            ));
+        }
+    }
+    None
+}
+
+/// `CLIENT CACHING YES|NO` — in OPTIN (YES) or OPTOUT (NO) mode, whether
+/// the next command's keys are tracked.
+fn client_caching(c: &mut Ctx, argv: &[&[u8]]) {
+    let Some(t) = c.cl.tracking.as_mut() else {
+        return c.cl.reply.error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    };
+    if eq_ic(argv[2], "yes") {
+        if !t.optin {
+            return c.cl.reply.error(
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+        }
+    } else if eq_ic(argv[2], "no") {
+        if !t.optout {
+            return c.cl.reply.error(
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+        }
+    } else {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    t.caching = true;
+    c.cl.reply.ok();
+}
+
+/// `CLIENT TRACKINGINFO` — flags, redirect and prefixes, as Redis shows
+/// them.
+fn client_trackinginfo(c: &mut Ctx) {
+    let t = c.cl.tracking.clone();
+    let out = &mut c.cl.reply;
+    out.map(3);
+    out.bulk(b"flags");
+    let mut flags: Vec<&str> = Vec::new();
+    match &t {
+        None => flags.push("off"),
+        Some(t) => {
+            flags.push("on");
+            if t.bcast {
+                flags.push("bcast");
+            }
+            if t.optin {
+                flags.push("optin");
+                if t.caching {
+                    flags.push("caching-yes");
+                }
+            }
+            if t.optout {
+                flags.push("optout");
+                if t.caching {
+                    flags.push("caching-no");
+                }
+            }
+            if t.noloop {
+                flags.push("noloop");
+            }
+            if t.broken_redirect {
+                flags.push("broken_redirect");
+            }
+        }
+    }
+    out.set(flags.len());
+    for f in flags {
+        out.bulk(f.as_bytes());
+    }
+    out.bulk(b"redirect");
+    out.int(t.as_ref().map_or(-1, |t| t.redirect as i64));
+    out.bulk(b"prefixes");
+    let prefixes: Vec<&Vec<u8>> = t.iter().flat_map(|t| t.prefixes.iter()).collect();
+    out.array(prefixes.len());
+    for p in prefixes {
+        out.bulk(p);
     }
 }
 

@@ -128,8 +128,7 @@ pub fn pexpireat(c: &mut Ctx, argv: &[&[u8]]) {
 /// missing key, -1 for no TTL.
 fn ttl_generic(c: &mut Ctx, key: &[u8], ms: bool, absolute: bool) {
     let db = c.cl.db;
-    expire_if_needed(c.srv, db, key);
-    if c.srv.dbs[db].main.get(key).is_none() {
+    if expire_if_needed(c.srv, db, key) || c.srv.dbs[db].main.get(key).is_none() {
         c.srv.stats.keyspace_misses += 1;
         c.notify(NotifyFlags::KEY_MISS, "keymiss", key);
         return c.cl.reply.int(-2);
@@ -187,6 +186,10 @@ const ACTIVE_EXPIRE_ACCEPTABLE_STALE: usize = 10;
 
 /// Redis's slow active expiry cycle, run from the cron.
 pub fn active_expire_cycle(srv: &mut Server) {
+    // While clients are paused the dataset stays as it is.
+    if !srv.may_delete_expired() {
+        return;
+    }
     let effort = (srv.config.active_expire_effort - 1).max(0) as usize;
     let keys_per_loop = ACTIVE_EXPIRE_KEYS_PER_LOOP + ACTIVE_EXPIRE_KEYS_PER_LOOP / 4 * effort;
     let time_perc = ACTIVE_EXPIRE_SLOW_TIME_PERC + 2 * effort as u64;

@@ -56,8 +56,7 @@ fn del_generic(c: &mut Ctx, argv: &[&[u8]], mode: FreeMode) {
     let db = c.cl.db;
     let mut deleted = 0;
     for key in &argv[1..] {
-        expire_if_needed(c.srv, db, key);
-        if c.srv.dbs[db].delete_with(key, mode) {
+        if !expire_if_needed(c.srv, db, key) && c.srv.dbs[db].delete_with(key, mode) {
             deleted += 1;
             c.modified(key, NotifyFlags::GENERIC, "del");
         }
@@ -101,8 +100,8 @@ pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
 /// key if needed, counts a hit or a miss, and a miss is a `keymiss` event.
 fn lookup_type_name(c: &mut Ctx, key: &[u8]) -> &'static str {
     let db = c.cl.db;
-    expire_if_needed(c.srv, db, key);
-    match c.srv.dbs[db].main.get(key).map(type_name) {
+    let expired = expire_if_needed(c.srv, db, key);
+    match c.srv.dbs[db].main.get(key).filter(|_| !expired).map(type_name) {
         Some(name) => {
             c.srv.stats.keyspace_hits += 1;
             name
@@ -219,7 +218,7 @@ pub fn copy(c: &mut Ctx, argv: &[&[u8]]) {
     c.dirty(1);
     c.srv
         .notify_keyspace_event(NotifyFlags::NEW, "new", dst, dst_db);
-    c.srv.touch_watched_key(Some(c.cl), dst_db, dst);
+    c.srv.signal_modified_key(Some(c.cl), dst_db, dst);
     c.srv
         .notify_keyspace_event(NotifyFlags::GENERIC, "copy_to", dst, dst_db);
     c.cl.reply.int(1);
@@ -247,7 +246,7 @@ pub fn move_cmd(c: &mut Ctx, argv: &[&[u8]]) {
     c.srv
         .notify_keyspace_event(NotifyFlags::NEW, "new", key, dst_db);
     c.signal_modified(key);
-    c.srv.touch_watched_key(Some(c.cl), dst_db, key);
+    c.srv.signal_modified_key(Some(c.cl), dst_db, key);
     c.notify(NotifyFlags::GENERIC, "move_from", key);
     c.srv
         .notify_keyspace_event(NotifyFlags::GENERIC, "move_to", key, dst_db);
@@ -491,10 +490,10 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
         return reply_help(c, OBJECT_HELP);
     }
     let db = c.cl.db;
-    expire_if_needed(c.srv, db, argv[2]);
+    let expired = expire_if_needed(c.srv, db, argv[2]);
     let now = c.srv.now_ms;
     let lfu = c.srv.config.maxmemory_policy.contains("lfu");
-    let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
+    let Some(e) = c.srv.dbs[db].main.get(argv[2]).filter(|_| !expired) else {
         return c.cl.reply.null();
     };
     match sub {

@@ -7,7 +7,8 @@ use crate::db::entry::lru_clock;
 
 /// Delete `key` if its TTL has passed, propagating a DEL as Redis does so
 /// that replicas and the AOF never decide expiry on their own clock.
-/// Returns true when the key was expired.
+/// Returns true when the key was expired: the caller must then treat it as
+/// missing, for while clients are paused it stays in the table.
 pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     let now = srv.now_ms;
     let d = &mut srv.dbs[db];
@@ -17,7 +18,9 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     if !e.has_expire() || !d.is_expired(key, now) {
         return false;
     }
-    delete_expired(srv, db, key);
+    if srv.may_delete_expired() {
+        delete_expired(srv, db, key);
+    }
     true
 }
 
@@ -34,7 +37,7 @@ pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
     };
     srv.propagate(db, &[del, key]);
     srv.notify_keyspace_event(NotifyFlags::EXPIRED, "expired", key, db);
-    srv.touch_watched_key(None, db, key);
+    srv.signal_modified_key(None, db, key);
 }
 
 /// Look up a key for reading: expires it if needed, counts hits and misses,
@@ -68,7 +71,9 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
     if has_expire && d.is_expired(key, now) {
-        delete_expired(srv, db, key);
+        if srv.may_delete_expired() {
+            delete_expired(srv, db, key);
+        }
         return None;
     }
     unsafe { (*e).set_lru(clock) };
@@ -77,8 +82,7 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
 
 /// Does the key exist (after expiry), without touching statistics?
 pub fn key_exists(srv: &mut Server, db: usize, key: &[u8]) -> bool {
-    expire_if_needed(srv, db, key);
-    srv.dbs[db].main.get(key).is_some()
+    !expire_if_needed(srv, db, key) && srv.dbs[db].main.get(key).is_some()
 }
 
 /// The result of looking up a key that must hold a given collection type.

@@ -189,13 +189,11 @@ impl<'a> Ctx<'a> {
     }
 
     /// `key` in the client's database changed: clients WATCHing it fail
-    /// their EXEC (Redis's signalModifiedKey).
+    /// their EXEC, clients caching it are told (Redis's signalModifiedKey).
     #[inline]
     pub fn signal_modified(&mut self, key: &[u8]) {
-        if !self.srv.watched_keys.is_empty() {
-            let db = self.cl.db;
-            self.srv.touch_watched_key(Some(self.cl), db, key);
-        }
+        let db = self.cl.db;
+        self.srv.signal_modified_key(Some(self.cl), db, key);
     }
 
     /// A key changed: signal watchers and publish the event (the pair
@@ -373,6 +371,23 @@ fn refusal(
     None
 }
 
+/// Must CLIENT PAUSE hold this command back? Every command under a pause
+/// of ALL, those that may write or replicate (EXEC judged by what it
+/// queued) under WRITE; replicas are never held (Redis's processCommand).
+fn held_by_pause(srv: &Server, client: &ClientState, cmd: &CommandSpec) -> bool {
+    let Some(pause) = srv.clients_paused() else {
+        return false;
+    };
+    if client.kind == crate::state::client::ClientKind::Replica {
+        return false;
+    }
+    let queued = match (&client.multi, cmd.name) {
+        (Some(m), "exec") => m.flags,
+        _ => 0,
+    };
+    pause.all || (cmd.flags | queued) & (WRITE | MAY_REPLICATE) != 0
+}
+
 /// Run one command; `retry` when re-running a blocked client's command.
 /// This is Redis's processCommand (checks, MULTI queueing) and call()
 /// (execution, propagation, statistics, slow log, MONITOR) in one.
@@ -384,7 +399,12 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let reply_mark = client.reply.mark();
     srv.stats.total_commands_processed += 1;
     client.commands += 1;
-    match lookup_command(argv[0]) {
+    if srv.tracking.clients > 0 {
+        srv.tracking_limit_used_slots();
+    }
+    let found = lookup_command(argv[0]);
+    let is_client_command = found.is_some_and(|c| c.name == "client");
+    match found {
         None => {
             client.reply.error(&unknown_command_error(argv));
             if let Some(m) = client.multi.as_mut() {
@@ -399,7 +419,13 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                     if let Some(m) = client.multi.as_mut() {
                         m.errored = true;
                     }
-                    return finish_command(srv, client, errors_before, reply_mark);
+                    return finish_command(
+                        srv,
+                        client,
+                        is_client_command,
+                        errors_before,
+                        reply_mark,
+                    );
                 }
             };
             client.last_cmd = cmd.name;
@@ -420,6 +446,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                         m.errored = true;
                     }
                 }
+            } else if !retry && held_by_pause(srv, client, cmd) {
+                // Counted when it runs, once the pause is over.
+                srv.stats.total_commands_processed -= 1;
+                client.commands -= 1;
+                blocking::postpone(srv, client, argv);
             } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
                 transaction::queue(client, base, cmd, argv);
             } else {
@@ -427,17 +458,28 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             }
         }
     }
-    finish_command(srv, client, errors_before, reply_mark);
+    finish_command(srv, client, is_client_command, errors_before, reply_mark);
 }
 
-/// What follows every command, run or refused: error counts, CLIENT REPLY
-/// OFF/SKIP, and messages the command published to its own client.
+/// What follows every command, run or refused: CLIENT CACHING's reset,
+/// the client's own invalidations, error counts, CLIENT REPLY OFF/SKIP,
+/// and messages the command published to its own client.
 fn finish_command(
     srv: &mut Server,
     client: &mut ClientState,
+    is_client_command: bool,
     errors_before: u64,
     reply_mark: crate::protocol::reply::ReplyMark,
 ) {
+    // CLIENT CACHING covers the one command (or transaction) after it.
+    if client.multi.is_none() && !is_client_command {
+        if let Some(t) = client.tracking.as_mut() {
+            t.caching = false;
+        }
+    }
+    if srv.current_client == 0 {
+        srv.tracking_flush_pending(client);
+    }
     srv.stats.total_error_replies += client.reply.errors - errors_before;
     srv.stats.count_errors(&mut client.reply.error_codes);
     // CLIENT REPLY OFF/SKIP, as the flags stand after the command (so the
@@ -493,6 +535,11 @@ pub fn call(
         ctx.force_propagate,
     );
     srv.dirty += dirty;
+    // A tracking client may now cache the keys this read returned.
+    if cmd.flags & READONLY != 0 && cmd.flags & PUBSUB == 0 && client.tracking.is_some() {
+        let keys = meta::get_keys(cmd.meta, argv);
+        srv.tracking_remember_keys(client, keys.iter().map(|&(pos, _)| argv[pos]));
+    }
     if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
         match rewrite {
             Some(argv) => {
@@ -594,6 +641,7 @@ pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
     client.multi = None;
     pubsub::unsubscribe_everything(srv, client);
     srv.monitors.retain(|&id| id != client.id);
+    srv.disable_tracking(client);
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,

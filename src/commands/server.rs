@@ -69,6 +69,7 @@ pub fn flushdb(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     let n = c.srv.dbs[db].len() as u64;
     c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
+    c.srv.tracking_invalidate_all();
     c.srv.dbs[db].clear_with(mode);
     c.dirty(n);
     c.force_propagation();
@@ -88,6 +89,7 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
         n += d.len() as u64;
         d.clear_with(mode);
     }
+    c.srv.tracking_invalidate_all();
     // Like Redis: a running background save is stale now, and with save
     // points configured the (empty) dataset is saved right away.
     crate::state::snapshot::kill_child(c.srv);
@@ -245,6 +247,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
                 c.srv.dbs[db].clear();
             }
+            c.srv.tracking_invalidate_all();
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
             let opts = rdb::LoadOptions::from_config(&c.srv.config);
             match rdb::load_file(&mut c.srv.dbs, &opts, &path) {
@@ -265,6 +268,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
                 c.srv.dbs[db].clear();
             }
+            c.srv.tracking_invalidate_all();
             if let Err(e) = crate::state::snapshot::load_aof_now(c.srv, super::replay_aof_command) {
                 tracing::error!("{e}");
                 std::process::exit(1);

@@ -255,6 +255,12 @@ pub static COMMANDS: &[CommandSpec] = &[
             m::CLIENT_NO_EVICT,
             m::CLIENT_REPLY,
             m::CLIENT_UNBLOCK,
+            m::CLIENT_PAUSE,
+            m::CLIENT_UNPAUSE,
+            m::CLIENT_TRACKING,
+            m::CLIENT_CACHING,
+            m::CLIENT_GETREDIR,
+            m::CLIENT_TRACKINGINFO,
             m::CLIENT_HELP
         ]
     ),

@@ -31,6 +31,9 @@ impl EventLoop {
         if used > srv.peak_memory {
             srv.peak_memory = used;
         }
+        if srv.tracking.clients > 0 {
+            srv.tracking_limit_used_slots();
+        }
         if srv.loading.is_none() {
             if srv.active_expire_enabled {
                 commands::expire::active_expire_cycle(srv);

@@ -219,12 +219,18 @@ impl EventLoop {
                     Err(e) => return Err(io::Error::other(e)),
                 }
             }
+            commands::blocking::resume_postponed(&mut self.srv);
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
             self.resume_unblocked();
             self.before_sleep();
             let mut wake = next_cron;
             if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
                 wake = wake.min(deadline);
+            }
+            // Wake when a pause that holds commands back runs out.
+            if let Some(pause) = self.srv.client_pause.filter(|_| !self.srv.postponed.is_empty()) {
+                let left_ms = (pause.end_ms - crate::util::unix_time_ms() + 1).max(0) as u64;
+                wake = wake.min(Instant::now() + Duration::from_millis(left_ms));
             }
             let timeout = if self.pending_reads.is_empty()
                 && self.srv.unblocked.is_empty()
@@ -406,6 +412,7 @@ impl EventLoop {
         // With buffered input to run, an `always` fsync goes to the thread
         // and the loop goes on; otherwise it is done here.
         self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
+        self.srv.tracking_broadcast();
         self.srv.flush_feed();
         self.watch_aof_completions();
         let appended = self.srv.aof.appended;

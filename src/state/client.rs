@@ -45,6 +45,8 @@ pub struct ClientState {
     pub commands: u64,
     /// Set while the client waits in a blocking command (BLPOP, …).
     pub blocked: Option<Blocked>,
+    /// CLIENT TRACKING settings, when on.
+    pub tracking: Option<super::tracking::ClientTracking>,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -160,6 +162,9 @@ pub struct Blocked {
     pub deadline: Option<Instant>,
     /// Waiting for a sorted set (BZPOP*) rather than a list.
     pub zset: bool,
+    /// Held back by CLIENT PAUSE (no keys): the command runs from scratch,
+    /// checks and all, once the pause ends.
+    pub postponed: bool,
 }
 
 impl ClientState {
@@ -196,6 +201,7 @@ impl ClientState {
             qbuf_free: 0,
             commands: 0,
             blocked: None,
+            tracking: None,
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,
@@ -276,6 +282,15 @@ impl ClientState {
         }
         if self.blocked.is_some() {
             f.push('b');
+        }
+        if let Some(t) = &self.tracking {
+            f.push('t');
+            if t.broken_redirect {
+                f.push('R');
+            }
+            if t.bcast {
+                f.push('B');
+            }
         }
         if self.dirty_cas {
             f.push('d');
@@ -383,7 +398,7 @@ impl ClientState {
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -405,6 +420,7 @@ impl ClientState {
             self.reply.buf.capacity() + self.reply.shared_len(),
             self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + self.reply.shared_len() + std::mem::size_of::<ClientState>(),
             self.last_cmd,
+            self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             if self.reply.is_resp3() { 3 } else { 2 },
             self.lib_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
             self.lib_ver.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),

@@ -9,6 +9,7 @@ pub mod client;
 pub mod feed;
 pub mod pubsub;
 pub mod snapshot;
+pub mod tracking;
 pub mod watch;
 
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::util::{random_hex, random_u64, unix_time_ms, Rng};
 pub use client::{Blocked, ClientKind, ClientState, MultiState};
+pub use tracking::{ClientTracking, Tracking};
 pub use feed::{Feed, FeedCursor};
 
 /// Counters reported by INFO stats.
@@ -96,6 +98,14 @@ pub enum ShutdownMode {
     NoSave,
 }
 
+/// CLIENT PAUSE: until `end_ms` (unix ms), every command (`all`) or only
+/// those that may write or replicate is held back.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientPause {
+    pub all: bool,
+    pub end_ms: i64,
+}
+
 /// State shared by all command handlers.
 pub struct Server {
     pub config: Config,
@@ -147,6 +157,15 @@ pub struct Server {
     /// Clients just unblocked: their reply must be written and their
     /// buffered input processed.
     pub unblocked: Vec<(usize, u64)>,
+    /// Client-side caching: who may cache which key.
+    pub tracking: Tracking,
+    /// How hard `tracking_limit_used_slots` tries next (it grows each time
+    /// the table stays over its limit).
+    pub tracking_effort: u32,
+    /// CLIENT PAUSE in effect (it may have run out: see `clients_paused`).
+    pub client_pause: Option<ClientPause>,
+    /// Clients whose command waits for the pause to end, in arrival order.
+    pub postponed: Vec<u64>,
     /// Largest query/reply buffers seen recently (INFO clients).
     pub recent_max_input: usize,
     pub recent_max_output: usize,
@@ -263,6 +282,10 @@ impl Server {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             blocked_keys: Default::default(),
+            tracking: Tracking::default(),
+            tracking_effort: 0,
+            client_pause: None,
+            postponed: Vec::new(),
             block_deadlines: Default::default(),
             blocked_clients: 0,
             client_slots: Default::default(),
@@ -296,6 +319,18 @@ impl Server {
         for db in &mut self.dbs {
             db.server_del = mode;
         }
+    }
+
+    /// The pause in effect now, if any (one whose end has passed is over).
+    pub fn clients_paused(&self) -> Option<ClientPause> {
+        self.client_pause.filter(|p| p.end_ms >= self.now_ms)
+    }
+
+    /// May expired keys be deleted now? Not while clients are paused: the
+    /// dataset stays as it is (a failover may be under way), and reads
+    /// treat expired keys as missing without deleting them.
+    pub fn may_delete_expired(&self) -> bool {
+        self.clients_paused().is_none()
     }
 
     /// Refresh the cached time and the access clock of new entries.

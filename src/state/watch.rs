@@ -42,6 +42,18 @@ impl Server {
         self.clients.get_mut(slot)?.as_deref_mut()
     }
 
+    /// A key changed (Redis's signalModifiedKey): its watchers fail their
+    /// next EXEC and the clients that may cache it are told.
+    pub fn signal_modified_key(
+        &mut self,
+        current: Option<&mut ClientState>,
+        db: usize,
+        key: &[u8],
+    ) {
+        self.touch_watched_key(current, db, key);
+        self.tracking_invalidate_key(key, true);
+    }
+
     /// A key was modified: every client watching it fails its next EXEC.
     /// `current` is the client running the command (out of the slab).
     pub fn touch_watched_key(

@@ -218,6 +218,17 @@ impl Conn {
         Ok(out)
     }
 
+    /// Run a command; an I/O error (the server closed or stopped
+    /// answering) is returned, not a panic.
+    pub fn try_cmd(&mut self, args: &[&[u8]]) -> Result<Vec<u8>, String> {
+        self.writer
+            .write_all(&encode(args))
+            .map_err(|e| format!("sending: {e}"))?;
+        let mut out = Vec::new();
+        read_value(&mut self.reader, &mut out).map_err(|e| format!("reading the reply: {e}"))?;
+        Ok(out)
+    }
+
     /// Run a command given as strings.
     pub fn cmd_str(&mut self, args: &[&str]) -> Vec<u8> {
         let v: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
