@@ -25,6 +25,9 @@
 //!                            arrive must match
 //! [1] @drain                 read everything connection 1 has received
 //!                            (messages, further confirmations) and compare
+//! [1] @close                 close connection 1 on both sides
+//! CLIENT KILL ID {id:1}      `{id:N}` stands for connection N's client id
+//!                            on each server (ids differ between them)
 //! ```
 //!
 //! After a case's last command, anything more either server sends is read
@@ -338,6 +341,18 @@ enum Step {
     Sleep(u64),
     /// Read whatever has arrived on the connection.
     Drain,
+    /// Close the connection on both sides.
+    Close,
+}
+
+/// The connection number in a `{id:N}` argument.
+fn connection_id_ref(arg: &[u8]) -> Option<usize> {
+    std::str::from_utf8(arg)
+        .ok()?
+        .strip_prefix("{id:")?
+        .strip_suffix('}')?
+        .parse()
+        .ok()
 }
 
 /// Split an optional `[n] ` connection prefix off a line.
@@ -358,6 +373,9 @@ fn parse_step(line: &str) -> Result<Step, String> {
     let (_, line) = connection_of(line)?;
     if line.trim() == "@drain" {
         return Ok(Step::Drain);
+    }
+    if line.trim() == "@close" {
+        return Ok(Step::Close);
     }
     let raw_bytes = |r: &str| -> Result<Vec<u8>, String> {
         let (parts, _) = tokenize(r, false)?;
@@ -491,6 +509,10 @@ fn replies_match_redis() {
             open(&mut conns, n);
             let (a, b) = conns[n].as_mut().unwrap();
             match step {
+                Step::Close => {
+                    conns[n] = None;
+                    continue;
+                }
                 Step::Drain => {
                     let ((ra, ca), (rb, cb)) = read_both(a, b, RAW_QUIET);
                     compared += 1;
@@ -533,8 +555,27 @@ fn replies_match_redis() {
                     }
                 }
                 Step::Cmd { args, compare } => {
-                    let refs: Vec<&[u8]> = args.iter().map(|v| v.as_slice()).collect();
-                    let (ra, rb) = match (a.try_cmd(&refs), b.try_cmd(&refs)) {
+                    // `{id:N}`: connection N's id, asked of each server.
+                    let ids =
+                        |side: usize, conns: &mut Vec<Option<(Conn, Conn)>>| -> Vec<Vec<u8>> {
+                            args.iter()
+                                .map(|arg| match connection_id_ref(arg) {
+                                    Some(m) => {
+                                        open(conns, m);
+                                        let (ka, kb) = conns[m].as_mut().unwrap();
+                                        let c = if side == 0 { ka } else { kb };
+                                        let reply = c.cmd_str(&["CLIENT", "ID"]);
+                                        reply[1..reply.len() - 2].to_vec()
+                                    }
+                                    None => arg.clone(),
+                                })
+                                .collect()
+                        };
+                    let (args_a, args_b) = (ids(0, &mut conns), ids(1, &mut conns));
+                    let (a, b) = conns[n].as_mut().unwrap();
+                    let refs_a: Vec<&[u8]> = args_a.iter().map(|v| v.as_slice()).collect();
+                    let refs_b: Vec<&[u8]> = args_b.iter().map(|v| v.as_slice()).collect();
+                    let (ra, rb) = match (a.try_cmd(&refs_a), b.try_cmd(&refs_b)) {
                         (Ok(ra), Ok(rb)) => (ra, rb),
                         (ra, rb) => {
                             // One side hung or closed: the rest of the case

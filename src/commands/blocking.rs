@@ -153,7 +153,11 @@ fn rerun_postponed(srv: &mut Server, id: u64) {
     let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
         return;
     };
-    let argv = client.blocked.as_ref().map(|b| b.argv.clone()).unwrap_or_default();
+    let argv = client
+        .blocked
+        .as_ref()
+        .map(|b| b.argv.clone())
+        .unwrap_or_default();
     unblock(srv, &mut client);
     if !argv.is_empty() {
         let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();

@@ -341,7 +341,10 @@ fn client_pause(c: &mut Ctx, argv: &[&[u8]]) {
         if eq_ic(mode, "write") {
             all = false;
         } else if !eq_ic(mode, "all") {
-            return c.cl.reply.error("ERR CLIENT PAUSE mode must be WRITE or ALL");
+            return c
+                .cl
+                .reply
+                .error("ERR CLIENT PAUSE mode must be WRITE or ALL");
         }
     }
     let Some(ms) = parse_i64(argv[2]) else {
@@ -455,8 +458,15 @@ fn client_tracking(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error(&e);
         }
     }
-    c.srv
-        .enable_tracking(c.cl, redirect, bcast, optin, optout, noloop, &prefixes);
+    let wanted = crate::state::ClientTracking {
+        redirect,
+        bcast,
+        optin,
+        optout,
+        noloop,
+        ..Default::default()
+    };
+    c.srv.enable_tracking(c.cl, wanted, &prefixes);
     c.cl.reply.ok();
 }
 

@@ -101,7 +101,12 @@ pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
 fn lookup_type_name(c: &mut Ctx, key: &[u8]) -> &'static str {
     let db = c.cl.db;
     let expired = expire_if_needed(c.srv, db, key);
-    match c.srv.dbs[db].main.get(key).filter(|_| !expired).map(type_name) {
+    match c.srv.dbs[db]
+        .main
+        .get(key)
+        .filter(|_| !expired)
+        .map(type_name)
+    {
         Some(name) => {
             c.srv.stats.keyspace_hits += 1;
             name

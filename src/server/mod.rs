@@ -228,7 +228,11 @@ impl EventLoop {
                 wake = wake.min(deadline);
             }
             // Wake when a pause that holds commands back runs out.
-            if let Some(pause) = self.srv.client_pause.filter(|_| !self.srv.postponed.is_empty()) {
+            if let Some(pause) = self
+                .srv
+                .client_pause
+                .filter(|_| !self.srv.postponed.is_empty())
+            {
                 let left_ms = (pause.end_ms - crate::util::unix_time_ms() + 1).max(0) as u64;
                 wake = wake.min(Instant::now() + Duration::from_millis(left_ms));
             }

@@ -21,8 +21,8 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::util::{random_hex, random_u64, unix_time_ms, Rng};
 pub use client::{Blocked, ClientKind, ClientState, MultiState};
-pub use tracking::{ClientTracking, Tracking};
 pub use feed::{Feed, FeedCursor};
+pub use tracking::{ClientTracking, Tracking};
 
 /// Counters reported by INFO stats.
 #[derive(Default, Debug)]

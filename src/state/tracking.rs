@@ -87,15 +87,12 @@ enum Payload<'a> {
 }
 
 impl Server {
-    /// CLIENT TRACKING ON with checked options (Redis's enableTracking).
+    /// CLIENT TRACKING ON with checked options (`wanted`: redirect and
+    /// mode flags) and BCAST prefixes (Redis's enableTracking).
     pub fn enable_tracking(
         &mut self,
         client: &mut ClientState,
-        redirect: u64,
-        bcast: bool,
-        optin: bool,
-        optout: bool,
-        noloop: bool,
+        wanted: ClientTracking,
         prefixes: &[&[u8]],
     ) {
         let t = match client.tracking.as_mut() {
@@ -105,12 +102,13 @@ impl Server {
                 client.tracking.insert(ClientTracking::default())
             }
         };
-        t.redirect = redirect;
+        let bcast = wanted.bcast;
+        t.redirect = wanted.redirect;
         t.broken_redirect = false;
         t.bcast = bcast;
-        t.optin = optin;
-        t.optout = optout;
-        t.noloop = noloop;
+        t.optin = wanted.optin;
+        t.optout = wanted.optout;
+        t.noloop = wanted.noloop;
         if bcast {
             let mut add = |prefix: &[u8]| {
                 let state = self.tracking.prefixes.entry(prefix.to_vec()).or_default();
@@ -262,18 +260,19 @@ impl Server {
             return;
         }
         let mut messages: Vec<(u64, Vec<u8>)> = Vec::new();
+        let clients = &self.clients;
+        let slots = &self.client_slots;
         for state in self.tracking.prefixes.values_mut() {
             if state.keys.is_empty() {
                 continue;
             }
             let keys = std::mem::take(&mut state.keys);
-            let all = key_array(keys.iter().map(|(k, _)| k.as_slice()));
+            let all = key_array(keys.keys().map(|k| k.as_slice()));
             for &id in &state.clients {
-                let noloop = self
-                    .clients
-                    .iter()
-                    .flatten()
-                    .find(|c| c.id == id)
+                let noloop = slots
+                    .get(&id)
+                    .and_then(|&slot| clients.get(slot))
+                    .and_then(|c| c.as_ref())
                     .and_then(|c| c.tracking.as_ref())
                     .is_some_and(|t| t.noloop);
                 if noloop {
@@ -377,9 +376,9 @@ impl Server {
                     self.self_pushes.extend_from_slice(&redir_broken(redirect));
                 }
             }
-            Route::To(to, header) if to == client.id => {
-                self.self_pushes.extend_from_slice(&message(&header, &payload))
-            }
+            Route::To(to, header) if to == client.id => self
+                .self_pushes
+                .extend_from_slice(&message(&header, &payload)),
             Route::To(to, header) => self.deliver_to(to, &message(&header, &payload)),
             Route::Nowhere => {}
         }

@@ -275,6 +275,15 @@ impl Conn {
         }
     }
 
+    /// Send a command after which the server must close the connection
+    /// (QUIT): its reply is read, then the close.
+    pub fn expect_closed_after(&mut self, args: &[&str]) {
+        let v: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        self.send(&v);
+        let _ = self.try_read_reply();
+        self.expect_closed();
+    }
+
     /// Everything the server sends until it is quiet for `quiet` (or closes
     /// the connection): the bytes, and whether it closed.
     pub fn read_available(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
