@@ -15,15 +15,6 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn info_field(c: &mut Conn, field: &str) -> String {
-    let info = text(&c.cmd_str(&["INFO", "persistence"]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-        .trim()
-        .to_string()
-}
-
 /// SHUTDOWN (which answers nothing when it succeeds) and wait for the
 /// process to end.
 fn shutdown(c: &mut Conn, kv: &mut ServerProcess, args: &[&str]) {
@@ -149,8 +140,8 @@ fn a_restart_keeps_every_write_and_ignores_the_dump() {
             c.cmd_str(&["SET", "onlyindump", "1"]);
             c.cmd_str(&["SAVE"]);
             c.cmd_str(&["DEL", "onlyindump"]);
-            assert_eq!(info_field(&mut c, "aof_enabled"), "1");
-            assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+            assert_eq!(c.info_field("persistence", "aof_enabled"), "1");
+            assert_eq!(c.info_field("persistence", "aof_last_write_status"), "ok");
             shutdown(&mut c, &mut kv, &["NOSAVE"]);
         }
         let kv = start_on(dir.path(), &["--dir", dir.path().to_str().unwrap()]);
@@ -305,8 +296,8 @@ fn redis_and_kvstore_load_each_other_s_aof() {
     write_dataset(&mut r);
     r.cmd_str(&["BGREWRITEAOF"]);
     wait_for("redis's rewrite", || {
-        info_field(&mut r, "aof_rewrite_in_progress") == "0"
-            && info_field(&mut r, "aof_rewrites") == "1"
+        r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && r.info_field("persistence", "aof_rewrites") == "1"
     });
     r.cmd_str(&["SET", "after", "rewrite"]);
     let mut redis = redis;
@@ -324,8 +315,8 @@ fn redis_and_kvstore_load_each_other_s_aof() {
         c.cmd_str(&["SET", "fromkv", "1"]);
         c.cmd_str(&["BGREWRITEAOF"]);
         wait_for("kvstore's rewrite", || {
-            info_field(&mut c, "aof_rewrites") == "1"
-                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            c.info_field("persistence", "aof_rewrites") == "1"
+                && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
         c.cmd_str(&["SET", "fromkv2", "2"]);
         shutdown(&mut c, &mut kv, &[]);
@@ -361,7 +352,7 @@ fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive()
             b"+OK\r\n"
         );
         // The first base is being written (slowly): writes go on meanwhile.
-        assert_eq!(info_field(&mut c, "aof_rewrite_in_progress"), "1");
+        assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "1");
         for i in 0..50 {
             c.cmd_str(&["SET", &format!("during{i}"), "x"]);
         }
@@ -370,9 +361,12 @@ fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive()
             b"-ERR Background append only file rewriting already in progress\r\n"
         );
         wait_for("the first base", || {
-            info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
-        assert_eq!(info_field(&mut c, "aof_last_bgrewrite_status"), "ok");
+        assert_eq!(
+            c.info_field("persistence", "aof_last_bgrewrite_status"),
+            "ok"
+        );
         c.cmd_str(&["SET", "last", "1"]);
         shutdown(&mut c, &mut kv, &["NOSAVE"]);
     }
@@ -620,8 +614,8 @@ fn a_plain_base_is_written_as_commands_and_redis_loads_it() {
         c.cmd_str(&big);
         c.cmd_str(&["BGREWRITEAOF"]);
         wait_for("the rewrite", || {
-            info_field(&mut c, "aof_rewrites") == "1"
-                && info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            c.info_field("persistence", "aof_rewrites") == "1"
+                && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
         shutdown(&mut c, &mut kv, &[]);
     }
@@ -656,14 +650,14 @@ fn debug_loadaof_reloads_the_dataset_from_the_aof() {
     write_dataset(&mut c);
     c.cmd_str(&["SET", "gone", "x"]);
     c.cmd_str(&["EXPIRE", "gone", "1"]);
-    let size_before = info_field(&mut c, "aof_current_size");
+    let size_before = c.info_field("persistence", "aof_current_size");
     assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
     check_dataset(&mut c);
     // The TTL came back as the absolute time it was written as.
     let ttl = c.cmd_str(&["TTL", "gone"]);
     assert!(ttl == b":1\r\n" || ttl == b":0\r\n", "{}", text(&ttl));
     // Replaying did not append the AOF to itself.
-    assert_eq!(info_field(&mut c, "aof_current_size"), size_before);
+    assert_eq!(c.info_field("persistence", "aof_current_size"), size_before);
     // The loaded data is written on as before.
     c.cmd_str(&["SET", "after", "1"]);
     assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");

@@ -72,15 +72,6 @@ fn read_until_closed(s: &mut impl Read) -> Vec<u8> {
 
 const DENIED_PREFIX: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user.";
 
-fn info_field(c: &mut Conn, section: &str, field: &str) -> String {
-    let info = String::from_utf8(c.cmd_str(&["INFO", section])).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
-        .trim()
-        .to_string()
-}
-
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !cond() {
@@ -104,7 +95,7 @@ fn protected_mode_refuses_non_local_clients_whatever_bind_says() {
     // The loopback client is served and nothing was flushed by the other.
     let mut near = Conn::connect(s.port);
     assert_eq!(near.cmd_str(&["DBSIZE"]), b":0\r\n");
-    assert_eq!(info_field(&mut near, "stats", "rejected_connections"), "1");
+    assert_eq!(near.info_field("stats", "rejected_connections"), "1");
 }
 
 /// The DENIED line as the real redis-server sends it, from a 127.0.0.2
@@ -699,40 +690,37 @@ fn unlink_of_a_big_set_frees_it_in_the_background() {
     fill_set(&mut c, "small", 10);
     assert_eq!(c.cmd_str(&["UNLINK", "small"]), b":1\r\n");
     // Small values are freed in place, as Redis does.
-    assert_eq!(info_field(&mut c, "memory", "lazyfreed_objects"), "0");
+    assert_eq!(c.info_field("memory", "lazyfreed_objects"), "0");
     fill_set(&mut c, "big", 100_000);
-    let used_before: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
+    let used_before: u64 = c.info_field("memory", "used_memory").parse().unwrap();
     assert_eq!(c.cmd_str(&["UNLINK", "big"]), b":1\r\n");
     assert_eq!(c.cmd_str(&["EXISTS", "big"]), b":0\r\n");
     wait_for("the lazyfree thread", || {
-        info_field(&mut c, "memory", "lazyfreed_objects") == "1"
+        c.info_field("memory", "lazyfreed_objects") == "1"
     });
     // What the thread freed no longer counts as used (maxmemory relies on it).
-    let used_after: u64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
+    let used_after: u64 = c.info_field("memory", "used_memory").parse().unwrap();
     assert!(
         used_after * 2 < used_before,
         "used_memory {used_before} -> {used_after}"
     );
-    assert_eq!(
-        info_field(&mut c, "memory", "lazyfree_pending_objects"),
-        "0"
-    );
+    assert_eq!(c.info_field("memory", "lazyfree_pending_objects"), "0");
     // DEL frees in place unless lazyfree-lazy-user-del says otherwise.
     fill_set(&mut c, "big", 10_000);
     assert_eq!(c.cmd_str(&["DEL", "big"]), b":1\r\n");
-    assert_eq!(info_field(&mut c, "memory", "lazyfreed_objects"), "1");
+    assert_eq!(c.info_field("memory", "lazyfreed_objects"), "1");
     c.cmd_str(&["CONFIG", "SET", "lazyfree-lazy-user-del", "yes"]);
     fill_set(&mut c, "big", 10_000);
     assert_eq!(c.cmd_str(&["DEL", "big"]), b":1\r\n");
     wait_for("DEL to free in the background", || {
-        info_field(&mut c, "memory", "lazyfreed_objects") == "2"
+        c.info_field("memory", "lazyfreed_objects") == "2"
     });
     // A SET over a big set, with lazyfree-lazy-server-del.
     c.cmd_str(&["CONFIG", "SET", "lazyfree-lazy-server-del", "yes"]);
     fill_set(&mut c, "big", 10_000);
     assert_eq!(c.cmd_str(&["SET", "big", "now a string"]), b"+OK\r\n");
     wait_for("the replaced set to be freed", || {
-        info_field(&mut c, "memory", "lazyfreed_objects") == "3"
+        c.info_field("memory", "lazyfreed_objects") == "3"
     });
     assert_eq!(c.cmd_str(&["GET", "big"]), b"$12\r\nnow a string\r\n");
 }
@@ -755,7 +743,7 @@ fn flushall_async_frees_the_old_keyspace_in_the_background() {
     assert_eq!(c.cmd_str(&["FLUSHDB", "ASYNC"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":0\r\n");
     wait_for("the flushed keys to be freed", || {
-        info_field(&mut c, "memory", "lazyfreed_objects") == "5000"
+        c.info_field("memory", "lazyfreed_objects") == "5000"
     });
     c.cmd_str(&["SELECT", "1"]);
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":1\r\n");
@@ -769,7 +757,7 @@ fn flushall_async_frees_the_old_keyspace_in_the_background() {
     assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":0\r\n");
     wait_for("FLUSHALL's keys to be freed", || {
-        info_field(&mut c, "memory", "lazyfreed_objects") == "10000"
+        c.info_field("memory", "lazyfreed_objects") == "10000"
     });
     assert_eq!(c.cmd_str(&["FLUSHALL", "SYNC"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["FLUSHALL", "LAZY"]), b"-ERR syntax error\r\n");
@@ -946,7 +934,7 @@ fn output_buffer_hard_limit_closes_the_client_at_once() {
     let got = read_until_closed(&mut slow);
     assert!(got.len() < VALUE, "{} bytes", got.len());
     assert_eq!(
-        info_field(&mut c, "stats", "client_output_buffer_limit_disconnections"),
+        c.info_field("stats", "client_output_buffer_limit_disconnections"),
         "1"
     );
     let text = std::fs::read_to_string(&log).unwrap();
@@ -978,7 +966,7 @@ fn output_buffer_soft_limit_closes_a_client_that_stays_over_it() {
     }
     slow.write_all(&gets).unwrap();
     wait_for("the soft limit to close the slow client", || {
-        info_field(&mut c, "stats", "client_output_buffer_limit_disconnections") == "1"
+        c.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
     });
     let got = read_until_closed(&mut slow);
     assert!(got.len() < 20 * VALUE, "{} bytes", got.len());
@@ -1054,7 +1042,7 @@ fn failed_auth_is_counted_and_client_mistakes_are_logged_within_a_budget() {
         .cmd_str(&["HELLO", "3", "AUTH", "default", "wrong"])
         .starts_with(b"-WRONGPASS"));
     assert_eq!(c.cmd_str(&["AUTH", "right"]), b"+OK\r\n");
-    assert_eq!(info_field(&mut c, "stats", "acl_access_denied_auth"), "101");
+    assert_eq!(c.info_field("stats", "acl_access_denied_auth"), "101");
     for _ in 0..100 {
         let mut g = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         g.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -9,21 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::{start_kvstore, Conn};
 
-fn client_id(c: &mut Conn) -> String {
-    let r = c.cmd_str(&["CLIENT", "ID"]);
-    String::from_utf8_lossy(&r[1..r.len() - 2]).to_string()
-}
-
-fn info_field(c: &mut Conn, section: &str, field: &str) -> String {
-    let raw = c.cmd_str(&["INFO", section]);
-    let text = String::from_utf8_lossy(&raw).to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in {text}"))
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn a_broken_redirect_is_reported_to_a_resp3_client_with_the_target_id() {
     let s = start_kvstore(&[]);
@@ -31,7 +16,7 @@ fn a_broken_redirect_is_reported_to_a_resp3_client_with_the_target_id() {
     let mut target = Conn::connect(s.port);
     let mut writer = Conn::connect(s.port);
     c.cmd_str(&["HELLO", "3"]);
-    let id = client_id(&mut target);
+    let id = target.client_id();
     assert_eq!(
         c.cmd_str(&["CLIENT", "TRACKING", "on", "REDIRECT", &id]),
         b"+OK\r\n"
@@ -65,27 +50,27 @@ fn info_counts_tracking_clients_keys_items_and_prefixes() {
     c.cmd_str(&["HELLO", "3"]);
     c.cmd_str(&["CLIENT", "TRACKING", "on"]);
     c.cmd_str(&["GET", "k1"]);
-    assert_eq!(info_field(&mut w, "clients", "tracking_clients"), "3");
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_keys"), "2");
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_items"), "3");
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_prefixes"), "2");
+    assert_eq!(w.info_field("clients", "tracking_clients"), "3");
+    assert_eq!(w.info_field("stats", "tracking_total_keys"), "2");
+    assert_eq!(w.info_field("stats", "tracking_total_items"), "3");
+    assert_eq!(w.info_field("stats", "tracking_total_prefixes"), "2");
     let list = String::from_utf8_lossy(&w.cmd_str(&["CLIENT", "LIST"])).to_string();
     assert!(list.contains("flags=tB "), "{list}");
     // A change forgets the key for everyone who had it.
     w.cmd_str(&["SET", "k1", "v"]);
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_keys"), "1");
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_items"), "1");
+    assert_eq!(w.info_field("stats", "tracking_total_keys"), "1");
+    assert_eq!(w.info_field("stats", "tracking_total_items"), "1");
     // Closing a client leaves the count (and its prefixes) behind.
     drop(b);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while info_field(&mut w, "clients", "tracking_clients") != "2" {
+    while w.info_field("clients", "tracking_clients") != "2" {
         assert!(
             Instant::now() < deadline,
             "the closed client is still counted"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(info_field(&mut w, "stats", "tracking_total_prefixes"), "0");
+    assert_eq!(w.info_field("stats", "tracking_total_prefixes"), "0");
 }
 
 #[test]
@@ -102,7 +87,8 @@ fn the_tracking_table_is_held_to_tracking_table_max_keys() {
     // The next command trims the table; the forgotten keys are invalidated
     // as if they had changed.
     w.cmd_str(&["PING"]);
-    let keys_now: usize = info_field(&mut w, "stats", "tracking_total_keys")
+    let keys_now: usize = w
+        .info_field("stats", "tracking_total_keys")
         .parse()
         .unwrap();
     assert!(keys_now <= 10, "{keys_now} keys tracked");
@@ -127,7 +113,7 @@ fn a_pause_ends_on_its_own_and_held_clients_run_in_order() {
     w2.send(&[b"RPUSH", b"l", b"second"]);
     std::thread::sleep(Duration::from_millis(50));
     // Held clients are blocked clients, flagged `b`.
-    assert_eq!(info_field(&mut admin, "clients", "blocked_clients"), "2");
+    assert_eq!(admin.info_field("clients", "blocked_clients"), "2");
     let list = String::from_utf8_lossy(&admin.cmd_str(&["CLIENT", "LIST"])).to_string();
     assert_eq!(list.matches("flags=b ").count(), 2, "{list}");
     // Reads go on meanwhile.
@@ -143,7 +129,7 @@ fn a_pause_ends_on_its_own_and_held_clients_run_in_order() {
         admin.cmd_str(&["LRANGE", "l", "0", "-1"]),
         b"*2\r\n$5\r\nfirst\r\n$6\r\nsecond\r\n"
     );
-    assert_eq!(info_field(&mut admin, "clients", "blocked_clients"), "0");
+    assert_eq!(admin.info_field("clients", "blocked_clients"), "0");
 }
 
 #[test]
@@ -152,8 +138,8 @@ fn a_held_client_can_be_unblocked_with_an_error_and_killed() {
     let mut admin = Conn::connect(s.port);
     let mut w = Conn::connect(s.port);
     let mut gone = Conn::connect(s.port);
-    let wid = client_id(&mut w);
-    let gid = client_id(&mut gone);
+    let wid = w.client_id();
+    let gid = gone.client_id();
     admin.cmd_str(&["CLIENT", "PAUSE", "100000", "WRITE"]);
     w.send(&[b"SET", b"k", b"v"]);
     gone.send(&[b"SET", b"k2", b"v"]);
@@ -168,7 +154,7 @@ fn a_held_client_can_be_unblocked_with_an_error_and_killed() {
     );
     assert_eq!(admin.cmd_str(&["CLIENT", "KILL", "ID", &gid]), b":1\r\n");
     gone.expect_closed();
-    assert_eq!(info_field(&mut admin, "clients", "blocked_clients"), "1");
+    assert_eq!(admin.info_field("clients", "blocked_clients"), "1");
     admin.cmd_str(&["CLIENT", "UNPAUSE"]);
     // The held command still runs, once.
     assert_eq!(w.read_reply(), b"+OK\r\n");

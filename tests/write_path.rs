@@ -13,15 +13,6 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn info_field(c: &mut Conn, section: &str, field: &str) -> String {
-    let info = text(&c.cmd_str(&["INFO", section]));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .trim()
-        .to_string()
-}
-
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !cond() {
@@ -58,9 +49,7 @@ fn a_slow_subscriber_is_disconnected_and_others_keep_receiving() {
     // fill up and the rest piles up in its output buffer.
     let mut slow = Conn::connect(kv.port);
     slow.cmd_str(&["SUBSCRIBE", "news"]);
-    let mem_before: u64 = info_field(&mut admin, "memory", "used_memory")
-        .parse()
-        .unwrap();
+    let mem_before: u64 = admin.info_field("memory", "used_memory").parse().unwrap();
     let payload = "x".repeat(64 * 1024);
     let mut delivered_to_fast = 0;
     for i in 0..200 {
@@ -80,11 +69,7 @@ fn a_slow_subscriber_is_disconnected_and_others_keep_receiving() {
         "the slow subscriber was never disconnected"
     );
     assert_eq!(
-        info_field(
-            &mut admin,
-            "stats",
-            "client_output_buffer_limit_disconnections"
-        ),
+        admin.info_field("stats", "client_output_buffer_limit_disconnections"),
         "1"
     );
     // The fast subscriber still gets what follows.
@@ -95,9 +80,7 @@ fn a_slow_subscriber_is_disconnected_and_others_keep_receiving() {
     assert!(fast.read_reply().ends_with(b"after\r\n"));
     // The buffered messages were freed with the client.
     wait_for("memory back near where it was", || {
-        let now: u64 = info_field(&mut admin, "memory", "used_memory")
-            .parse()
-            .unwrap();
+        let now: u64 = admin.info_field("memory", "used_memory").parse().unwrap();
         now < mem_before + 512 * 1024
     });
     // The slow client's connection was closed by the server.
@@ -301,12 +284,12 @@ fn publish_reaches_every_kind_of_subscriber_once() {
             );
         }
     }
-    assert_eq!(info_field(&mut p, "stats", "pubsub_channels"), "1");
-    assert_eq!(info_field(&mut p, "stats", "pubsub_patterns"), "1");
+    assert_eq!(p.info_field("stats", "pubsub_channels"), "1");
+    assert_eq!(p.info_field("stats", "pubsub_patterns"), "1");
     drop(subs);
     wait_for("subscriptions gone with their clients", || {
-        info_field(&mut p, "stats", "pubsub_channels") == "0"
-            && info_field(&mut p, "stats", "pubsub_patterns") == "0"
+        p.info_field("stats", "pubsub_channels") == "0"
+            && p.info_field("stats", "pubsub_patterns") == "0"
     });
 }
 
@@ -321,7 +304,7 @@ fn a_monitor_that_does_not_read_is_cut_off_at_the_replica_limit() {
         c.cmd_str(&["SET", &format!("k{i}"), &value]);
     }
     wait_for("the monitor to be disconnected", || {
-        info_field(&mut c, "stats", "client_output_buffer_limit_disconnections") == "1"
+        c.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
     });
     assert_eq!(client_list(&mut c, &["TYPE", "replica"]).len(), 0);
 }

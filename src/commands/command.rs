@@ -153,6 +153,24 @@ fn reply_key_specs(out: &mut crate::protocol::Reply, meta: &CommandMeta) {
     }
 }
 
+/// The map entries of the optional fields that are set.
+fn reply_present_fields(out: &mut crate::protocol::Reply, fields: &[(&str, Option<&str>)]) {
+    for (field, value) in fields {
+        if let Some(v) = value {
+            out.bulk(field.as_bytes());
+            out.bulk(v.as_bytes());
+        }
+    }
+}
+
+/// Names as a set of status replies (doc flags, argument flags).
+fn reply_status_set(out: &mut crate::protocol::Reply, names: &[&str]) {
+    out.set(names.len());
+    for n in names {
+        out.simple(n);
+    }
+}
+
 /// Redis's addReplyCommandArgList.
 fn reply_args(out: &mut crate::protocol::Reply, args: &[Arg]) {
     out.array(args.len());
@@ -174,22 +192,17 @@ fn reply_args(out: &mut crate::protocol::Reply, args: &[Arg]) {
             out.bulk(b"key_spec_index");
             out.int(a.key_spec_index as i64);
         }
-        for (field, value) in [
-            ("token", a.token),
-            ("since", a.since),
-            ("deprecated_since", a.deprecated_since),
-        ] {
-            if let Some(v) = value {
-                out.bulk(field.as_bytes());
-                out.bulk(v.as_bytes());
-            }
-        }
+        reply_present_fields(
+            out,
+            &[
+                ("token", a.token),
+                ("since", a.since),
+                ("deprecated_since", a.deprecated_since),
+            ],
+        );
         if !a.flags.is_empty() {
             out.bulk(b"flags");
-            out.set(a.flags.len());
-            for f in a.flags {
-                out.simple(f);
-            }
+            reply_status_set(out, a.flags);
         }
         if container {
             out.bulk(b"arguments");
@@ -222,20 +235,15 @@ fn reply_command_docs(out: &mut crate::protocol::Reply, spec: &CommandSpec) {
     }
     if !meta.doc_flags.is_empty() {
         out.bulk(b"doc_flags");
-        out.set(meta.doc_flags.len());
-        for f in meta.doc_flags {
-            out.simple(f);
-        }
+        reply_status_set(out, meta.doc_flags);
     }
-    for (field, value) in [
-        ("deprecated_since", meta.deprecated_since),
-        ("replaced_by", meta.replaced_by),
-    ] {
-        if let Some(v) = value {
-            out.bulk(field.as_bytes());
-            out.bulk(v.as_bytes());
-        }
-    }
+    reply_present_fields(
+        out,
+        &[
+            ("deprecated_since", meta.deprecated_since),
+            ("replaced_by", meta.replaced_by),
+        ],
+    );
     if let Some(history) = meta.history {
         out.bulk(b"history");
         out.set(history.len());

@@ -284,6 +284,22 @@ impl Conn {
         self.expect_closed();
     }
 
+    /// One field of an INFO section, trimmed.
+    pub fn info_field(&mut self, section: &str, field: &str) -> String {
+        let info = String::from_utf8_lossy(&self.cmd_str(&["INFO", section])).to_string();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+            .trim()
+            .to_string()
+    }
+
+    /// This connection's client id (CLIENT ID), as text.
+    pub fn client_id(&mut self) -> String {
+        let r = self.cmd_str(&["CLIENT", "ID"]);
+        String::from_utf8_lossy(&r[1..r.len() - 2]).to_string()
+    }
+
     /// Everything the server sends until it is quiet for `quiet` (or closes
     /// the connection): the bytes, and whether it closed.
     pub fn read_available(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
