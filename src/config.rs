@@ -83,6 +83,12 @@ pub struct Config {
     pub lazyfree_lazy_eviction: bool,
     pub lazyfree_lazy_server_del: bool,
     pub replica_lazy_flush: bool,
+    /// Replication backlog size in bytes, seconds it outlives the last
+    /// replica, master PING period, link timeout (seconds).
+    pub repl_backlog_size: u64,
+    pub repl_backlog_ttl: i64,
+    pub repl_ping_replica_period: i64,
+    pub repl_timeout: i64,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
     /// Path of the config file the server was started with, if any.
@@ -154,6 +160,10 @@ impl Default for Config {
             lazyfree_lazy_eviction: false,
             lazyfree_lazy_server_del: false,
             replica_lazy_flush: false,
+            repl_backlog_size: 0,
+            repl_backlog_ttl: 0,
+            repl_ping_replica_period: 0,
+            repl_timeout: 0,
             rdb_key_save_delay: 0,
             config_file: None,
         };
@@ -1040,6 +1050,44 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?
     ),
     opt!(
+        "repl-backlog-size",
+        "1048576",
+        true,
+        "Bytes of the replication stream kept for replicas that reconnect (PSYNC).",
+        |c| c.repl_backlog_size.to_string(),
+        |c, v| {
+            let n = parse_memory(v)?;
+            if n < 1 {
+                return Err("argument must be between 1 and 9223372036854775807 inclusive".into());
+            }
+            c.repl_backlog_size = n
+        }
+    ),
+    opt!(
+        "repl-backlog-ttl",
+        "3600",
+        true,
+        "Seconds the backlog is kept after the last replica left (0: forever).",
+        |c| c.repl_backlog_ttl.to_string(),
+        |c, v| c.repl_backlog_ttl = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "repl-ping-replica-period",
+        "10",
+        true,
+        "Seconds between the PINGs a master sends its replicas.",
+        |c| c.repl_ping_replica_period.to_string(),
+        |c, v| c.repl_ping_replica_period = parse_int(v, 1, i32::MAX as i64)?
+    ),
+    opt!(
+        "repl-timeout",
+        "60",
+        true,
+        "Seconds without news after which a replication link is dropped.",
+        |c| c.repl_timeout.to_string(),
+        |c, v| c.repl_timeout = parse_int(v, 1, i32::MAX as i64)?
+    ),
+    opt!(
         "tracking-table-max-keys",
         "1000000",
         true,
@@ -1351,6 +1399,7 @@ const MEMORY_OPTIONS: &[&str] = &[
     "client-query-buffer-limit",
     "hash-max-listpack-value",
     "zset-max-listpack-value",
+    "repl-backlog-size",
 ];
 
 /// String options Redis always writes quoted (its sdscatrepr).

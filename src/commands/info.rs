@@ -180,7 +180,7 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
     let s = &srv.stats;
     let _ = write!(
         out,
-        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:{}\r\ntotal_forks:{}\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\nacl_access_denied_auth:{}\r\nclient_output_buffer_limit_disconnections:{}\r\n",
         s.total_connections_received,
         s.total_commands_processed,
         s.inst_ops.rate().round() as u64,
@@ -189,6 +189,9 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
         s.inst_input.rate() / 1024.0,
         s.inst_output.rate() / 1024.0,
         s.rejected_connections,
+        s.sync_full,
+        s.sync_partial_ok,
+        s.sync_partial_err,
         s.expired_keys,
         s.expired_stale_perc * 100.0,
         s.expired_time_cap_reached_count,
@@ -213,10 +216,51 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
 }
 
 fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
+    use crate::state::replication::ReplicaPhase;
+    let r = &srv.repl;
     let _ = write!(
         out,
-        "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-        srv.replid
+        "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\n",
+        r.replicas.len()
+    );
+    let now = std::time::Instant::now();
+    let mut n = 0;
+    for &id in &r.replicas {
+        let Some(c) = srv
+            .client_index(id)
+            .and_then(|s| srv.clients.get(s))
+            .and_then(|c| c.as_ref())
+        else {
+            continue;
+        };
+        let Some(l) = c.repl.as_ref() else {
+            continue;
+        };
+        let lag = match l.phase {
+            ReplicaPhase::Online => now.duration_since(l.ack_time).as_secs(),
+            _ => 0,
+        };
+        let _ = write!(
+            out,
+            "slave{n}:ip={},port={},state={},offset={},lag={lag}\r\n",
+            super::replication::replica_ip(c),
+            l.listening_port,
+            l.state_name(),
+            l.ack_offset,
+        );
+        n += 1;
+    }
+    let _ = write!(
+        out,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        srv.replid,
+        r.replid2,
+        r.offset,
+        r.second_offset,
+        u8::from(r.backlog.is_some()),
+        srv.config.repl_backlog_size,
+        r.backlog_first_offset(),
+        r.backlog.as_ref().map_or(0, |b| b.histlen),
     );
 }
 

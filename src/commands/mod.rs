@@ -26,6 +26,7 @@ pub mod lookup;
 pub mod meta;
 pub mod monitor;
 pub mod pubsub;
+pub mod replication;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -362,6 +363,13 @@ fn refusal(
             cmd.name
         ));
     }
+    // A replica only talks replication (REPLCONF ACK, PING), so that it
+    // cannot slip past what is refused to it, such as a pause.
+    if client.kind == crate::state::ClientKind::Replica
+        && cmd.flags & (WRITE | READONLY | MAY_REPLICATE) != 0
+    {
+        return Some("ERR Replica can't interact with the keyspace".into());
+    }
     if srv.loading.is_some() && cmd.flags & LOADING == 0 {
         return Some("LOADING Redis is loading the dataset in memory".into());
     }
@@ -642,6 +650,7 @@ pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
     pubsub::unsubscribe_everything(srv, client);
     srv.monitors.retain(|&id| id != client.id);
     srv.disable_tracking(client);
+    srv.detach_replica(client);
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,

@@ -5,8 +5,8 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    keys as k, list as l, monitor as mon, pubsub as ps, server as srvc, set as se, slowlog as sl,
-    sort as so, string as st, transaction as tx, zset as z,
+    keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, server as srvc,
+    set as se, slowlog as sl, sort as so, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -347,5 +347,9 @@ pub static COMMANDS: &[CommandSpec] = &[
             m::PUBSUB_HELP
         ]
     ),
+    cmd!(m::SYNC, repl::psync),
+    cmd!(m::PSYNC, repl::psync),
+    cmd!(m::REPLCONF, repl::replconf),
+    cmd!(m::ROLE, repl::role),
     cmd!(m::LASTSAVE, srvc::lastsave),
 ];

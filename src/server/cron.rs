@@ -65,6 +65,10 @@ impl EventLoop {
                 }
             }
         }
+        // Once a second, as Redis's replicationCron.
+        if srv.cron_loops.is_multiple_of((srv.config.hz as u64).max(1)) {
+            srv.replication_cron();
+        }
         // Decay the recent maxima every few seconds, as Redis's sampling does.
         if srv
             .cron_loops

@@ -47,6 +47,8 @@ pub struct ClientState {
     pub blocked: Option<Blocked>,
     /// CLIENT TRACKING settings, when on.
     pub tracking: Option<super::tracking::ClientTracking>,
+    /// The master's view of this client once it is a replica.
+    pub repl: Option<super::replication::ReplicaLink>,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -202,6 +204,7 @@ impl ClientState {
             commands: 0,
             blocked: None,
             tracking: None,
+            repl: None,
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,

@@ -8,6 +8,7 @@ pub mod aof_uring;
 pub mod client;
 pub mod feed;
 pub mod pubsub;
+pub mod replication;
 pub mod snapshot;
 pub mod tracking;
 pub mod watch;
@@ -48,6 +49,11 @@ pub struct Stats {
     pub errorstats: std::collections::BTreeMap<String, u64>,
     /// Clients closed for overcoming their output buffer limit.
     pub client_output_buffer_limit_disconnections: u64,
+    /// Replicas served a full synchronisation, PSYNCs continued, PSYNCs
+    /// that asked to continue and could not.
+    pub sync_full: u64,
+    pub sync_partial_ok: u64,
+    pub sync_partial_err: u64,
     /// Ring of (ops, input bytes, output bytes) per second samples.
     pub inst_ops: InstantMetric,
     pub inst_input: InstantMetric,
@@ -159,6 +165,8 @@ pub struct Server {
     pub unblocked: Vec<(usize, u64)>,
     /// Client-side caching: who may cache which key.
     pub tracking: Tracking,
+    /// Replication, master side: backlog, offset, replicas.
+    pub repl: replication::Replication,
     /// How hard `tracking_limit_used_slots` tries next (it grows each time
     /// the table stays over its limit).
     pub tracking_effort: u32,
@@ -283,6 +291,7 @@ impl Server {
                 .unwrap_or_default(),
             blocked_keys: Default::default(),
             tracking: Tracking::default(),
+            repl: replication::Replication::default(),
             tracking_effort: 0,
             client_pause: None,
             postponed: Vec::new(),
@@ -358,6 +367,7 @@ impl Server {
             return;
         }
         self.feed_aof();
+        self.feed_replication();
         self.feed.flush_taps();
         self.feed.clear();
         // Before any reply of this iteration is written (see before_sleep).

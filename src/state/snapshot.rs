@@ -95,6 +95,12 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
 /// BGSAVE: fork a child that writes the snapshot from the copy-on-write
 /// image of memory; the parent goes back to serving at once.
 pub fn bgsave(srv: &mut Server) -> Result<(), String> {
+    bgsave_with(srv, None)
+}
+
+/// BGSAVE, recording where in the replication stream the image is taken
+/// (`repl`), as a snapshot for replicas does.
+pub fn bgsave_with(srv: &mut Server, repl: Option<rdb::ReplInfo>) -> Result<(), String> {
     if srv.snapshot.child.is_some() {
         return Err("Background save already in progress".into());
     }
@@ -132,8 +138,9 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
         drop(errors_rd);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
-        let code = match rdb::save_to_file(&srv.dbs, &save_options(srv), &dir, &name, &parent_alive)
-        {
+        let mut opts = save_options(srv);
+        opts.repl = repl;
+        let code = match rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive) {
             Ok(()) => 0,
             Err(e) => {
                 if let Some(mut w) = errors_wr {
@@ -187,6 +194,7 @@ pub fn check_child(srv: &mut Server) {
         // A child killed half way leaves its temporary file behind.
         let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
     }
+    srv.replication_snapshot_done(ok);
 }
 
 /// A pipe for the child's failure reason (`None`s if one cannot be made:

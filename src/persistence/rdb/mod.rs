@@ -70,6 +70,17 @@ pub struct SaveOptions {
     pub used_memory: usize,
     /// The image is an AOF base (the `aof-base` aux field).
     pub aof_base: bool,
+    /// Replication id and offset the image corresponds to (the
+    /// `repl-stream-db`, `repl-id`, `repl-offset` aux fields).
+    pub repl: Option<ReplInfo>,
+}
+
+/// Where in a replication history a snapshot was taken.
+#[derive(Debug, Clone)]
+pub struct ReplInfo {
+    pub stream_db: i64,
+    pub id: String,
+    pub offset: i64,
 }
 
 impl SaveOptions {
@@ -80,6 +91,7 @@ impl SaveOptions {
             key_save_delay_us: cfg.rdb_key_save_delay,
             used_memory,
             aof_base: false,
+            repl: None,
         }
     }
 }

@@ -75,13 +75,19 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
     };
     r.raw(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
     let now_ms = crate::util::unix_time_ms();
-    let aux = [
+    // Redis's order: the replication fields come before aof-base.
+    let mut aux = vec![
         ("redis-ver", crate::REDIS_VERSION.to_string()),
         ("redis-bits", "64".to_string()),
         ("ctime", (now_ms / 1000).to_string()),
         ("used-mem", opts.used_memory.to_string()),
-        ("aof-base", u8::from(opts.aof_base).to_string()),
     ];
+    if let Some(r) = &opts.repl {
+        aux.push(("repl-stream-db", r.stream_db.to_string()));
+        aux.push(("repl-id", r.id.clone()));
+        aux.push(("repl-offset", r.offset.to_string()));
+    }
+    aux.push(("aof-base", u8::from(opts.aof_base).to_string()));
     for (k, v) in aux {
         r.raw(&[OP_AUX])?;
         r.string(k.as_bytes())?;

@@ -1,0 +1,147 @@
+//! Replication commands, master side: SYNC, PSYNC, REPLCONF, ROLE (Redis's
+//! replication.c). The machinery is in `state::replication`.
+
+use super::*;
+use crate::state::replication::ReplicaPhase;
+
+/// `PSYNC replid offset` — continue from the backlog (+CONTINUE) or start a
+/// full synchronisation (+FULLRESYNC replid offset, then the dump and the
+/// stream). `SYNC` — the old protocol: the dump without +FULLRESYNC.
+pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
+    // A replica asking again (or a MONITOR turned replica) is ignored.
+    if c.cl.kind == crate::state::ClientKind::Replica {
+        return;
+    }
+    if c.cl.pending_output() > 0 {
+        return c
+            .cl
+            .reply
+            .error("ERR SYNC and PSYNC are invalid with pending output");
+    }
+    let psync = if c.cmd.name == "psync" {
+        let Some(offset) = parse_i64(argv[2]) else {
+            return c.cl.reply.error(ERR_NOT_INT);
+        };
+        let replid = String::from_utf8_lossy(argv[1]).to_string();
+        Some((replid, offset))
+    } else {
+        None
+    };
+    tracing::info!("Replica {} asks for synchronization", replica_name(c.cl));
+    let capa_psync2 = c.cl.repl.as_ref().is_some_and(|l| l.capa_psync2);
+    let request = psync.as_ref().map(|(id, off)| (id.as_str(), *off));
+    c.srv.replica_sync(c.cl, request, capa_psync2);
+}
+
+/// `REPLCONF option value [option value …]` — what a replica tells its
+/// master: listening-port, ip-address, capa, ack (no reply), getack,
+/// rdb-only.
+pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
+    if argv.len() % 2 == 0 {
+        return c.cl.reply.error(ERR_SYNTAX);
+    }
+    for pair in argv[1..].chunks(2) {
+        let (option, value) = (pair[0], pair[1]);
+        if eq_ic(option, "listening-port") {
+            let Some(port) = parse_i64(value) else {
+                return c.cl.reply.error(ERR_NOT_INT);
+            };
+            link(c.cl).listening_port = port.clamp(0, u16::MAX as i64) as u16;
+        } else if eq_ic(option, "ip-address") {
+            if value.len() >= 46 {
+                return c.cl.reply.error(&format!(
+                    "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    value.len()
+                ));
+            }
+            link(c.cl).announced_ip = Some(String::from_utf8_lossy(value).to_string());
+        } else if eq_ic(option, "capa") {
+            // Capabilities this master does not know are ignored.
+            if eq_ic(value, "psync2") {
+                link(c.cl).capa_psync2 = true;
+            }
+        } else if eq_ic(option, "ack") {
+            // Only from replicas, and never answered.
+            if c.cl.kind != crate::state::ClientKind::Replica {
+                return;
+            }
+            if let (Some(offset), Some(l)) = (parse_i64(value), c.cl.repl.as_mut()) {
+                l.ack_offset = l.ack_offset.max(offset);
+                l.ack_time = std::time::Instant::now();
+            }
+            return;
+        } else if eq_ic(option, "getack") {
+            // Asked of replicas by their master: nothing to do on a master.
+            return;
+        } else if eq_ic(option, "rdb-only") {
+            match parse_i64(value) {
+                Some(v @ 0..=1) => link(c.cl).rdb_only = v == 1,
+                _ => return c.cl.reply.error(ERR_NOT_INT),
+            }
+        } else {
+            return c.cl.reply.error(&format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(option)
+            ));
+        }
+    }
+    c.cl.reply.ok();
+}
+
+/// The replica link a REPLCONF before PSYNC configures.
+fn link(client: &mut ClientState) -> &mut crate::state::replication::ReplicaLink {
+    client
+        .repl
+        .get_or_insert_with(crate::state::replication::ReplicaLink::new)
+}
+
+/// How Redis names a replica in its log: `ip:port` it listens on.
+fn replica_name(client: &ClientState) -> String {
+    let ip = client
+        .addr
+        .rsplit_once(':')
+        .map_or(client.addr.as_str(), |(ip, _)| ip);
+    let port = client.repl.as_ref().map_or(0, |l| l.listening_port);
+    format!("{ip}:{port}")
+}
+
+/// `ROLE` — `master`, the offset, and each online replica's address,
+/// listening port and acknowledged offset.
+pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
+    let replicas: Vec<(String, u16, i64)> = c
+        .srv
+        .repl
+        .replicas
+        .iter()
+        .filter_map(|&id| {
+            let slot = c.srv.client_index(id)?;
+            let r = c.srv.clients.get(slot)?.as_ref()?;
+            let l = r.repl.as_ref()?;
+            matches!(l.phase, ReplicaPhase::Online)
+                .then(|| (replica_ip(r), l.listening_port, l.ack_offset))
+        })
+        .collect();
+    let out = &mut c.cl.reply;
+    out.array(3);
+    out.bulk(b"master");
+    out.int(c.srv.repl.offset);
+    out.array(replicas.len());
+    for (ip, port, offset) in replicas {
+        out.array(3);
+        out.bulk(ip.as_bytes());
+        out.bulk(port.to_string().as_bytes());
+        out.bulk(offset.to_string().as_bytes());
+    }
+}
+
+/// The address a replica is known by: the one it announced, else its
+/// peer address.
+pub fn replica_ip(client: &ClientState) -> String {
+    if let Some(ip) = client.repl.as_ref().and_then(|l| l.announced_ip.clone()) {
+        return ip;
+    }
+    client
+        .addr
+        .rsplit_once(':')
+        .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
+}

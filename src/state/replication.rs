@@ -1,0 +1,622 @@
+//! Replication, master side (Redis's replication.c): PSYNC and SYNC, the
+//! backlog, full synchronisation from a snapshot, the command stream.
+//!
+//! All replicas receive one stream: the propagation feed's units, with the
+//! `SELECT`s of one shared cursor, so that a byte offset means the same
+//! thing to every replica and to the backlog. `offset` counts every byte
+//! ever added (Redis's master_repl_offset); the backlog keeps the last
+//! `repl-backlog-size` of them, so a replica that reconnects with PSYNC
+//! and an offset still inside it continues from there (+CONTINUE) instead
+//! of starting over.
+//!
+//! A full synchronisation is disk-based: a forked child writes the dump
+//! (with the replication id and offset in its aux fields, as Redis does),
+//! and the replicas that asked meanwhile get `+FULLRESYNC <id> <offset>`
+//! at once. The stream from that offset on is kept per replica while the
+//! child works and while the file is sent; the file goes out in chunks as
+//! the replica's socket drains (`refill_bulk`, before the loop sleeps), and
+//! then the kept stream, after which the replica is online and gets the
+//! stream as it is produced. Replicas that ask while some other child runs
+//! wait for the next snapshot.
+
+use std::io::Read;
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::client::ClientKind;
+use super::feed::FeedCursor;
+use super::{ClientState, Server};
+use crate::util::random_hex;
+
+/// How much of the dump is queued to a replica's output at a time.
+const BULK_CHUNK: usize = 1 << 20;
+
+/// What a replica link is doing (Redis's SLAVE_STATE_*).
+#[derive(Debug)]
+pub enum ReplicaPhase {
+    /// Waits for a snapshot to be started for it.
+    WaitBgsaveStart,
+    /// Its snapshot is being written; the stream since is kept.
+    WaitBgsaveEnd,
+    /// The dump is being sent: `remaining` bytes of `file` to go.
+    SendBulk { file: std::fs::File, remaining: u64 },
+    /// Synchronised: receives the stream as it is produced.
+    Online,
+}
+
+/// The master's view of one replica (kept in its `ClientState`).
+#[derive(Debug)]
+pub struct ReplicaLink {
+    pub phase: ReplicaPhase,
+    /// REPLCONF listening-port / ip-address.
+    pub listening_port: u16,
+    pub announced_ip: Option<String>,
+    /// REPLCONF capa psync2 (understands `+CONTINUE <new id>`).
+    pub capa_psync2: bool,
+    /// Came with SYNC: gets the payload without +FULLRESYNC.
+    pub old_sync: bool,
+    /// The offset its snapshot was taken at.
+    pub initial_offset: i64,
+    /// Its last REPLCONF ACK: offset and when.
+    pub ack_offset: i64,
+    pub ack_time: Instant,
+    /// Stream produced while it synchronises, sent after the dump.
+    pub pending: Vec<u8>,
+    /// REPLCONF rdb-only 1: the dump only, then the link is closed.
+    pub rdb_only: bool,
+}
+
+impl ReplicaLink {
+    /// A link as REPLCONF first configures it, before PSYNC.
+    pub fn new() -> ReplicaLink {
+        ReplicaLink {
+            phase: ReplicaPhase::WaitBgsaveStart,
+            listening_port: 0,
+            announced_ip: None,
+            capa_psync2: false,
+            old_sync: false,
+            initial_offset: 0,
+            ack_offset: 0,
+            ack_time: Instant::now(),
+            pending: Vec::new(),
+            rdb_only: false,
+        }
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        match self.phase {
+            ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => "wait_bgsave",
+            ReplicaPhase::SendBulk { .. } => "send_bulk",
+            ReplicaPhase::Online => "online",
+        }
+    }
+}
+
+/// The last `size` bytes of the stream, as a ring.
+#[derive(Debug)]
+pub struct Backlog {
+    buf: Vec<u8>,
+    /// Where the next byte goes.
+    head: usize,
+    /// Bytes held (at most `buf.len()`).
+    pub histlen: usize,
+}
+
+impl Backlog {
+    fn new(size: usize) -> Backlog {
+        Backlog {
+            buf: vec![0; size.max(1)],
+            head: 0,
+            histlen: 0,
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn append(&mut self, mut bytes: &[u8]) {
+        let size = self.buf.len();
+        if bytes.len() > size {
+            bytes = &bytes[bytes.len() - size..];
+        }
+        let first = bytes.len().min(size - self.head);
+        self.buf[self.head..self.head + first].copy_from_slice(&bytes[..first]);
+        let rest = &bytes[first..];
+        self.buf[..rest.len()].copy_from_slice(rest);
+        self.head = (self.head + bytes.len()) % size;
+        self.histlen = (self.histlen + bytes.len()).min(size);
+    }
+
+    /// The last `len` bytes held.
+    fn tail(&self, len: usize) -> Vec<u8> {
+        let size = self.buf.len();
+        let len = len.min(self.histlen);
+        let start = (self.head + size - len) % size;
+        let mut out = Vec::with_capacity(len);
+        if start + len <= size {
+            out.extend_from_slice(&self.buf[start..start + len]);
+        } else {
+            out.extend_from_slice(&self.buf[start..]);
+            out.extend_from_slice(&self.buf[..len - (size - start)]);
+        }
+        out
+    }
+}
+
+/// The server's replication state.
+#[derive(Debug)]
+pub struct Replication {
+    /// The previous replication id and the offset up to which it is valid
+    /// (after a promotion); all zeros / -1 when none.
+    pub replid2: String,
+    pub second_offset: i64,
+    /// Bytes ever added to the stream (master_repl_offset).
+    pub offset: i64,
+    pub backlog: Option<Backlog>,
+    /// The stream's database selection, shared by all replicas.
+    pub cursor: FeedCursor,
+    /// Replica client ids, in the order they attached.
+    pub replicas: Vec<u64>,
+    /// Since when there is no replica (for `repl-backlog-ttl`).
+    pub no_replicas_since: Option<Instant>,
+    /// The running snapshot child was started for replicas.
+    pub rdb_for_replicas: bool,
+    /// Cron ticks, for the ping period.
+    pub cron_seconds: u64,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            replid2: "0".repeat(40),
+            second_offset: -1,
+            offset: 0,
+            backlog: None,
+            cursor: FeedCursor::default(),
+            replicas: Vec::new(),
+            no_replicas_since: Some(Instant::now()),
+            rdb_for_replicas: false,
+            cron_seconds: 0,
+        }
+    }
+}
+
+impl Replication {
+    /// The offset of the first byte in the backlog (Redis's
+    /// repl_backlog_first_byte_offset).
+    pub fn backlog_first_offset(&self) -> i64 {
+        match &self.backlog {
+            Some(b) => self.offset - b.histlen as i64 + 1,
+            None => 0,
+        }
+    }
+}
+
+/// Is `offset` (the next byte the replica wants) servable from the
+/// backlog for a replica that knew `replid` (Redis's
+/// masterTryPartialResynchronization checks)?
+fn can_continue(srv: &Server, replid: &str, offset: i64) -> bool {
+    let r = &srv.repl;
+    let id_ok = replid.eq_ignore_ascii_case(&srv.replid)
+        || (replid.eq_ignore_ascii_case(&r.replid2) && offset <= r.second_offset);
+    let Some(b) = &r.backlog else {
+        return false;
+    };
+    let first = r.offset - b.histlen as i64 + 1;
+    id_ok && offset >= first && offset <= r.offset + 1
+}
+
+impl Server {
+    /// Bytes for the replication stream (the feed's units, a PING): into
+    /// the backlog and to every replica, kept for those still syncing.
+    pub fn append_to_replication(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() || self.repl.backlog.is_none() {
+            return;
+        }
+        if let Some(b) = self.repl.backlog.as_mut() {
+            b.append(bytes);
+        }
+        self.repl.offset += bytes.len() as i64;
+        for i in 0..self.repl.replicas.len() {
+            let id = self.repl.replicas[i];
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            let online = match self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
+                Some(c) => match c.repl.as_mut() {
+                    Some(link) => match link.phase {
+                        ReplicaPhase::WaitBgsaveStart => false,
+                        ReplicaPhase::WaitBgsaveEnd | ReplicaPhase::SendBulk { .. } => {
+                            link.pending.extend_from_slice(bytes);
+                            false
+                        }
+                        ReplicaPhase::Online => true,
+                    },
+                    None => false,
+                },
+                None => false,
+            };
+            if online {
+                self.push_output(slot, id, bytes);
+            }
+        }
+    }
+
+    /// The feed's units for this iteration, into the replication stream.
+    pub fn feed_replication(&mut self) {
+        if self.repl.backlog.is_none() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        let mut cursor = std::mem::take(&mut self.repl.cursor);
+        cursor.append(&self.feed, &mut bytes);
+        self.repl.cursor = cursor;
+        self.append_to_replication(&bytes);
+    }
+
+    /// PSYNC replid offset / SYNC from `client`: continue from the backlog
+    /// when possible, else start (or join) a full synchronisation.
+    pub fn replica_sync(
+        &mut self,
+        client: &mut ClientState,
+        psync: Option<(&str, i64)>,
+        capa_psync2: bool,
+    ) {
+        if let Some((replid, offset)) = psync {
+            if can_continue(self, replid, offset) {
+                self.continue_replica(client, offset, capa_psync2);
+                return;
+            }
+            if replid != "?" {
+                self.stats.sync_partial_err += 1;
+            }
+        }
+        self.stats.sync_full += 1;
+        // The first replica gets a fresh history: a new replication id and
+        // a backlog from here on.
+        if self.repl.backlog.is_none() {
+            self.replid = random_hex(40);
+            self.repl.replid2 = "0".repeat(40);
+            self.repl.second_offset = -1;
+            self.repl.backlog = Some(Backlog::new(self.config.repl_backlog_size as usize));
+            self.feed.attach();
+        }
+        let link = client.repl.get_or_insert_with(ReplicaLink::new);
+        link.capa_psync2 = capa_psync2;
+        link.old_sync = psync.is_none();
+        link.phase = ReplicaPhase::WaitBgsaveStart;
+        self.attach_replica(client);
+        // Join a snapshot already being written for other replicas: same
+        // offset, same kept stream.
+        let donor = self.repl.replicas.iter().find_map(|&id| {
+            let c = self
+                .client_index(id)
+                .and_then(|s| self.clients.get(s))?
+                .as_ref()?;
+            let l = c.repl.as_ref()?;
+            matches!(l.phase, ReplicaPhase::WaitBgsaveEnd)
+                .then(|| (l.initial_offset, l.pending.clone()))
+        });
+        if let (Some((offset, pending)), true) = (donor, self.repl.rdb_for_replicas) {
+            let link = client.repl.as_mut().expect("set above");
+            link.pending = pending;
+            self.begin_full_sync(client, offset);
+            return;
+        }
+        if self.snapshot.child.is_none() && self.aof.rewrite.is_none() {
+            self.start_replication_snapshot(Some(client));
+        }
+    }
+
+    /// A replica is listed (it was not yet).
+    fn attach_replica(&mut self, client: &mut ClientState) {
+        client.kind = ClientKind::Replica;
+        if !self.repl.replicas.contains(&client.id) {
+            self.repl.replicas.push(client.id);
+        }
+        self.repl.no_replicas_since = None;
+    }
+
+    /// +CONTINUE: the replica gets the backlog from `offset` on and is
+    /// online.
+    fn continue_replica(&mut self, client: &mut ClientState, offset: i64, capa_psync2: bool) {
+        let link = client.repl.get_or_insert_with(ReplicaLink::new);
+        link.phase = ReplicaPhase::Online;
+        link.ack_time = Instant::now();
+        if capa_psync2 {
+            client
+                .reply
+                .raw(format!("+CONTINUE {}\r\n", self.replid).as_bytes());
+        } else {
+            client.reply.raw(b"+CONTINUE\r\n");
+        }
+        let missing = (self.repl.offset - offset + 1).max(0) as usize;
+        if let Some(b) = &self.repl.backlog {
+            let bytes = b.tail(missing);
+            client.reply.raw(&bytes);
+        }
+        self.attach_replica(client);
+        self.stats.sync_partial_ok += 1;
+        info!(
+            "Partial resynchronization request from {} accepted. Sending {missing} bytes of backlog starting from offset {offset}.",
+            client.addr
+        );
+    }
+
+    /// +FULLRESYNC for a replica whose snapshot is taken at `offset`.
+    fn begin_full_sync(&mut self, client: &mut ClientState, offset: i64) {
+        let Some(link) = client.repl.as_mut() else {
+            return;
+        };
+        link.phase = ReplicaPhase::WaitBgsaveEnd;
+        link.initial_offset = offset;
+        if !link.old_sync {
+            client
+                .reply
+                .raw(format!("+FULLRESYNC {} {offset}\r\n", self.replid).as_bytes());
+        }
+    }
+
+    /// Fork a snapshot for every replica waiting for one (`current` is the
+    /// one running PSYNC, out of the slab). The stream written so far goes
+    /// to the backlog first, so the snapshot and the offset agree.
+    pub fn start_replication_snapshot(&mut self, mut current: Option<&mut ClientState>) {
+        self.flush_feed();
+        // The next stream bytes start with a SELECT for every replica.
+        self.repl.cursor = FeedCursor::default();
+        let repl_info = crate::persistence::rdb::ReplInfo {
+            stream_db: 0,
+            id: self.replid.clone(),
+            offset: self.repl.offset,
+        };
+        if let Err(e) = super::snapshot::bgsave_with(self, Some(repl_info)) {
+            warn!("Can't start the snapshot for replicas: {e}");
+            return;
+        }
+        self.repl.rdb_for_replicas = true;
+        let offset = self.repl.offset;
+        let waiting: Vec<u64> = self.repl.replicas.clone();
+        for id in waiting {
+            if let Some(c) = current.as_deref_mut().filter(|c| c.id == id) {
+                if c.repl
+                    .as_ref()
+                    .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+                {
+                    self.begin_full_sync(c, offset);
+                }
+                continue;
+            }
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            let Some(mut c) = self.clients.get_mut(slot).and_then(|c| c.take()) else {
+                continue;
+            };
+            if c.repl
+                .as_ref()
+                .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+            {
+                self.begin_full_sync(&mut c, offset);
+                self.queue_output(slot, &mut c);
+            }
+            self.clients[slot] = Some(c);
+        }
+        info!("Starting BGSAVE for SYNC with target: disk");
+    }
+
+    /// The snapshot child ended: replicas waiting for it get the file, or,
+    /// if it failed, are dropped; replicas that arrived meanwhile get the
+    /// next snapshot.
+    pub fn replication_snapshot_done(&mut self, ok: bool) {
+        if !std::mem::take(&mut self.repl.rdb_for_replicas) {
+            self.start_pending_replication_snapshot();
+            return;
+        }
+        let path = self.config.dir.join(&self.config.dbfilename);
+        for id in self.repl.replicas.clone() {
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            let Some(mut c) = self.clients.get_mut(slot).and_then(|c| c.take()) else {
+                continue;
+            };
+            let waiting = c
+                .repl
+                .as_ref()
+                .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveEnd));
+            if waiting {
+                let opened = if ok {
+                    std::fs::File::open(&path).and_then(|f| Ok((f.metadata()?.len(), f)))
+                } else {
+                    Err(std::io::Error::other("BGSAVE child returned an error"))
+                };
+                match opened {
+                    Ok((len, file)) => {
+                        c.reply.raw(format!("${len}\r\n").as_bytes());
+                        if let Some(l) = c.repl.as_mut() {
+                            l.phase = ReplicaPhase::SendBulk {
+                                file,
+                                remaining: len,
+                            };
+                        }
+                        self.queue_output(slot, &mut c);
+                    }
+                    Err(e) => {
+                        warn!("SYNC failed for replica {}: {e}", c.addr);
+                        c.close_asap = true;
+                        self.to_close.push((slot, id));
+                    }
+                }
+            }
+            self.clients[slot] = Some(c);
+        }
+        self.start_pending_replication_snapshot();
+    }
+
+    /// Start a snapshot for replicas that have waited for one, when no
+    /// child runs.
+    pub fn start_pending_replication_snapshot(&mut self) {
+        if self.snapshot.child.is_some() || self.aof.rewrite.is_some() {
+            return;
+        }
+        let waiting = self.repl.replicas.iter().any(|&id| {
+            self.client_index(id)
+                .and_then(|s| self.clients.get(s))
+                .and_then(|c| c.as_ref())
+                .and_then(|c| c.repl.as_ref())
+                .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+        });
+        if waiting {
+            self.start_replication_snapshot(None);
+        }
+    }
+
+    /// Before the loop sleeps: top up the output of replicas receiving the
+    /// dump (a chunk whenever what is queued runs low), and put those done
+    /// online with the stream kept for them.
+    pub fn refill_bulk(&mut self) {
+        for id in self.repl.replicas.clone() {
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
+                continue;
+            };
+            if c.pending_output() >= BULK_CHUNK {
+                continue;
+            }
+            let Some(link) = c.repl.as_mut() else {
+                continue;
+            };
+            let ReplicaPhase::SendBulk { file, remaining } = &mut link.phase else {
+                continue;
+            };
+            let want = (*remaining).min(BULK_CHUNK as u64) as usize;
+            let mut chunk = vec![0u8; want];
+            let read = file.read_exact(&mut chunk);
+            match read {
+                Ok(()) => {
+                    *remaining -= want as u64;
+                    c.reply.raw(&chunk);
+                    if *remaining == 0 && link.rdb_only {
+                        // It asked for the dump alone.
+                        c.close_after_reply = true;
+                        link.phase = ReplicaPhase::Online;
+                    } else if *remaining == 0 {
+                        let pending = std::mem::take(&mut link.pending);
+                        c.reply.raw(&pending);
+                        link.phase = ReplicaPhase::Online;
+                        link.ack_time = Instant::now();
+                        info!("Synchronization with replica {} succeeded", c.addr);
+                    }
+                }
+                Err(e) => {
+                    warn!("SYNC failed for replica {}: reading the dump: {e}", c.addr);
+                    c.close_asap = true;
+                    self.to_close.push((slot, id));
+                    continue;
+                }
+            }
+            if !c.pending_write {
+                c.pending_write = true;
+                self.pending_writes.push((slot, id));
+            }
+        }
+    }
+
+    /// Queue a client (out of the slab) for writing.
+    fn queue_output(&mut self, slot: usize, c: &mut ClientState) {
+        if !c.pending_write {
+            c.pending_write = true;
+            self.pending_writes.push((slot, c.id));
+        }
+    }
+
+    /// A replica went away.
+    pub fn detach_replica(&mut self, client: &mut ClientState) {
+        if client.repl.take().is_none() {
+            return;
+        }
+        self.repl.replicas.retain(|&id| id != client.id);
+        if self.repl.replicas.is_empty() {
+            self.repl.no_replicas_since = Some(Instant::now());
+        }
+        info!("Connection with replica {} lost.", client.addr);
+    }
+
+    /// Once a second (Redis's replicationCron, master part): PING the
+    /// replicas every `repl-ping-replica-period`, a newline to those
+    /// waiting for their snapshot, drop replicas silent past `repl-timeout`,
+    /// free the backlog after `repl-backlog-ttl` without replicas.
+    pub fn replication_cron(&mut self) {
+        self.repl.cron_seconds += 1;
+        // Replicas that waited for another child (an AOF rewrite) to end.
+        self.start_pending_replication_snapshot();
+        let period = self.config.repl_ping_replica_period.max(1) as u64;
+        if !self.repl.replicas.is_empty() && self.repl.cron_seconds % period == 0 {
+            self.append_to_replication(b"*1\r\n$4\r\nPING\r\n");
+        }
+        let timeout = std::time::Duration::from_secs(self.config.repl_timeout.max(1) as u64);
+        let now = Instant::now();
+        for id in self.repl.replicas.clone() {
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
+                continue;
+            };
+            let Some(link) = c.repl.as_ref() else {
+                continue;
+            };
+            match link.phase {
+                ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => {
+                    c.reply.raw(b"\n");
+                    if !c.pending_write {
+                        c.pending_write = true;
+                        self.pending_writes.push((slot, id));
+                    }
+                }
+                ReplicaPhase::Online if now.duration_since(link.ack_time) > timeout => {
+                    warn!(
+                        "Disconnecting timedout replica (streaming sync): {}",
+                        c.addr
+                    );
+                    c.close_asap = true;
+                    self.to_close.push((slot, id));
+                }
+                _ => {}
+            }
+        }
+        let ttl = self.config.repl_backlog_ttl;
+        if let Some(since) = self.repl.no_replicas_since {
+            if ttl > 0 && self.repl.backlog.is_some() && since.elapsed().as_secs() >= ttl as u64 {
+                // As Redis: a new history, as nothing can continue the old.
+                self.replid = random_hex(40);
+                self.repl.replid2 = "0".repeat(40);
+                self.repl.second_offset = -1;
+                self.repl.backlog = None;
+                self.feed.detach();
+                info!("Replication backlog freed after {ttl} seconds without connected replicas.");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backlog_keeps_the_last_bytes() {
+        let mut b = Backlog::new(8);
+        b.append(b"abcdef");
+        assert_eq!(b.tail(3), b"def");
+        b.append(b"ghij");
+        assert_eq!(b.histlen, 8);
+        assert_eq!(b.tail(8), b"cdefghij");
+        b.append(b"0123456789ABC");
+        assert_eq!(b.tail(8), b"56789ABC");
+    }
+}
