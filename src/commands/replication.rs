@@ -37,7 +37,7 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
 /// master: listening-port, ip-address, capa, ack (no reply), getack,
 /// rdb-only.
 pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return c.cl.reply.error(ERR_SYNTAX);
     }
     for pair in argv[1..].chunks(2) {
@@ -90,9 +90,7 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// The replica link a REPLCONF before PSYNC configures.
 fn link(client: &mut ClientState) -> &mut crate::state::replication::ReplicaLink {
-    client
-        .repl
-        .get_or_insert_with(crate::state::replication::ReplicaLink::new)
+    client.repl.get_or_insert_default()
 }
 
 /// How Redis names a replica in its log: `ip:port` it listens on.

@@ -67,9 +67,9 @@ pub struct ReplicaLink {
     pub rdb_only: bool,
 }
 
-impl ReplicaLink {
+impl Default for ReplicaLink {
     /// A link as REPLCONF first configures it, before PSYNC.
-    pub fn new() -> ReplicaLink {
+    fn default() -> ReplicaLink {
         ReplicaLink {
             phase: ReplicaPhase::WaitBgsaveStart,
             listening_port: 0,
@@ -83,7 +83,9 @@ impl ReplicaLink {
             rdb_only: false,
         }
     }
+}
 
+impl ReplicaLink {
     pub fn state_name(&self) -> &'static str {
         match self.phase {
             ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => "wait_bgsave",
@@ -283,7 +285,7 @@ impl Server {
             self.repl.backlog = Some(Backlog::new(self.config.repl_backlog_size as usize));
             self.feed.attach();
         }
-        let link = client.repl.get_or_insert_with(ReplicaLink::new);
+        let link = client.repl.get_or_insert_default();
         link.capa_psync2 = capa_psync2;
         link.old_sync = psync.is_none();
         link.phase = ReplicaPhase::WaitBgsaveStart;
@@ -322,7 +324,7 @@ impl Server {
     /// +CONTINUE: the replica gets the backlog from `offset` on and is
     /// online.
     fn continue_replica(&mut self, client: &mut ClientState, offset: i64, capa_psync2: bool) {
-        let link = client.repl.get_or_insert_with(ReplicaLink::new);
+        let link = client.repl.get_or_insert_default();
         link.phase = ReplicaPhase::Online;
         link.ack_time = Instant::now();
         if capa_psync2 {
@@ -555,7 +557,7 @@ impl Server {
         // Replicas that waited for another child (an AOF rewrite) to end.
         self.start_pending_replication_snapshot();
         let period = self.config.repl_ping_replica_period.max(1) as u64;
-        if !self.repl.replicas.is_empty() && self.repl.cron_seconds % period == 0 {
+        if !self.repl.replicas.is_empty() && self.repl.cron_seconds.is_multiple_of(period) {
             self.append_to_replication(b"*1\r\n$4\r\nPING\r\n");
         }
         let timeout = std::time::Duration::from_secs(self.config.repl_timeout.max(1) as u64);

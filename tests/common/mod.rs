@@ -284,6 +284,16 @@ impl Conn {
         self.expect_closed();
     }
 
+    /// One line of text (without its CRLF or LF), e.g. a replication
+    /// handshake reply.
+    pub fn read_line(&mut self) -> String {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("a line");
+        String::from_utf8_lossy(&line)
+            .trim_end_matches(['\r', '\n'])
+            .to_string()
+    }
+
     /// One field of an INFO section, trimmed.
     pub fn info_field(&mut self, section: &str, field: &str) -> String {
         let info = String::from_utf8_lossy(&self.cmd_str(&["INFO", section])).to_string();

@@ -1,0 +1,310 @@
+//! Replication against real Redis: redis-server 7.0 replicas of kvstore
+//! (full sync, the command stream of every type, expiry and MULTI, partial
+//! resync after the link is cut, several replicas sharing one snapshot, a
+//! replica arriving during another child), and what a master must refuse.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{start_kvstore, Conn, KillOnDrop};
+
+/// A redis-server replica of `master_port`, in its own directory.
+struct RedisReplica {
+    _child: KillOnDrop,
+    _dir: tempfile::TempDir,
+    port: u16,
+}
+
+fn start_redis_replica(master_port: u16) -> Option<RedisReplica> {
+    let bin = common::require_tool("redis-server")?;
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let child = Command::new(bin)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--appendonly", "no", "--daemonize", "no"])
+        .args(["--replicaof", "127.0.0.1", &master_port.to_string()])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let child = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(RedisReplica {
+        _child: child,
+        _dir: dir,
+        port,
+    })
+}
+
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The replica has the master's whole stream: link up and offsets equal.
+fn wait_in_sync(master: &mut Conn, replica: &mut Conn) {
+    wait_for("the replica to catch up", 20, || {
+        replica.info_field("replication", "master_link_status") == "up"
+            && replica.info_field("replication", "slave_repl_offset")
+                == master.info_field("replication", "master_repl_offset")
+    });
+}
+
+fn text(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).to_string()
+}
+
+/// Every key of every database: its type, its whole value (sorted where
+/// the order is not defined) and whether it has a TTL.
+fn dataset(c: &mut Conn) -> BTreeMap<(usize, Vec<u8>), (String, String, bool)> {
+    let mut out = BTreeMap::new();
+    for db in 0..16 {
+        c.cmd_str(&["SELECT", &db.to_string()]);
+        let (_, keys) = common::aggregate_items(&c.cmd_str(&["KEYS", "*"])).unwrap();
+        for k in keys {
+            let key = common::bulk_payload(&k).unwrap().to_vec();
+            let ty = text(&c.cmd(&[b"TYPE", &key]));
+            let value = match ty.as_str() {
+                "+string\r\n" => text(&c.cmd(&[b"GET", &key])),
+                "+list\r\n" => text(&c.cmd(&[b"LRANGE", &key, b"0", b"-1"])),
+                "+set\r\n" => {
+                    let (_, mut m) = common::aggregate_items(&c.cmd(&[b"SMEMBERS", &key])).unwrap();
+                    m.sort();
+                    format!("{m:?}")
+                }
+                "+hash\r\n" => {
+                    let (_, items) = common::aggregate_items(&c.cmd(&[b"HGETALL", &key])).unwrap();
+                    let mut pairs: Vec<Vec<u8>> = items.chunks(2).map(|p| p.concat()).collect();
+                    pairs.sort();
+                    format!("{pairs:?}")
+                }
+                "+zset\r\n" => text(&c.cmd(&[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"])),
+                other => panic!("unexpected type {other}"),
+            };
+            let ttl = c.cmd(&[b"PTTL", &key]) != b":-1\r\n";
+            out.insert((db, key), (ty, value, ttl));
+        }
+    }
+    c.cmd_str(&["SELECT", "0"]);
+    out
+}
+
+/// Writes of every type, in several databases, with TTLs, a MULTI, and a
+/// key that expires while the stream runs.
+fn write_everything(c: &mut Conn, tag: &str) {
+    let k = |s: &str| format!("{tag}:{s}");
+    for db in ["0", "3"] {
+        c.cmd_str(&["SELECT", db]);
+        c.cmd_str(&["SET", &k("s"), "value"]);
+        c.cmd_str(&["SET", &k("ttl"), "v", "EX", "1000"]);
+        c.cmd_str(&["INCRBYFLOAT", &k("f"), "1.5"]);
+        c.cmd_str(&["RPUSH", &k("l"), "a", "b", "c"]);
+        c.cmd_str(&["LPOP", &k("l")]);
+        c.cmd_str(&["SADD", &k("set"), "x", "y", "1", "2"]);
+        c.cmd_str(&["SPOP", &k("set")]);
+        c.cmd_str(&["HSET", &k("h"), "f1", "v1", "f2", "v2"]);
+        c.cmd_str(&["HINCRBY", &k("h"), "n", "5"]);
+        c.cmd_str(&["ZADD", &k("z"), "1", "one", "2.5", "two"]);
+        c.cmd_str(&["ZINCRBY", &k("z"), "3", "one"]);
+        c.cmd_str(&["MULTI"]);
+        c.cmd_str(&["INCR", &k("counter")]);
+        c.cmd_str(&["EXPIRE", &k("counter"), "500"]);
+        c.cmd_str(&["EXEC"]);
+        c.cmd_str(&["SET", &k("gone"), "v", "PX", "1"]);
+    }
+    c.cmd_str(&["SELECT", "0"]);
+    std::thread::sleep(Duration::from_millis(5));
+    // A read finds the key expired: its DEL goes down the stream.
+    c.cmd_str(&["GET", &k("gone")]);
+    c.cmd_str(&["SWAPDB", "0", "5"]);
+    c.cmd_str(&["SWAPDB", "0", "5"]);
+}
+
+#[test]
+fn a_redis_replica_syncs_fully_follows_the_stream_and_resyncs_partially() {
+    let kv = start_kvstore(&[]);
+    let mut m = Conn::connect(kv.port);
+    write_everything(&mut m, "before");
+    let Some(replica) = start_redis_replica(kv.port) else {
+        return;
+    };
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(m.info_field("stats", "sync_full"), "1");
+    write_everything(&mut m, "streamed");
+    wait_in_sync(&mut m, &mut r);
+    let ours = dataset(&mut m);
+    assert!(ours.len() > 20, "{ours:?}");
+    assert_eq!(dataset(&mut r), ours);
+    // The master's view of its replica.
+    let role = text(&m.cmd_str(&["ROLE"]));
+    assert!(role.starts_with("*3\r\n$6\r\nmaster\r\n:"), "{role}");
+    assert!(
+        role.contains(&format!(
+            "${}\r\n{}\r\n",
+            replica.port.to_string().len(),
+            replica.port
+        )),
+        "{role}"
+    );
+    let line = m.info_field("replication", "slave0");
+    assert!(
+        line.starts_with(&format!(
+            "ip=127.0.0.1,port={},state=online,offset=",
+            replica.port
+        )),
+        "{line}"
+    );
+    // Cut the link on the replica's side: it comes back with PSYNC and
+    // continues from the backlog.
+    r.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);
+    write_everything(&mut m, "after");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
+    assert_eq!(m.info_field("stats", "sync_full"), "1");
+    assert_eq!(dataset(&mut r), dataset(&mut m));
+}
+
+#[test]
+fn replicas_arriving_together_or_during_another_save_all_sync() {
+    // A slow snapshot (1 ms a key) keeps the child running while replicas
+    // arrive.
+    let kv = start_kvstore(&["--rdb-key-save-delay", "1000"]);
+    let mut m = Conn::connect(kv.port);
+    for i in 0..300 {
+        m.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    assert_eq!(m.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    let Some(a) = start_redis_replica(kv.port) else {
+        return;
+    };
+    let b = start_redis_replica(kv.port).unwrap();
+    // Both wait for the BGSAVE that was not theirs, then share one.
+    std::thread::sleep(Duration::from_millis(200));
+    let states = m.info_field("replication", "slave0");
+    assert!(states.contains("state=wait_bgsave"), "{states}");
+    for i in 0..50 {
+        m.cmd_str(&["INCR", &format!("k{i}")]);
+    }
+    let mut ra = Conn::connect(a.port);
+    let mut rb = Conn::connect(b.port);
+    wait_in_sync(&mut m, &mut ra);
+    wait_in_sync(&mut m, &mut rb);
+    assert_eq!(m.info_field("stats", "sync_full"), "2");
+    let ours = dataset(&mut m);
+    assert_eq!(dataset(&mut ra), ours);
+    assert_eq!(dataset(&mut rb), ours);
+    assert_eq!(m.info_field("persistence", "rdb_last_bgsave_status"), "ok");
+}
+
+#[test]
+fn a_master_refuses_what_a_replica_may_not_do() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["REPLCONF", "listening-port"]),
+        b"-ERR syntax error\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["REPLCONF", "nosuch", "1"]),
+        b"-ERR Unrecognized REPLCONF option: nosuch\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&[
+            "REPLCONF",
+            "listening-port",
+            "6380",
+            "capa",
+            "eof",
+            "capa",
+            "psync2"
+        ]),
+        b"+OK\r\n"
+    );
+    // Pipelined behind a command whose reply is not written yet.
+    c.send_raw(b"PING\r\nPSYNC ? -1\r\n");
+    assert_eq!(c.read_reply(), b"+PONG\r\n");
+    assert_eq!(
+        c.read_reply(),
+        b"-ERR SYNC and PSYNC are invalid with pending output\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["PSYNC", "?", "x"]),
+        b"-ERR value is not an integer or out of range\r\n"
+    );
+    // A real PSYNC: +FULLRESYNC with a fresh replication id, then the dump.
+    c.send(&[b"PSYNC", b"?", b"-1"]);
+    let first = c.read_line();
+    assert!(first.starts_with("+FULLRESYNC "), "{first}");
+    let id = first.split(' ').nth(1).unwrap().to_string();
+    assert_eq!(id.len(), 40);
+    let mut admin = Conn::connect(kv.port);
+    assert_eq!(admin.info_field("replication", "master_replid"), id);
+    // Keepalive newlines may come before the payload.
+    let mut header = c.read_line();
+    while header.is_empty() {
+        header = c.read_line();
+    }
+    let len: usize = header.strip_prefix('$').unwrap().parse().unwrap();
+    let mut rdb = vec![0u8; len];
+    std::io::Read::read_exact(&mut c.reader, &mut rdb).unwrap();
+    assert!(rdb.starts_with(b"REDIS0010"));
+    assert!(
+        rdb.windows(7).any(|w| w == b"repl-id"),
+        "the dump names its replication id"
+    );
+    // A replica may not touch the keyspace.
+    assert_eq!(
+        c.cmd_str(&["GET", "k"]),
+        b"-ERR Replica can't interact with the keyspace\r\n"
+    );
+    // The stream: a write on the master reaches it, after a SELECT.
+    admin.cmd_str(&["SET", "k", "v"]);
+    let select = c.read_reply();
+    assert_eq!(select, b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n");
+    assert_eq!(c.read_reply(), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    // PSYNC with an id the master never had, or an offset outside the
+    // backlog: a full sync.
+    let mut d = Conn::connect(kv.port);
+    d.send(&[b"PSYNC", b"0123456789012345678901234567890123456789", b"1"]);
+    assert!(d.read_line().starts_with("+FULLRESYNC "));
+    assert_eq!(admin.info_field("stats", "sync_partial_err"), "1");
+    let mut e = Conn::connect(kv.port);
+    e.send(&[b"PSYNC", id.as_bytes(), b"999999"]);
+    assert!(e.read_line().starts_with("+FULLRESYNC "));
+    // In the backlog: +CONTINUE and the missing bytes (the SET is the last
+    // 27 bytes of the stream; the offset names the first byte wanted).
+    let offset: i64 = admin
+        .info_field("replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    let mut f = Conn::connect(kv.port);
+    f.cmd_str(&["REPLCONF", "capa", "psync2"]);
+    f.send(&[
+        b"PSYNC",
+        id.as_bytes(),
+        (offset - 26).to_string().as_bytes(),
+    ]);
+    assert_eq!(f.read_line(), format!("+CONTINUE {id}"));
+    assert_eq!(f.read_reply(), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    assert_eq!(admin.info_field("stats", "sync_partial_ok"), "1");
+}
