@@ -89,6 +89,13 @@ pub struct Config {
     pub repl_backlog_ttl: i64,
     pub repl_ping_replica_period: i64,
     pub repl_timeout: i64,
+    /// `replicaof host port` from the configuration.
+    pub replicaof: Option<(String, u16)>,
+    /// Credentials for the master (`masterauth`, `masteruser`).
+    pub masterauth: String,
+    pub masteruser: String,
+    /// A replica refuses writes from its clients.
+    pub replica_read_only: bool,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
     /// Path of the config file the server was started with, if any.
@@ -164,6 +171,10 @@ impl Default for Config {
             repl_backlog_ttl: 0,
             repl_ping_replica_period: 0,
             repl_timeout: 0,
+            replicaof: None,
+            masterauth: String::new(),
+            masteruser: String::new(),
+            replica_read_only: true,
             rdb_key_save_delay: 0,
             config_file: None,
         };
@@ -433,6 +444,22 @@ pub struct OptionSpec {
     pub doc: &'static str,
     /// The option's older name, still accepted (e.g. `hash-max-ziplist-entries`).
     pub alias: Option<&'static str>,
+}
+
+/// `replicaof <host> <port>` (empty: none).
+fn parse_replicaof(v: &str) -> Result<Option<(String, u16)>, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    match words.as_slice() {
+        [] => Ok(None),
+        [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => Ok(None),
+        [host, port] => {
+            let port = port
+                .parse::<u16>()
+                .map_err(|_| "Invalid master port".to_string())?;
+            Ok(Some((host.to_string(), port)))
+        }
+        _ => Err("wrong number of arguments".into()),
+    }
 }
 
 fn parse_bool(v: &str) -> Result<bool, String> {
@@ -1048,6 +1075,44 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Slow log length.",
         |c| c.slowlog_max_len.to_string(),
         |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?
+    ),
+    aliased(
+        multi_arg(opt!(
+            "replicaof",
+            "",
+            false,
+            "Start as a replica of <host> <port> (REPLICAOF changes it at run time).",
+            |c| c
+                .replicaof
+                .as_ref()
+                .map_or(String::new(), |(h, p)| format!("{h} {p}")),
+            |c, v| c.replicaof = parse_replicaof(v)?
+        )),
+        "slaveof"
+    ),
+    opt!(
+        "masterauth",
+        "",
+        true,
+        "Password to AUTH with on the master.",
+        |c| c.masterauth.clone(),
+        |c, v| c.masterauth = v.to_string()
+    ),
+    opt!(
+        "masteruser",
+        "",
+        true,
+        "User to AUTH as on the master (with masterauth).",
+        |c| c.masteruser.clone(),
+        |c, v| c.masteruser = v.to_string()
+    ),
+    opt!(
+        "replica-read-only",
+        "yes",
+        true,
+        "A replica refuses writes from its clients (READONLY).",
+        |c| yes_no(c.replica_read_only),
+        |c, v| c.replica_read_only = parse_bool(v)?
     ),
     opt!(
         "repl-backlog-size",

@@ -79,6 +79,10 @@ fn main() -> ExitCode {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
+    // `replicaof` in the configuration: follow that master from the start.
+    if let Some((host, port)) = event_loop.srv.config.replicaof.clone() {
+        event_loop.srv.replicate_from(host, port);
+    }
     // Nothing to load: open the AOF now (the loop does it after a load).
     if event_loop.srv.loading.is_none() {
         if let Err(e) = kvstore::state::aof::open_after_load(&mut event_loop.srv) {

@@ -308,3 +308,115 @@ fn a_master_refuses_what_a_replica_may_not_do() {
     assert_eq!(f.read_reply(), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
     assert_eq!(admin.info_field("stats", "sync_partial_ok"), "1");
 }
+
+/// A redis-server master (diskless sync without delay, so tests are quick).
+fn start_redis_master() -> Option<common::ServerProcess> {
+    common::start_redis(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--enable-debug-command",
+        "yes",
+    ])
+}
+
+#[test]
+fn kvstore_replicates_a_redis_master_and_resyncs_partially() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    write_everything(&mut m, "before");
+    let kv = start_kvstore(&["--replicaof", "127.0.0.1", &redis.port.to_string()]);
+    let mut r = Conn::connect(kv.port);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(
+        r.info_field("replication", "master_replid"),
+        m.info_field("replication", "master_replid")
+    );
+    write_everything(&mut m, "streamed");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(dataset(&mut r), dataset(&mut m));
+    // WAIT on the master: its GETACK is answered with our offset.
+    m.cmd_str(&["SET", "acked", "1"]);
+    assert_eq!(m.cmd_str(&["WAIT", "1", "5000"]), b":1\r\n");
+    // A replica is read-only and says who its master is.
+    assert_eq!(
+        r.cmd_str(&["SET", "x", "1"]),
+        b"-READONLY You can't write against a read only replica.\r\n"
+    );
+    let role = text(&r.cmd_str(&["ROLE"]));
+    let want = format!(
+        "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:{}\r\n$9\r\nconnected\r\n:",
+        redis.port
+    );
+    assert!(role.starts_with(&want), "{role}");
+    // The link is cut on our side: PSYNC continues from Redis's backlog.
+    r.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);
+    write_everything(&mut m, "after");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
+    assert_eq!(dataset(&mut r), dataset(&mut m));
+}
+
+#[test]
+fn a_replica_does_not_expire_keys_its_master_has_not_deleted() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    // The master will not expire it on its own.
+    assert_eq!(m.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    let kv = start_kvstore(&["--replicaof", "127.0.0.1", &redis.port.to_string()]);
+    let mut r = Conn::connect(kv.port);
+    wait_in_sync(&mut m, &mut r);
+    m.cmd_str(&["SET", "k", "v", "PX", "100"]);
+    wait_in_sync(&mut m, &mut r);
+    std::thread::sleep(Duration::from_millis(200));
+    // Logically expired: reads miss, but the key stays until the master
+    // says otherwise.
+    assert_eq!(r.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    assert_eq!(r.cmd_str(&["EXISTS", "k"]), b":0\r\n");
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":1\r\n");
+    // The master's lazy expiry sends a DEL.
+    assert_eq!(m.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":0\r\n");
+}
+
+#[test]
+fn kvstore_replicates_kvstore_in_a_chain_and_promotion_keeps_the_history() {
+    let a = start_kvstore(&[]);
+    let mut ca = Conn::connect(a.port);
+    write_everything(&mut ca, "before");
+    let b = start_kvstore(&["--replicaof", "127.0.0.1", &a.port.to_string()]);
+    let mut cb = Conn::connect(b.port);
+    wait_in_sync(&mut ca, &mut cb);
+    // C follows B: B passes A's stream on as it came.
+    let Some(c) = start_redis_replica(b.port) else {
+        return;
+    };
+    let mut cc = Conn::connect(c.port);
+    wait_in_sync(&mut cb, &mut cc);
+    write_everything(&mut ca, "streamed");
+    wait_in_sync(&mut ca, &mut cb);
+    wait_in_sync(&mut cb, &mut cc);
+    let want = dataset(&mut ca);
+    assert_eq!(dataset(&mut cb), want);
+    assert_eq!(dataset(&mut cc), want);
+    // B becomes a master: A's id is its second id, C continues with B.
+    let a_id = ca.info_field("replication", "master_replid");
+    assert_eq!(cb.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(cb.info_field("replication", "master_replid2"), a_id);
+    assert_ne!(cb.info_field("replication", "master_replid"), a_id);
+    cc.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);
+    write_everything(&mut cb, "promoted");
+    wait_in_sync(&mut cb, &mut cc);
+    assert_eq!(cb.info_field("stats", "sync_partial_ok"), "1");
+    assert_eq!(dataset(&mut cc), dataset(&mut cb));
+    // REPLICAOF's answers.
+    assert_eq!(
+        cb.cmd_str(&["REPLICAOF", "127.0.0.1", "notaport"]),
+        b"-ERR Invalid master port\r\n"
+    );
+    assert_eq!(cb.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+}

@@ -216,13 +216,58 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
 }
 
 fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
+    use crate::state::master::LinkState;
     use crate::state::replication::ReplicaPhase;
     let r = &srv.repl;
-    let _ = write!(
-        out,
-        "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\n",
-        r.replicas.len()
-    );
+    let m = &srv.master;
+    match &m.target {
+        None => out.push_str("# Replication\r\nrole:master\r\n"),
+        Some((host, port)) => {
+            let connected = m.state == LinkState::Connected;
+            let last_io = match m
+                .client_id
+                .and_then(|id| srv.client_index(id))
+                .and_then(|s| srv.clients.get(s))
+                .and_then(|c| c.as_ref())
+            {
+                Some(c) => c.last_interaction.elapsed().as_secs() as i64,
+                None => -1,
+            };
+            // Redis shows 1 before the first synchronisation.
+            let offset = if r.backlog.is_some() { r.offset } else { 1 };
+            let _ = write!(
+                out,
+                "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
+                if connected { "up" } else { "down" },
+                u8::from(m.state == LinkState::Transfer),
+            );
+            if let (LinkState::Transfer, Some(t)) = (m.state, m.transfer.as_ref()) {
+                let total = t.size.map_or(-1, |s| s as i64);
+                let read = t.received as i64;
+                let perc = if total > 0 {
+                    read as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                };
+                let _ = write!(
+                    out,
+                    "master_sync_total_bytes:{total}\r\nmaster_sync_read_bytes:{read}\r\nmaster_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\nmaster_sync_last_io_seconds_ago:{}\r\n",
+                    total - read,
+                    m.last_io.elapsed().as_secs()
+                );
+            }
+            if !connected {
+                let down = m.down_since.map_or(-1, |d| d.elapsed().as_secs() as i64);
+                let _ = write!(out, "master_link_down_since_seconds:{down}\r\n");
+            }
+            let _ = write!(
+                out,
+                "slave_priority:100\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
+                u8::from(srv.config.replica_read_only)
+            );
+        }
+    }
+    let _ = write!(out, "connected_slaves:{}\r\n", r.replicas.len());
     let now = std::time::Instant::now();
     let mut n = 0;
     for &id in &r.replicas {

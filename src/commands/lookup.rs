@@ -18,6 +18,11 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     if !e.has_expire() || !d.is_expired(key, now) {
         return false;
     }
+    // The master's commands see keys as the master does: they exist until
+    // its DEL comes.
+    if srv.master_is_running() {
+        return false;
+    }
     if srv.may_delete_expired() {
         delete_expired(srv, db, key);
     }
@@ -70,7 +75,7 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
     // SAFETY: `e` points into `d.main`; only shared lookups (which never move
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
-    if has_expire && d.is_expired(key, now) {
+    if has_expire && d.is_expired(key, now) && !srv.master_is_running() {
         if srv.may_delete_expired() {
             delete_expired(srv, db, key);
         }

@@ -324,6 +324,10 @@ fn refusal(
     if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
         return Some(arity_error(cmd.name));
     }
+    // The master's stream is obeyed, whatever would stop a client.
+    if client.kind == crate::state::ClientKind::Master {
+        return None;
+    }
     if let Some(option) = protected_command_refused(srv, client, cmd) {
         // Checked before authentication, as Redis does.
         return Some(format!(
@@ -353,6 +357,9 @@ fn refusal(
         if let Some(e) = srv.aof_write_error() {
             return Some(e);
         }
+    }
+    if flags & WRITE != 0 && srv.master.target.is_some() && srv.config.replica_read_only {
+        return Some("READONLY You can't write against a read only replica.".into());
     }
     if client.subscriptions() > 0
         && !client.reply.is_resp3()
@@ -430,6 +437,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                     return finish_command(
                         srv,
                         client,
+                        argv,
                         is_client_command,
                         errors_before,
                         reply_mark,
@@ -466,7 +474,14 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             }
         }
     }
-    finish_command(srv, client, is_client_command, errors_before, reply_mark);
+    finish_command(
+        srv,
+        client,
+        argv,
+        is_client_command,
+        errors_before,
+        reply_mark,
+    );
 }
 
 /// What follows every command, run or refused: CLIENT CACHING's reset,
@@ -475,10 +490,25 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
 fn finish_command(
     srv: &mut Server,
     client: &mut ClientState,
+    argv: &[&[u8]],
     is_client_command: bool,
     errors_before: u64,
     reply_mark: crate::protocol::reply::ReplyMark,
 ) {
+    // The master gets no replies, except the ACK its GETACK asked for (with
+    // the offset before the GETACK); its command counts in the offset once
+    // it has run (not while a pause holds it).
+    if client.kind == crate::state::ClientKind::Master {
+        client.reply.rollback(reply_mark);
+        if std::mem::take(&mut client.ack_requested) {
+            let ack = srv.ack_bytes();
+            client.reply.raw(&ack);
+        }
+        if client.blocked.is_none() {
+            srv.master_stream_applied(argv);
+        }
+        return;
+    }
     // CLIENT CACHING covers the one command (or transaction) after it.
     if client.multi.is_none() && !is_client_command {
         if let Some(t) = client.tracking.as_mut() {
@@ -651,6 +681,10 @@ pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
     srv.monitors.retain(|&id| id != client.id);
     srv.disable_tracking(client);
     srv.detach_replica(client);
+    if srv.master.client_id == Some(client.id) {
+        tracing::info!("Connection with master lost.");
+        srv.master.link_lost();
+    }
 }
 
 /// DEBUG (which can stop the loop or reload the dataset) and MODULE LOAD,

@@ -12,6 +12,12 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
     if c.cl.kind == crate::state::ClientKind::Replica {
         return;
     }
+    if c.srv.master.is_syncing() {
+        return c
+            .cl
+            .reply
+            .error("NOMASTERLINK Can't SYNC while not connected with my master");
+    }
     if c.cl.pending_output() > 0 {
         return c
             .cl
@@ -71,7 +77,11 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
             }
             return;
         } else if eq_ic(option, "getack") {
-            // Asked of replicas by their master: nothing to do on a master.
+            // Asked of a replica by its master: the ACK goes out after this
+            // command (the dispatcher drops the master's other replies).
+            if c.cl.kind == crate::state::ClientKind::Master {
+                c.cl.ack_requested = true;
+            }
             return;
         } else if eq_ic(option, "rdb-only") {
             match parse_i64(value) {
@@ -103,9 +113,34 @@ fn replica_name(client: &ClientState) -> String {
     format!("{ip}:{port}")
 }
 
-/// `ROLE` — `master`, the offset, and each online replica's address,
-/// listening port and acknowledged offset.
+/// `ROLE` — on a master: `master`, the offset, and each online replica's
+/// address, listening port and acknowledged offset; on a replica: `slave`,
+/// its master's host and port, the link's state and its offset.
 pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
+    use crate::state::master::LinkState;
+    if let Some((host, port)) = c.srv.master.target.clone() {
+        // A replica: its master, the link's state and the offset it has.
+        let state = match c.srv.master.state {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Transfer => "sync",
+            LinkState::Connected => "connected",
+            _ => "handshake",
+        };
+        let offset = if c.srv.master.client_id.is_some() {
+            c.srv.repl.offset
+        } else {
+            -1
+        };
+        let out = &mut c.cl.reply;
+        out.array(5);
+        out.bulk(b"slave");
+        out.bulk(host.as_bytes());
+        out.int(port as i64);
+        out.bulk(state.as_bytes());
+        out.int(offset);
+        return;
+    }
     let replicas: Vec<(String, u16, i64)> = c
         .srv
         .repl
@@ -142,4 +177,39 @@ pub fn replica_ip(client: &ClientState) -> String {
         .addr
         .rsplit_once(':')
         .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
+}
+
+/// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`): follow a
+/// master, or become one.
+pub fn replicaof(c: &mut Ctx, argv: &[&[u8]]) {
+    if eq_ic(argv[1], "no") && eq_ic(argv[2], "one") {
+        if c.srv.master.target.is_some() {
+            c.srv.promote_to_master();
+            tracing::info!("MASTER MODE enabled (user request from '{}')", c.cl.addr);
+        }
+        return c.cl.reply.ok();
+    }
+    if c.cl.kind == crate::state::ClientKind::Replica {
+        // It would be flushed with the other replicas.
+        return c
+            .cl
+            .reply
+            .error("ERR Command is not valid when client is a replica.");
+    }
+    let Some(port) = parse_i64(argv[2]).filter(|p| (0..=65535).contains(p)) else {
+        return c.cl.reply.error("ERR Invalid master port");
+    };
+    let host = String::from_utf8_lossy(argv[1]).to_string();
+    if c.srv.master.target.as_ref() == Some(&(host.clone(), port as u16)) {
+        return c
+            .cl
+            .reply
+            .simple("OK Already connected to specified master");
+    }
+    tracing::info!(
+        "REPLICAOF {host}:{port} enabled (user request from '{}')",
+        c.cl.addr
+    );
+    c.srv.replicate_from(host, port as u16);
+    c.cl.reply.ok();
 }

@@ -68,7 +68,13 @@ impl EventLoop {
         // Once a second, as Redis's replicationCron.
         if srv.cron_loops.is_multiple_of((srv.config.hz as u64).max(1)) {
             srv.replication_cron();
+            let timeout = Duration::from_secs(srv.config.repl_timeout.max(1) as u64);
+            if self.handshake.is_some() && self.srv.master.last_io.elapsed() > timeout {
+                tracing::warn!("Timeout connecting to the MASTER...");
+                self.drop_master_link();
+            }
         }
+        let srv = &mut self.srv;
         // Decay the recent maxima every few seconds, as Redis's sampling does.
         if srv
             .cron_loops

@@ -12,6 +12,7 @@
 
 pub mod client;
 mod cron;
+mod replica;
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -94,6 +95,8 @@ pub struct EventLoop {
     aof_watched: bool,
     /// The AOF io_uring eventfd is registered.
     aof_uring_watched: bool,
+    /// The link to our master while it is not yet a client.
+    handshake: Option<replica::Handshake>,
 }
 
 impl EventLoop {
@@ -143,6 +146,7 @@ impl EventLoop {
             argv_scratch: Vec::new(),
             aof_watched: false,
             aof_uring_watched: false,
+            handshake: None,
         })
     }
 
@@ -219,6 +223,7 @@ impl EventLoop {
                     Err(e) => return Err(io::Error::other(e)),
                 }
             }
+            self.replication_turn();
             commands::blocking::resume_postponed(&mut self.srv);
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
             self.resume_unblocked();
@@ -263,6 +268,7 @@ impl EventLoop {
                     }
                     AOF_TOKEN => self.srv.aof_fsync_done(),
                     AOF_URING_TOKEN => self.srv.aof_uring_done(),
+                    replica::MASTER_TOKEN => self.master_link_event(),
                     Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
                     Token(idx) => self.handle_client(
                         idx,

@@ -49,6 +49,8 @@ pub struct ClientState {
     pub tracking: Option<super::tracking::ClientTracking>,
     /// The master's view of this client once it is a replica.
     pub repl: Option<super::replication::ReplicaLink>,
+    /// The master asked for an ACK (REPLCONF GETACK) during this command.
+    pub ack_requested: bool,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -205,6 +207,7 @@ impl ClientState {
             blocked: None,
             tracking: None,
             repl: None,
+            ack_requested: false,
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,

@@ -7,6 +7,7 @@ pub mod aof;
 pub mod aof_uring;
 pub mod client;
 pub mod feed;
+pub mod master;
 pub mod pubsub;
 pub mod replication;
 pub mod snapshot;
@@ -167,6 +168,8 @@ pub struct Server {
     pub tracking: Tracking,
     /// Replication, master side: backlog, offset, replicas.
     pub repl: replication::Replication,
+    /// Replication, replica side: the link to our master.
+    pub master: master::MasterState,
     /// How hard `tracking_limit_used_slots` tries next (it grows each time
     /// the table stays over its limit).
     pub tracking_effort: u32,
@@ -292,6 +295,7 @@ impl Server {
             blocked_keys: Default::default(),
             tracking: Tracking::default(),
             repl: replication::Replication::default(),
+            master: master::MasterState::default(),
             tracking_effort: 0,
             client_pause: None,
             postponed: Vec::new(),
@@ -335,11 +339,12 @@ impl Server {
         self.client_pause.filter(|p| p.end_ms >= self.now_ms)
     }
 
-    /// May expired keys be deleted now? Not while clients are paused: the
-    /// dataset stays as it is (a failover may be under way), and reads
-    /// treat expired keys as missing without deleting them.
+    /// May expired keys be deleted now? Not while clients are paused (the
+    /// dataset stays as it is: a failover may be under way), nor on a
+    /// replica; reads treat expired keys as missing without deleting them.
     pub fn may_delete_expired(&self) -> bool {
-        self.clients_paused().is_none()
+        // A replica leaves expiry to its master's DELs.
+        self.clients_paused().is_none() && self.master.target.is_none()
     }
 
     /// Refresh the cached time and the access clock of new entries.

@@ -106,7 +106,7 @@ pub struct Backlog {
 }
 
 impl Backlog {
-    fn new(size: usize) -> Backlog {
+    pub fn new(size: usize) -> Backlog {
         Backlog {
             buf: vec![0; size.max(1)],
             head: 0,
@@ -167,6 +167,9 @@ pub struct Replication {
     pub rdb_for_replicas: bool,
     /// Cron ticks, for the ping period.
     pub cron_seconds: u64,
+    /// The feed is attached for the backlog (on a master; a replica's
+    /// backlog gets its master's stream instead).
+    pub feeds_backlog: bool,
 }
 
 impl Default for Replication {
@@ -181,6 +184,7 @@ impl Default for Replication {
             no_replicas_since: Some(Instant::now()),
             rdb_for_replicas: false,
             cron_seconds: 0,
+            feeds_backlog: false,
         }
     }
 }
@@ -248,7 +252,9 @@ impl Server {
 
     /// The feed's units for this iteration, into the replication stream.
     pub fn feed_replication(&mut self) {
-        if self.repl.backlog.is_none() {
+        // A replica's backlog and replicas get its master's stream as it
+        // came (`master_stream_applied`), not what it propagates.
+        if self.repl.backlog.is_none() || self.master.target.is_some() {
             return;
         }
         let mut bytes = Vec::new();
@@ -282,8 +288,7 @@ impl Server {
             self.replid = random_hex(40);
             self.repl.replid2 = "0".repeat(40);
             self.repl.second_offset = -1;
-            self.repl.backlog = Some(Backlog::new(self.config.repl_backlog_size as usize));
-            self.feed.attach();
+            self.ensure_backlog();
         }
         let link = client.repl.get_or_insert_default();
         link.capa_psync2 = capa_psync2;
@@ -592,6 +597,10 @@ impl Server {
             }
         }
         let ttl = self.config.repl_backlog_ttl;
+        if self.master.target.is_some() {
+            self.replica_cron();
+            return;
+        }
         if let Some(since) = self.repl.no_replicas_since {
             if ttl > 0 && self.repl.backlog.is_some() && since.elapsed().as_secs() >= ttl as u64 {
                 // As Redis: a new history, as nothing can continue the old.
@@ -599,7 +608,9 @@ impl Server {
                 self.repl.replid2 = "0".repeat(40);
                 self.repl.second_offset = -1;
                 self.repl.backlog = None;
-                self.feed.detach();
+                if std::mem::take(&mut self.repl.feeds_backlog) {
+                    self.feed.detach();
+                }
                 info!("Replication backlog freed after {ttl} seconds without connected replicas.");
             }
         }

@@ -1,0 +1,457 @@
+//! Replication, replica side, in the event loop (Redis's replication.c:
+//! connectWithMaster, syncWithMaster, readSyncBulkPayload).
+//!
+//! REPLICAOF (or `replicaof` in the configuration) makes the loop open a
+//! non-blocking connection to the master, registered in the same poll. The
+//! handshake is a chain of one request and one reply at a time — PING,
+//! AUTH when `masterauth` is set, REPLCONF listening-port, REPLCONF capa
+//! eof capa psync2, PSYNC — because a master refuses PSYNC while it still
+//! has replies to write. PSYNC names the history this server has (its
+//! replication id and offset) so that a master that still has the bytes in
+//! its backlog continues (+CONTINUE); otherwise +FULLRESYNC is followed by
+//! the dump, as `$<length>` or as `$EOF:<40-byte mark>` (diskless), which
+//! is written to a temporary file, renamed over the dump file and loaded
+//! in place of the dataset (only once it is complete). Then the socket
+//! becomes an ordinary client of kind master in the slab: its commands run
+//! through the dispatcher without the gates, with their replies dropped,
+//! and the replication offset counts their bytes.
+
+use std::io::{self, Read, Write};
+use std::time::Instant;
+
+use mio::{Interest, Token};
+use tracing::{info, warn};
+
+use super::client::{Conn, Link};
+use super::EventLoop;
+use crate::state::master::{LinkState, Transfer};
+use crate::state::ClientState;
+
+/// The poll token of the link while it is not yet a client.
+pub(super) const MASTER_TOKEN: Token = Token(usize::MAX - 4);
+
+/// A handshake or transfer in progress with the master.
+pub(super) struct Handshake {
+    stream: mio::net::TcpStream,
+    /// What was received and not yet used.
+    inbuf: Vec<u8>,
+    /// What is to be written next.
+    outbuf: Vec<u8>,
+}
+
+impl EventLoop {
+    /// Once a loop turn: act on REPLICAOF (connect, reconnect, drop the
+    /// link) and keep the link to the master alive.
+    pub(super) fn replication_turn(&mut self) {
+        if std::mem::take(&mut self.srv.master.changed) {
+            self.drop_master_link();
+        }
+        if self.srv.master.target.is_none() {
+            return;
+        }
+        if self.handshake.is_none()
+            && self.srv.master.client_id.is_none()
+            && self.srv.master.state == LinkState::Connect
+            && self.srv.master.retry_at <= Instant::now()
+        {
+            self.connect_to_master();
+        }
+    }
+
+    /// Close the handshake or the master client, whichever exists.
+    pub(super) fn drop_master_link(&mut self) {
+        if let Some(h) = self.handshake.take() {
+            let mut stream = h.stream;
+            let _ = self.poll.registry().deregister(&mut stream);
+        }
+        if let Some(transfer) = self.srv.master.transfer.take() {
+            let _ = std::fs::remove_file(&transfer.tmp_path);
+        }
+        if let Some(id) = self.srv.master.client_id.take() {
+            if let Some(slot) = self.srv.client_index(id) {
+                self.srv.to_close.push((slot, id));
+            }
+        }
+        self.srv.master.link_lost();
+    }
+
+    fn connect_to_master(&mut self) {
+        let Some((host, port)) = self.srv.master.target.clone() else {
+            return;
+        };
+        self.srv.master.retry_at = Instant::now() + std::time::Duration::from_secs(1);
+        let addr = match std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
+            .ok()
+            .and_then(|mut a| a.next())
+        {
+            Some(a) => a,
+            None => {
+                warn!("Unable to connect to MASTER: can't resolve {host}:{port}");
+                return;
+            }
+        };
+        let mut stream = match mio::net::TcpStream::connect(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("Unable to connect to MASTER: {e}");
+                return;
+            }
+        };
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            MASTER_TOKEN,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            warn!("Unable to connect to MASTER: {e}");
+            return;
+        }
+        info!("Connecting to MASTER {host}:{port}");
+        info!("MASTER <-> REPLICA sync started");
+        self.srv.master.state = LinkState::Connecting;
+        self.srv.master.last_io = Instant::now();
+        self.handshake = Some(Handshake {
+            stream,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+        });
+    }
+
+    /// An event on the link before it became a client.
+    pub(super) fn master_link_event(&mut self) {
+        let Some(mut h) = self.handshake.take() else {
+            return;
+        };
+        match self.advance_handshake(&mut h) {
+            Ok(Next::Keep) => self.handshake = Some(h),
+            Ok(Next::Online(leftover)) => self.master_link_online(h, leftover),
+            Err(e) => {
+                warn!("{e}");
+                let mut stream = h.stream;
+                let _ = self.poll.registry().deregister(&mut stream);
+                if let Some(t) = self.srv.master.transfer.take() {
+                    let _ = std::fs::remove_file(&t.tmp_path);
+                }
+                self.srv.master.link_lost();
+            }
+        }
+    }
+
+    /// Move the handshake as far as the bytes at hand allow.
+    fn advance_handshake(&mut self, h: &mut Handshake) -> Result<Next, String> {
+        // Write what is queued.
+        while !h.outbuf.is_empty() {
+            match h.stream.write(&h.outbuf) {
+                Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
+                Ok(n) => {
+                    h.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
+                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+            }
+        }
+        if self.srv.master.state == LinkState::Connecting {
+            match h.stream.peer_addr() {
+                Ok(_) => {
+                    info!("Non blocking connect for SYNC fired the event.");
+                    self.srv.master.state = LinkState::ReceivePong;
+                    h.outbuf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+                    return self.advance_handshake(h);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    // Still connecting, or refused: the error says which.
+                    if let Ok(Some(err)) = h.stream.take_error() {
+                        return Err(format!("Error condition on socket for SYNC: {err}"));
+                    }
+                    return Ok(Next::Keep);
+                }
+                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+            }
+        }
+        // Read what arrived.
+        let mut closed = false;
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match h.stream.read(&mut buf) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.srv.master.last_io = Instant::now();
+                    if self.srv.master.state == LinkState::Transfer {
+                        self.receive_payload(h, &buf[..n])?;
+                        if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                            return Ok(Next::Online(leftover));
+                        }
+                    } else {
+                        h.inbuf.extend_from_slice(&buf[..n]);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("Error reading from MASTER: {e}")),
+            }
+        }
+        while self.srv.master.state != LinkState::Transfer {
+            let Some(nl) = h.inbuf.iter().position(|&b| b == b'\n') else {
+                break;
+            };
+            let line: Vec<u8> = h.inbuf.drain(..=nl).collect();
+            let line = String::from_utf8_lossy(&line).trim_end().to_string();
+            if line.is_empty() {
+                // A newline keepalive while the master prepares the dump.
+                continue;
+            }
+            self.handshake_reply(h, &line)?;
+            if self.srv.master.state == LinkState::Transfer {
+                let rest = std::mem::take(&mut h.inbuf);
+                self.receive_payload(h, &rest)?;
+                if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                    return Ok(Next::Online(leftover));
+                }
+            }
+            if self.srv.master.state == LinkState::Continued {
+                return Ok(Next::Online(std::mem::take(&mut h.inbuf)));
+            }
+        }
+        if closed {
+            return Err("Master closed the connection during the SYNC handshake".into());
+        }
+        // Write what the replies queued.
+        while !h.outbuf.is_empty() {
+            match h.stream.write(&h.outbuf) {
+                Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
+                Ok(n) => {
+                    h.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+            }
+        }
+        Ok(Next::Keep)
+    }
+
+    /// One reply line of the handshake: check it and send the next request.
+    fn handshake_reply(&mut self, h: &mut Handshake, line: &str) -> Result<(), String> {
+        let m = &mut self.srv.master;
+        let send = |h: &mut Handshake, args: &[&[u8]]| {
+            crate::state::feed::encode_command(args, &mut h.outbuf);
+        };
+        match m.state {
+            LinkState::ReceivePong => {
+                // -NOAUTH is fine here: AUTH comes next.
+                if line.starts_with('-')
+                    && !line.starts_with("-NOAUTH")
+                    && !line.starts_with("-NOPERM")
+                    && !line.starts_with("-ERR operation not permitted")
+                {
+                    return Err(format!("Error reply to PING from master: '{line}'"));
+                }
+                info!("Master replied to PING, replication can continue...");
+                let auth = self.srv.config.masterauth.clone();
+                let user = self.srv.config.masteruser.clone();
+                let m = &mut self.srv.master;
+                if !auth.is_empty() {
+                    if user.is_empty() {
+                        send(h, &[b"AUTH", auth.as_bytes()]);
+                    } else {
+                        send(h, &[b"AUTH", user.as_bytes(), auth.as_bytes()]);
+                    }
+                    m.state = LinkState::ReceiveAuth;
+                } else {
+                    let port = self.srv.config.port.to_string();
+                    send(h, &[b"REPLCONF", b"listening-port", port.as_bytes()]);
+                    m.state = LinkState::ReceivePort;
+                }
+            }
+            LinkState::ReceiveAuth => {
+                if line.starts_with('-') {
+                    return Err(format!("Unable to AUTH to MASTER: {line}"));
+                }
+                let port = self.srv.config.port.to_string();
+                send(h, &[b"REPLCONF", b"listening-port", port.as_bytes()]);
+                m.state = LinkState::ReceivePort;
+            }
+            LinkState::ReceivePort => {
+                if line.starts_with('-') {
+                    info!(
+                        "(Non critical) Master does not understand REPLCONF listening-port: {line}"
+                    );
+                }
+                send(h, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]);
+                m.state = LinkState::ReceiveCapa;
+            }
+            LinkState::ReceiveCapa => {
+                if line.starts_with('-') {
+                    info!("(Non critical) Master does not understand REPLCONF capa: {line}");
+                }
+                let (id, offset) = m.psync_request(&self.srv.replid, self.srv.repl.offset);
+                if id == "?" {
+                    info!("Partial resynchronization not possible (no cached master)");
+                } else {
+                    info!("Trying a partial resynchronization (request {id}:{offset}).");
+                }
+                send(h, &[b"PSYNC", id.as_bytes(), offset.to_string().as_bytes()]);
+                self.srv.master.state = LinkState::ReceivePsync;
+            }
+            LinkState::ReceivePsync => self.psync_reply(line)?,
+            _ => return Err(format!("Unexpected reply from master: '{line}'")),
+        }
+        Ok(())
+    }
+
+    /// +FULLRESYNC, +CONTINUE or an error (Redis's
+    /// slaveTryPartialResynchronization, reading half).
+    fn psync_reply(&mut self, line: &str) -> Result<(), String> {
+        if let Some(rest) = line.strip_prefix("+FULLRESYNC ") {
+            let mut parts = rest.split(' ');
+            let (Some(id), Some(off)) = (parts.next(), parts.next().and_then(|o| o.parse().ok()))
+            else {
+                return Err(format!(
+                    "Master replied with a wrong +FULLRESYNC reply: '{line}'"
+                ));
+            };
+            info!("Full resync from master: {id}:{off}");
+            self.srv.master.full_sync_from = Some((id.to_string(), off));
+            let dir = self.srv.config.dir.clone();
+            let tmp_path = dir.join(format!(
+                "temp-{}.{}.rdb",
+                crate::util::unix_time_ms() / 1000,
+                std::process::id()
+            ));
+            let file = std::fs::File::create(&tmp_path).map_err(|e| {
+                format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
+            })?;
+            self.srv.master.transfer = Some(Transfer::new(file, tmp_path));
+            self.srv.master.state = LinkState::Transfer;
+            return Ok(());
+        }
+        if let Some(rest) = line.strip_prefix("+CONTINUE") {
+            let new_id = rest.trim();
+            info!("Successful partial resynchronization with master.");
+            if !new_id.is_empty() && new_id != self.srv.replid {
+                // The master's history got a new id (it was promoted): keep
+                // the old one as our second id, for our own replicas.
+                info!("Master replication ID changed to {new_id}");
+                self.srv.repl.replid2 = std::mem::replace(&mut self.srv.replid, new_id.to_string());
+                self.srv.repl.second_offset = self.srv.repl.offset + 1;
+            }
+            info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+            self.srv.master.state = LinkState::Continued;
+            return Ok(());
+        }
+        if line.starts_with("-NOMASTERLINK") || line.starts_with("-LOADING") {
+            return Err(format!(
+                "Master is currently unable to PSYNC but should be in the future: {line}"
+            ));
+        }
+        Err(format!("Unexpected reply to PSYNC from master: {line}"))
+    }
+
+    /// Bytes of the dump (after the `$` line) or of the line itself.
+    fn receive_payload(&mut self, _h: &mut Handshake, bytes: &[u8]) -> Result<(), String> {
+        let Some(t) = self.srv.master.transfer.as_mut() else {
+            return Ok(());
+        };
+        t.receive(bytes)
+    }
+
+    /// The dump is complete: load it and make the link a client.
+    fn finish_transfer_if_done(&mut self, _h: &mut Handshake) -> Result<Option<Vec<u8>>, String> {
+        let done = self
+            .srv
+            .master
+            .transfer
+            .as_ref()
+            .is_some_and(|t| t.is_done());
+        if !done {
+            return Ok(None);
+        }
+        let mut t = self.srv.master.transfer.take().expect("checked");
+        let leftover = t.take_leftover();
+        t.finish()?;
+        info!(
+            "MASTER <-> REPLICA sync: received {} bytes of payload",
+            t.received
+        );
+        crate::state::master::load_synced_dump(&mut self.srv, &t.tmp_path)?;
+        Ok(Some(leftover))
+    }
+
+    /// The handshake is over: the socket becomes the master client.
+    fn master_link_online(&mut self, h: Handshake, leftover: Vec<u8>) {
+        let mut stream = h.stream;
+        let _ = self.poll.registry().deregister(&mut stream);
+        let id = self.srv.next_client_id;
+        self.srv.next_client_id += 1;
+        let addr = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let laddr = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let conn = Conn::Tcp(stream);
+        let mut st = ClientState::new(id, conn.fd(), addr, laddr, false, true, true);
+        st.kind = crate::state::ClientKind::Master;
+        let idx = self.srv.vacant_slot();
+        let mut conn = conn;
+        let reg = match &mut conn {
+            Conn::Tcp(s) => self
+                .poll
+                .registry()
+                .register(s, Token(idx), Interest::READABLE),
+            Conn::Unix(s) => self
+                .poll
+                .registry()
+                .register(s, Token(idx), Interest::READABLE),
+        };
+        if let Err(e) = reg {
+            warn!("Registering the master link: {e}");
+            self.srv.master.link_lost();
+            return;
+        }
+        let slot = self.srv.insert_client(st);
+        if self.links.len() <= slot {
+            self.links.resize_with(slot + 1, || None);
+        }
+        let mut query = crate::protocol::QueryBuffer::new();
+        query.feed(&leftover);
+        self.links[slot] = Some(Link {
+            conn,
+            query,
+            write_interest: false,
+            input_paused: false,
+            peer_closed: false,
+        });
+        self.srv.master.client_id = Some(id);
+        self.srv.master.state = LinkState::Connected;
+        self.srv.master.last_io = Instant::now();
+        self.srv.master.down_since = None;
+        // An ACK at once: a master that streamed the dump (diskless) starts
+        // the command stream on the first one.
+        let ack = self.srv.ack_bytes();
+        if let Some(c) = self
+            .srv
+            .clients
+            .get_mut(slot)
+            .and_then(|c| c.as_deref_mut())
+        {
+            c.reply.raw(&ack);
+            c.pending_write = true;
+            self.srv.pending_writes.push((slot, id));
+        }
+        info!("MASTER <-> REPLICA sync: Finished with success");
+        // The stream that came with the last bytes of the dump.
+        if !leftover.is_empty() {
+            self.pending_reads.push(slot);
+        }
+    }
+}
+
+enum Next {
+    Keep,
+    Online(Vec<u8>),
+}

@@ -1,0 +1,387 @@
+//! Replication, replica side: the state of the link to our master and what
+//! happens to the dataset (the event loop owns the socket; see
+//! `server/replica.rs`).
+//!
+//! A replica keeps its master's replication id and offset as its own
+//! (`Server::replid`, `repl.offset`), and a backlog of the master's stream
+//! exactly as received, so that after a lost link it asks to continue
+//! (PSYNC id offset+1), and after a promotion its own replicas can. It
+//! never expires keys itself: a read of a logically expired key answers as
+//! if it were missing, and the master's DEL removes it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::Server;
+use crate::persistence::rdb;
+
+/// Where the link to the master stands (Redis's repl_state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Not connected: connect at the next opportunity.
+    Connect,
+    Connecting,
+    ReceivePong,
+    ReceiveAuth,
+    ReceivePort,
+    ReceiveCapa,
+    ReceivePsync,
+    /// Receiving the dump.
+    Transfer,
+    /// +CONTINUE: the link becomes the master client at once.
+    Continued,
+    /// The master client is in the slab.
+    Connected,
+}
+
+/// The replica's side of replication.
+#[derive(Debug)]
+pub struct MasterState {
+    /// REPLICAOF host port; `None` when this server is a master.
+    pub target: Option<(String, u16)>,
+    /// REPLICAOF changed the target: the loop drops the current link.
+    pub changed: bool,
+    pub state: LinkState,
+    /// Id of the master client, once the link is established.
+    pub client_id: Option<u64>,
+    pub transfer: Option<Transfer>,
+    /// Last time anything came from the master.
+    pub last_io: Instant,
+    /// No reconnection attempt before this.
+    pub retry_at: Instant,
+    /// Since when the link is down (INFO master_link_down_since_seconds).
+    pub down_since: Option<Instant>,
+    /// The +FULLRESYNC being served: the master's id and offset.
+    pub full_sync_from: Option<(String, i64)>,
+}
+
+impl Default for MasterState {
+    fn default() -> Self {
+        MasterState {
+            target: None,
+            changed: false,
+            state: LinkState::Connect,
+            client_id: None,
+            transfer: None,
+            last_io: Instant::now(),
+            retry_at: Instant::now(),
+            down_since: None,
+            full_sync_from: None,
+        }
+    }
+}
+
+impl MasterState {
+    /// The link is gone (or never came up): try again in a second.
+    pub fn link_lost(&mut self) {
+        if self.state == LinkState::Connected || self.down_since.is_none() {
+            self.down_since = Some(Instant::now());
+        }
+        self.state = LinkState::Connect;
+        self.client_id = None;
+        self.transfer = None;
+        self.retry_at = Instant::now() + std::time::Duration::from_secs(1);
+    }
+
+    /// What PSYNC asks for: our history if we have one (a backlog: we
+    /// were synchronised before, or were a master), else a full sync.
+    pub fn psync_request(&self, replid: &str, offset: i64) -> (String, i64) {
+        (replid.to_string(), offset + 1)
+    }
+
+    pub fn is_syncing(&self) -> bool {
+        self.target.is_some() && self.state != LinkState::Connected
+    }
+}
+
+/// The dump being received: into a temporary file, sized by the `$len`
+/// line or ended by the `$EOF:` mark.
+#[derive(Debug)]
+pub struct Transfer {
+    file: std::fs::File,
+    pub tmp_path: PathBuf,
+    /// The `$` line, until it is complete.
+    header: Vec<u8>,
+    /// Payload size (`$len`); `None` before the header or with a mark.
+    pub size: Option<u64>,
+    /// The 40-byte end mark of a diskless transfer.
+    mark: Option<Vec<u8>>,
+    pub received: u64,
+    /// The last bytes written (to find the mark).
+    tail: Vec<u8>,
+    /// Bytes after the payload (the stream that follows).
+    leftover: Vec<u8>,
+    done: bool,
+}
+
+/// The length of a diskless transfer's end mark.
+const EOF_MARK_LEN: usize = 40;
+
+impl Transfer {
+    pub fn new(file: std::fs::File, tmp_path: PathBuf) -> Transfer {
+        Transfer {
+            file,
+            tmp_path,
+            header: Vec::new(),
+            size: None,
+            mark: None,
+            received: 0,
+            tail: Vec::new(),
+            leftover: Vec::new(),
+            done: false,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub fn take_leftover(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.leftover)
+    }
+
+    /// Bytes from the master during the transfer.
+    pub fn receive(&mut self, mut bytes: &[u8]) -> Result<(), String> {
+        if self.done {
+            self.leftover.extend_from_slice(bytes);
+            return Ok(());
+        }
+        if self.size.is_none() && self.mark.is_none() {
+            // The `$` line, after any keepalive newlines.
+            while let Some(&b) = bytes.first() {
+                bytes = &bytes[1..];
+                if b == b'\n' {
+                    let line = String::from_utf8_lossy(&self.header).trim().to_string();
+                    self.header.clear();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    if let Some(mark) = line.strip_prefix("$EOF:") {
+                        if mark.len() != EOF_MARK_LEN {
+                            return Err(format!("Bad EOF mark from MASTER: '{line}'"));
+                        }
+                        self.mark = Some(mark.as_bytes().to_vec());
+                        info!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk");
+                    } else if let Some(n) = line.strip_prefix('$').and_then(|n| n.parse().ok()) {
+                        self.size = Some(n);
+                        info!("MASTER <-> REPLICA sync: receiving {n} bytes from master to disk");
+                    } else if line.starts_with('-') {
+                        return Err(format!("MASTER aborted replication with an error: {line}"));
+                    } else {
+                        return Err(format!(
+                            "Bad protocol from MASTER, the first byte is not '$' (we received '{line}'), are you sure the host and port are right?"
+                        ));
+                    }
+                    break;
+                }
+                self.header.push(b);
+                if self.header.len() > 1024 {
+                    return Err("Bad protocol from MASTER: the payload header is too long".into());
+                }
+            }
+            if self.size.is_none() && self.mark.is_none() {
+                return Ok(());
+            }
+        }
+        let take = match self.size {
+            Some(size) => ((size - self.received) as usize).min(bytes.len()),
+            None => bytes.len(),
+        };
+        self.file.write_all(&bytes[..take]).map_err(|e| {
+            format!("Write error or short write writing to the DB dumped on disk: {e}")
+        })?;
+        self.received += take as u64;
+        if let Some(size) = self.size {
+            if self.received == size {
+                self.done = true;
+                self.leftover.extend_from_slice(&bytes[take..]);
+            }
+        } else if let Some(mark) = &self.mark {
+            self.tail.extend_from_slice(&bytes[..take]);
+            if self.tail.len() > EOF_MARK_LEN {
+                self.tail.drain(..self.tail.len() - EOF_MARK_LEN);
+            }
+            if self.tail == *mark {
+                self.done = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flush the file to disk, without the end mark if there was one.
+    pub fn finish(&mut self) -> Result<(), String> {
+        if self.mark.is_some() {
+            self.received -= EOF_MARK_LEN as u64;
+            self.file
+                .set_len(self.received)
+                .map_err(|e| format!("Truncating the received dump: {e}"))?;
+        }
+        self.file
+            .sync_all()
+            .map_err(|e| format!("Syncing the received dump to disk: {e}"))
+    }
+}
+
+/// A complete dump from the master: it becomes the dump file and replaces
+/// the dataset; this server's history is now the master's (id, offset,
+/// a fresh backlog), and its own replicas, whose history it was, resync.
+pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
+    let path = srv.config.dir.join(&srv.config.dbfilename);
+    std::fs::rename(tmp_path, &path).map_err(|e| {
+        let _ = std::fs::remove_file(tmp_path);
+        format!(
+            "Failed trying to rename the temp DB into {}: {e}",
+            path.display()
+        )
+    })?;
+    info!("MASTER <-> REPLICA sync: Flushing old data");
+    let mode = crate::db::FreeMode::lazy_if(srv.config.replica_lazy_flush);
+    for db in &mut srv.dbs {
+        db.clear_with(mode);
+    }
+    srv.tracking_invalidate_all();
+    info!("MASTER <-> REPLICA sync: Loading DB in memory");
+    let opts = rdb::LoadOptions::from_config(&srv.config);
+    if let Err(e) = rdb::load_file(&mut srv.dbs, &opts, &path) {
+        for db in &mut srv.dbs {
+            db.clear();
+        }
+        return Err(format!(
+            "Failed trying to load the MASTER synchronization DB from disk, check server logs: {e}"
+        ));
+    }
+    let (id, offset) = srv
+        .master
+        .full_sync_from
+        .take()
+        .unwrap_or_else(|| (srv.replid.clone(), 0));
+    srv.replid = id;
+    srv.repl.offset = offset;
+    srv.repl.replid2 = "0".repeat(40);
+    srv.repl.second_offset = -1;
+    srv.reset_backlog();
+    srv.disconnect_replicas();
+    srv.dirty = 0;
+    Ok(())
+}
+
+impl Server {
+    /// Are we a replica whose master client is running the current command?
+    pub fn master_is_running(&self) -> bool {
+        self.master
+            .client_id
+            .is_some_and(|id| id == self.current_client)
+    }
+
+    /// A command from the master was applied: its bytes count in the
+    /// offset and go, unchanged, to the backlog and our own replicas.
+    pub fn master_stream_applied(&mut self, argv: &[&[u8]]) {
+        let mut raw = Vec::new();
+        crate::state::feed::encode_command(argv, &mut raw);
+        if self.repl.backlog.is_some() {
+            self.append_to_replication(&raw);
+        } else {
+            self.repl.offset += raw.len() as i64;
+        }
+    }
+
+    /// `REPLCONF ACK <offset>` for the master, queued on its client.
+    pub fn ack_bytes(&self) -> Vec<u8> {
+        let off = self.repl.offset.to_string();
+        let mut out = Vec::new();
+        crate::state::feed::encode_command(&[b"REPLCONF", b"ACK", off.as_bytes()], &mut out);
+        out
+    }
+
+    /// Once a second on a replica: acknowledge the offset, and drop a
+    /// master that has been silent past `repl-timeout`.
+    pub fn replica_cron(&mut self) {
+        let Some(id) = self.master.client_id else {
+            return;
+        };
+        let Some(slot) = self.client_index(id) else {
+            return;
+        };
+        let ack = self.ack_bytes();
+        let timeout = std::time::Duration::from_secs(self.config.repl_timeout.max(1) as u64);
+        let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
+            return;
+        };
+        if c.last_interaction.elapsed() > timeout {
+            warn!("MASTER timeout: no data nor PING received...");
+            c.close_asap = true;
+            self.to_close.push((slot, id));
+            return;
+        }
+        c.reply.raw(&ack);
+        if !c.pending_write {
+            c.pending_write = true;
+            self.pending_writes.push((slot, id));
+        }
+    }
+
+    /// REPLICAOF host port: follow a new master.
+    pub fn replicate_from(&mut self, host: String, port: u16) {
+        if self.master.target.is_none() {
+            info!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
+            self.ensure_backlog();
+        }
+        self.master.target = Some((host, port));
+        self.master.changed = true;
+        self.master.state = LinkState::Connect;
+        self.master.retry_at = Instant::now();
+        self.master.down_since = Some(Instant::now());
+    }
+
+    /// REPLICAOF NO ONE: become a master, keeping the history (the old id
+    /// as second id, so our replicas can continue).
+    pub fn promote_to_master(&mut self) {
+        if self.master.target.take().is_none() {
+            return;
+        }
+        self.master.changed = true;
+        self.repl.replid2 = std::mem::replace(&mut self.replid, crate::util::random_hex(40));
+        self.repl.second_offset = self.repl.offset + 1;
+        self.ensure_backlog();
+        info!("MASTER MODE enabled (user request)");
+    }
+
+    /// A backlog exists, and (on a master) the feed feeds it.
+    pub fn ensure_backlog(&mut self) {
+        if self.repl.backlog.is_none() {
+            self.repl.backlog = Some(super::replication::Backlog::new(
+                self.config.repl_backlog_size as usize,
+            ));
+        }
+        let want_feed = self.master.target.is_none();
+        if want_feed != self.repl.feeds_backlog {
+            if want_feed {
+                self.feed.attach();
+            } else {
+                self.feed.detach();
+            }
+            self.repl.feeds_backlog = want_feed;
+        }
+    }
+
+    /// A fresh, empty backlog (a new history starts).
+    pub fn reset_backlog(&mut self) {
+        self.repl.backlog = None;
+        self.ensure_backlog();
+    }
+
+    /// Close every replica (our history changed under them).
+    pub fn disconnect_replicas(&mut self) {
+        for id in self.repl.replicas.clone() {
+            if let Some(slot) = self.client_index(id) {
+                if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
+                    c.close_asap = true;
+                }
+                self.to_close.push((slot, id));
+            }
+        }
+    }
+}
