@@ -174,6 +174,19 @@ fn a_redis_replica_syncs_fully_follows_the_stream_and_resyncs_partially() {
         )),
         "{line}"
     );
+    // WAIT: the replica acknowledges the client's write (asked with
+    // REPLCONF GETACK); more replicas than there are time out with the
+    // count that got there.
+    assert_eq!(m.cmd_str(&["SET", "waited", "1"]), b"+OK\r\n");
+    assert_eq!(m.cmd_str(&["WAIT", "1", "5000"]), b":1\r\n");
+    let started = Instant::now();
+    assert_eq!(m.cmd_str(&["WAIT", "2", "300"]), b":1\r\n");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(m.cmd_str(&["WAIT", "0", "0"]), b":1\r\n");
+    assert_eq!(
+        m.cmd_str(&["WAIT", "1", "-1"]),
+        b"-ERR timeout is negative\r\n"
+    );
     // Cut the link on the replica's side: it comes back with PSYNC and
     // continues from the backlog.
     r.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);

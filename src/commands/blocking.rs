@@ -74,6 +74,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
         deadline,
         zset: c.cmd.name.starts_with("bz"),
         postponed: false,
+        wait: None,
     });
 }
 
@@ -113,6 +114,9 @@ pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     if b.postponed {
         srv.postponed.retain(|&id| id != st.id);
     }
+    if b.wait.is_some() {
+        srv.repl.waiting.retain(|&id| id != st.id);
+    }
     srv.blocked_clients -= 1;
 }
 
@@ -129,6 +133,7 @@ pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
         deadline: None,
         zset: false,
         postponed: true,
+        wait: None,
     });
 }
 
@@ -260,7 +265,11 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
         let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
             continue;
         };
-        client.reply.null_array();
+        match client.blocked.as_ref().and_then(|b| b.wait) {
+            // WAIT answers how many replicas got there in time.
+            Some((offset, _)) => client.reply.int(srv.replicas_acked(offset)),
+            None => client.reply.null_array(),
+        }
         unblock(srv, &mut client);
         srv.unblocked.push((slot, id));
         srv.clients[slot] = Some(client);
@@ -321,4 +330,76 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
     }
     c.srv.clients[slot] = Some(target);
     c.cl.reply.int(was_blocked as i64);
+}
+
+/// `WAIT numreplicas timeout` — the number of replicas that acknowledged
+/// this client's writes, waiting up to `timeout` ms (0: forever) for
+/// `numreplicas` of them.
+pub fn wait(c: &mut Ctx, argv: &[&[u8]]) {
+    if c.srv.master.target.is_some() {
+        return c.cl.reply.error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+    }
+    let Some(numreplicas) = parse_i64(argv[1]) else {
+        return c.cl.reply.error(ERR_NOT_INT);
+    };
+    let Some(ms) = parse_i64(argv[2]) else {
+        return c
+            .cl
+            .reply
+            .error("ERR timeout is not an integer or out of range");
+    };
+    if ms < 0 {
+        return c.cl.reply.error("ERR timeout is negative");
+    }
+    // Writes of this turn go into the stream now, so the offset covers them.
+    if c.srv.repl.writers.contains(&c.cl.id) {
+        c.srv.flush_feed();
+        c.cl.woff = c.srv.repl.offset;
+    }
+    let offset = c.cl.woff;
+    let acked = c.srv.replicas_acked(offset);
+    if acked >= numreplicas || c.cl.multi.is_some() || c.cl.deny_blocking {
+        return c.cl.reply.int(acked);
+    }
+    let id = c.cl.id;
+    let deadline = (ms > 0).then(|| Instant::now() + Duration::from_millis(ms as u64));
+    if let Some(d) = deadline {
+        c.srv.block_deadlines.insert((d, id));
+    }
+    c.srv.blocked_clients += 1;
+    c.srv.repl.waiting.push(id);
+    c.srv.repl.want_acks = true;
+    c.cl.blocked = Some(Blocked {
+        db: c.cl.db,
+        keys: Vec::new(),
+        argv: Vec::new(),
+        deadline,
+        zset: false,
+        postponed: false,
+        wait: Some((offset, numreplicas)),
+    });
+}
+
+/// After ACKs came in: answer the WAITs that now have their replicas.
+pub fn serve_waiting(srv: &mut Server) {
+    if srv.repl.waiting.is_empty() {
+        return;
+    }
+    for id in srv.repl.waiting.clone() {
+        let Some(slot) = srv.client_index(id) else {
+            continue;
+        };
+        let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+            continue;
+        };
+        if let Some((offset, want)) = client.blocked.as_ref().and_then(|b| b.wait) {
+            let acked = srv.replicas_acked(offset);
+            if acked >= want {
+                client.reply.int(acked);
+                unblock(srv, &mut client);
+                srv.unblocked.push((slot, id));
+            }
+        }
+        srv.clients[slot] = Some(client);
+    }
 }

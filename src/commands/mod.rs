@@ -579,6 +579,10 @@ pub fn call(
         srv.tracking_remember_keys(client, keys.iter().map(|&(pos, _)| argv[pos]));
     }
     if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
+        // Its WAIT will count replicas that have this turn's stream.
+        if srv.repl.backlog.is_some() && srv.repl.writers.last() != Some(&client.id) {
+            srv.repl.writers.push(client.id);
+        }
         match rewrite {
             Some(argv) => {
                 let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();

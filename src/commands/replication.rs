@@ -75,6 +75,7 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
                 l.ack_offset = l.ack_offset.max(offset);
                 l.ack_time = std::time::Instant::now();
             }
+            super::blocking::serve_waiting(c.srv);
             return;
         } else if eq_ic(option, "getack") {
             // Asked of a replica by its master: the ACK goes out after this

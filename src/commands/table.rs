@@ -351,6 +351,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::PSYNC, repl::psync),
     cmd!(m::REPLCONF, repl::replconf),
     cmd!(m::ROLE, repl::role),
+    cmd!(m::WAIT, super::blocking::wait),
     cmd!(m::REPLICAOF, repl::replicaof),
     cmd!(m::SLAVEOF, repl::replicaof),
     cmd!(m::LASTSAVE, srvc::lastsave),

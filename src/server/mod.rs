@@ -424,6 +424,7 @@ impl EventLoop {
         self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
         self.srv.tracking_broadcast();
         self.srv.flush_feed();
+        self.srv.request_acks();
         self.srv.refill_bulk();
         self.watch_aof_completions();
         let appended = self.srv.aof.appended;

@@ -51,6 +51,8 @@ pub struct ClientState {
     pub repl: Option<super::replication::ReplicaLink>,
     /// The master asked for an ACK (REPLCONF GETACK) during this command.
     pub ack_requested: bool,
+    /// Replication offset just past this client's last write (WAIT).
+    pub woff: i64,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -169,6 +171,8 @@ pub struct Blocked {
     /// Held back by CLIENT PAUSE (no keys): the command runs from scratch,
     /// checks and all, once the pause ends.
     pub postponed: bool,
+    /// WAIT: (replication offset to reach, replicas wanted).
+    pub wait: Option<(i64, i64)>,
 }
 
 impl ClientState {
@@ -208,6 +212,7 @@ impl ClientState {
             tracking: None,
             repl: None,
             ack_requested: false,
+            woff: 0,
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,

@@ -170,6 +170,13 @@ pub struct Replication {
     /// The feed is attached for the backlog (on a master; a replica's
     /// backlog gets its master's stream instead).
     pub feeds_backlog: bool,
+    /// Clients whose writes are in this turn's stream (their WAIT offset
+    /// moves to its end).
+    pub writers: Vec<u64>,
+    /// Clients blocked in WAIT.
+    pub waiting: Vec<u64>,
+    /// Ask the replicas for an ACK before the loop sleeps.
+    pub want_acks: bool,
 }
 
 impl Default for Replication {
@@ -185,6 +192,9 @@ impl Default for Replication {
             rdb_for_replicas: false,
             cron_seconds: 0,
             feeds_backlog: false,
+            writers: Vec::new(),
+            waiting: Vec::new(),
+            want_acks: false,
         }
     }
 }
@@ -262,6 +272,40 @@ impl Server {
         cursor.append(&self.feed, &mut bytes);
         self.repl.cursor = cursor;
         self.append_to_replication(&bytes);
+        let offset = self.repl.offset;
+        for id in std::mem::take(&mut self.repl.writers) {
+            if let Some(c) = self
+                .client_index(id)
+                .and_then(|s| self.clients.get_mut(s))
+                .and_then(|c| c.as_deref_mut())
+            {
+                c.woff = offset;
+            }
+        }
+    }
+
+    /// Online replicas that acknowledged `offset` (WAIT's count).
+    pub fn replicas_acked(&self, offset: i64) -> i64 {
+        self.repl
+            .replicas
+            .iter()
+            .filter_map(|&id| {
+                let c = self
+                    .client_index(id)
+                    .and_then(|s| self.clients.get(s))?
+                    .as_ref()?;
+                c.repl.as_ref()
+            })
+            .filter(|l| matches!(l.phase, ReplicaPhase::Online) && l.ack_offset >= offset)
+            .count() as i64
+    }
+
+    /// Before the loop sleeps: if a WAIT needs them, ask every replica for
+    /// an ACK (through the stream, as Redis: REPLCONF GETACK *).
+    pub fn request_acks(&mut self) {
+        if std::mem::take(&mut self.repl.want_acks) && !self.repl.replicas.is_empty() {
+            self.append_to_replication(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
+        }
     }
 
     /// PSYNC replid offset / SYNC from `client`: continue from the backlog
