@@ -96,6 +96,10 @@ pub struct Config {
     pub masteruser: String,
     /// A replica refuses writes from its clients.
     pub replica_read_only: bool,
+    /// Full syncs stream the snapshot to replicas instead of writing the
+    /// dump first; seconds to wait for more replicas before starting one.
+    pub repl_diskless_sync: bool,
+    pub repl_diskless_sync_delay: i64,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
     /// Path of the config file the server was started with, if any.
@@ -175,6 +179,8 @@ impl Default for Config {
             masterauth: String::new(),
             masteruser: String::new(),
             replica_read_only: true,
+            repl_diskless_sync: true,
+            repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
             config_file: None,
         };
@@ -1113,6 +1119,22 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A replica refuses writes from its clients (READONLY).",
         |c| yes_no(c.replica_read_only),
         |c, v| c.replica_read_only = parse_bool(v)?
+    ),
+    opt!(
+        "repl-diskless-sync",
+        "yes",
+        true,
+        "A full sync streams the snapshot to replicas (\"$EOF:\" transfer) instead of writing the dump first.",
+        |c| yes_no(c.repl_diskless_sync),
+        |c, v| c.repl_diskless_sync = parse_bool(v)?
+    ),
+    opt!(
+        "repl-diskless-sync-delay",
+        "0",
+        true,
+        "Seconds a diskless full sync waits for more replicas to join it.",
+        |c| c.repl_diskless_sync_delay.to_string(),
+        |c, v| c.repl_diskless_sync_delay = parse_int(v, 0, i32::MAX as i64)?
     ),
     opt!(
         "repl-backlog-size",

@@ -141,7 +141,14 @@ fn write_everything(c: &mut Conn, tag: &str) {
 
 #[test]
 fn a_redis_replica_syncs_fully_follows_the_stream_and_resyncs_partially() {
-    let kv = start_kvstore(&[]);
+    // Diskless (the default) and from the dump file.
+    for diskless in ["yes", "no"] {
+        redis_replica_of_kvstore(diskless);
+    }
+}
+
+fn redis_replica_of_kvstore(diskless: &str) {
+    let kv = start_kvstore(&["--repl-diskless-sync", diskless]);
     let mut m = Conn::connect(kv.port);
     write_everything(&mut m, "before");
     let Some(replica) = start_redis_replica(kv.port) else {
@@ -272,15 +279,26 @@ fn a_master_refuses_what_a_replica_may_not_do() {
     assert_eq!(id.len(), 40);
     let mut admin = Conn::connect(kv.port);
     assert_eq!(admin.info_field("replication", "master_replid"), id);
-    // Keepalive newlines may come before the payload.
+    // Keepalive newlines may come before the payload; it capa eof, so the
+    // dump is streamed between two copies of a 40-byte mark.
     let mut header = c.read_line();
     while header.is_empty() {
         header = c.read_line();
     }
-    let len: usize = header.strip_prefix('$').unwrap().parse().unwrap();
-    let mut rdb = vec![0u8; len];
-    std::io::Read::read_exact(&mut c.reader, &mut rdb).unwrap();
+    let mark = header
+        .strip_prefix("$EOF:")
+        .expect("a diskless transfer")
+        .to_string();
+    assert_eq!(mark.len(), 40);
+    let mut rdb = Vec::new();
+    while !rdb.ends_with(mark.as_bytes()) {
+        let mut byte = [0u8; 1];
+        std::io::Read::read_exact(&mut c.reader, &mut byte).unwrap();
+        rdb.push(byte[0]);
+    }
     assert!(rdb.starts_with(b"REDIS0010"));
+    // The stream waits for the replica's first ACK.
+    c.send(&[b"REPLCONF", b"ACK", b"0"]);
     assert!(
         rdb.windows(7).any(|w| w == b"repl-id"),
         "the dump names its replication id"

@@ -65,6 +65,8 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
             // Capabilities this master does not know are ignored.
             if eq_ic(value, "psync2") {
                 link(c.cl).capa_psync2 = true;
+            } else if eq_ic(value, "eof") {
+                link(c.cl).capa_eof = true;
             }
         } else if eq_ic(option, "ack") {
             // Only from replicas, and never answered.
@@ -75,6 +77,7 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
                 l.ack_offset = l.ack_offset.max(offset);
                 l.ack_time = std::time::Instant::now();
             }
+            c.srv.replica_acked(c.cl);
             super::blocking::serve_waiting(c.srv);
             return;
         } else if eq_ic(option, "getack") {

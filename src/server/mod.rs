@@ -38,6 +38,9 @@ const SIGNAL_TOKEN: Token = Token(usize::MAX - 1);
 const AOF_TOKEN: Token = Token(usize::MAX - 2);
 /// The AOF io_uring's completion eventfd.
 const AOF_URING_TOKEN: Token = Token(usize::MAX - 3);
+/// The child's pipe of a diskless transfer (the bytes are passed on before
+/// the loop sleeps; the event only wakes it).
+const RDB_PIPE_TOKEN: Token = Token(usize::MAX - 5);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
 /// Reads of one client per loop turn before others get their turn.
 const MAX_READS_PER_TURN: usize = 16;
@@ -97,6 +100,8 @@ pub struct EventLoop {
     aof_uring_watched: bool,
     /// The link to our master while it is not yet a client.
     handshake: Option<replica::Handshake>,
+    /// The diskless transfer pipe registered for wake-ups (its descriptor).
+    rdb_pipe_watched: Option<std::os::fd::RawFd>,
 }
 
 impl EventLoop {
@@ -147,6 +152,7 @@ impl EventLoop {
             aof_watched: false,
             aof_uring_watched: false,
             handshake: None,
+            rdb_pipe_watched: None,
         })
     }
 
@@ -269,6 +275,7 @@ impl EventLoop {
                     AOF_TOKEN => self.srv.aof_fsync_done(),
                     AOF_URING_TOKEN => self.srv.aof_uring_done(),
                     replica::MASTER_TOKEN => self.master_link_event(),
+                    RDB_PIPE_TOKEN => {}
                     Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
                     Token(idx) => self.handle_client(
                         idx,
@@ -426,6 +433,7 @@ impl EventLoop {
         self.srv.flush_feed();
         self.srv.request_acks();
         self.srv.refill_bulk();
+        self.watch_rdb_pipe();
         self.watch_aof_completions();
         let appended = self.srv.aof.appended;
         let durable = self.srv.aof_durable();
@@ -796,6 +804,18 @@ impl EventLoop {
                 register_readable(&self.poll, fd, AOF_TOKEN, "AOF fsync eventfd");
                 self.aof_watched = true;
             }
+        }
+    }
+
+    /// Register a new diskless transfer pipe, so that its data wakes the
+    /// loop.
+    fn watch_rdb_pipe(&mut self) {
+        let fd = self.srv.repl.rdb_pipe.as_ref().map(AsRawFd::as_raw_fd);
+        if fd != self.rdb_pipe_watched {
+            if let Some(fd) = fd {
+                register_readable(&self.poll, fd, RDB_PIPE_TOKEN, "diskless transfer pipe");
+            }
+            self.rdb_pipe_watched = fd;
         }
     }
 

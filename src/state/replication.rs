@@ -41,6 +41,11 @@ pub enum ReplicaPhase {
     WaitBgsaveEnd,
     /// The dump is being sent: `remaining` bytes of `file` to go.
     SendBulk { file: std::fs::File, remaining: u64 },
+    /// A diskless transfer: the child's bytes are passed on as they come.
+    Streaming,
+    /// The whole diskless transfer is out; the stream starts with its
+    /// first REPLCONF ACK (it cannot tell bytes after the end mark apart).
+    WaitFirstAck,
     /// Synchronised: receives the stream as it is produced.
     Online,
 }
@@ -54,6 +59,8 @@ pub struct ReplicaLink {
     pub announced_ip: Option<String>,
     /// REPLCONF capa psync2 (understands `+CONTINUE <new id>`).
     pub capa_psync2: bool,
+    /// REPLCONF capa eof (takes a diskless `$EOF:` transfer).
+    pub capa_eof: bool,
     /// Came with SYNC: gets the payload without +FULLRESYNC.
     pub old_sync: bool,
     /// The offset its snapshot was taken at.
@@ -75,6 +82,7 @@ impl Default for ReplicaLink {
             listening_port: 0,
             announced_ip: None,
             capa_psync2: false,
+            capa_eof: false,
             old_sync: false,
             initial_offset: 0,
             ack_offset: 0,
@@ -89,7 +97,9 @@ impl ReplicaLink {
     pub fn state_name(&self) -> &'static str {
         match self.phase {
             ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => "wait_bgsave",
-            ReplicaPhase::SendBulk { .. } => "send_bulk",
+            ReplicaPhase::SendBulk { .. }
+            | ReplicaPhase::Streaming
+            | ReplicaPhase::WaitFirstAck => "send_bulk",
             ReplicaPhase::Online => "online",
         }
     }
@@ -177,6 +187,8 @@ pub struct Replication {
     pub waiting: Vec<u64>,
     /// Ask the replicas for an ACK before the loop sleeps.
     pub want_acks: bool,
+    /// The running snapshot streams to replicas through this pipe.
+    pub rdb_pipe: Option<std::fs::File>,
 }
 
 impl Default for Replication {
@@ -195,6 +207,7 @@ impl Default for Replication {
             writers: Vec::new(),
             waiting: Vec::new(),
             want_acks: false,
+            rdb_pipe: None,
         }
     }
 }
@@ -244,7 +257,10 @@ impl Server {
                 Some(c) => match c.repl.as_mut() {
                     Some(link) => match link.phase {
                         ReplicaPhase::WaitBgsaveStart => false,
-                        ReplicaPhase::WaitBgsaveEnd | ReplicaPhase::SendBulk { .. } => {
+                        ReplicaPhase::WaitBgsaveEnd
+                        | ReplicaPhase::SendBulk { .. }
+                        | ReplicaPhase::Streaming
+                        | ReplicaPhase::WaitFirstAck => {
                             link.pending.extend_from_slice(bytes);
                             false
                         }
@@ -338,6 +354,7 @@ impl Server {
         link.capa_psync2 = capa_psync2;
         link.old_sync = psync.is_none();
         link.phase = ReplicaPhase::WaitBgsaveStart;
+        link.ack_time = Instant::now();
         self.attach_replica(client);
         // Join a snapshot already being written for other replicas: same
         // offset, same kept stream.
@@ -356,7 +373,9 @@ impl Server {
             self.begin_full_sync(client, offset);
             return;
         }
-        if self.snapshot.child.is_none() && self.aof.rewrite.is_none() {
+        // A diskless sync may wait a little for more replicas to share it.
+        let delayed = self.config.repl_diskless_sync && self.config.repl_diskless_sync_delay > 0;
+        if self.snapshot.child.is_none() && self.aof.rewrite.is_none() && !delayed {
             self.start_replication_snapshot(Some(client));
         }
     }
@@ -398,10 +417,15 @@ impl Server {
 
     /// +FULLRESYNC for a replica whose snapshot is taken at `offset`.
     fn begin_full_sync(&mut self, client: &mut ClientState, offset: i64) {
+        let streaming = self.repl.rdb_pipe.is_some();
         let Some(link) = client.repl.as_mut() else {
             return;
         };
-        link.phase = ReplicaPhase::WaitBgsaveEnd;
+        link.phase = if streaming {
+            ReplicaPhase::Streaming
+        } else {
+            ReplicaPhase::WaitBgsaveEnd
+        };
         link.initial_offset = offset;
         if !link.old_sync {
             client
@@ -422,10 +446,39 @@ impl Server {
             id: self.replid.clone(),
             offset: self.repl.offset,
         };
-        if let Err(e) = super::snapshot::bgsave_with(self, Some(repl_info)) {
+        // Diskless when every waiting replica can take a `$EOF:` transfer.
+        let all_eof = self.repl.replicas.iter().all(|&id| {
+            current
+                .as_deref()
+                .filter(|c| c.id == id)
+                .or_else(|| {
+                    self.client_index(id)
+                        .and_then(|s| self.clients.get(s))
+                        .and_then(|c| c.as_deref())
+                })
+                .and_then(|c| c.repl.as_ref())
+                .is_none_or(|l| l.capa_eof || !matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+        });
+        let mut pipe = None;
+        if self.config.repl_diskless_sync && all_eof {
+            match super::snapshot::transfer_pipe() {
+                Ok((read, write)) => {
+                    let mark = random_hex(40).into_bytes();
+                    pipe = Some((read, (write, mark)));
+                }
+                Err(e) => warn!("Can't create the pipe for a diskless transfer: {e}"),
+            }
+        }
+        let (read_end, child_end) = match pipe {
+            Some((r, w)) => (Some(r), Some(w)),
+            None => (None, None),
+        };
+        if let Err(e) = super::snapshot::bgsave_with(self, Some(repl_info), child_end) {
             warn!("Can't start the snapshot for replicas: {e}");
             return;
         }
+        let diskless = read_end.is_some();
+        self.repl.rdb_pipe = read_end;
         self.repl.rdb_for_replicas = true;
         let offset = self.repl.offset;
         let waiting: Vec<u64> = self.repl.replicas.clone();
@@ -454,7 +507,10 @@ impl Server {
             }
             self.clients[slot] = Some(c);
         }
-        info!("Starting BGSAVE for SYNC with target: disk");
+        info!(
+            "Starting BGSAVE for SYNC with target: {}",
+            if diskless { "replicas sockets" } else { "disk" }
+        );
     }
 
     /// The snapshot child ended: replicas waiting for it get the file, or,
@@ -462,6 +518,23 @@ impl Server {
     /// next snapshot.
     pub fn replication_snapshot_done(&mut self, ok: bool) {
         if !std::mem::take(&mut self.repl.rdb_for_replicas) {
+            self.start_pending_replication_snapshot();
+            return;
+        }
+        if self.repl.rdb_pipe.is_some() || !ok {
+            // A diskless transfer: what is left in the pipe still goes out
+            // (`refill_bulk`); a failed one drops its replicas.
+            if !ok {
+                self.repl.rdb_pipe = None;
+                self.drop_replicas_where(|p| {
+                    matches!(
+                        p,
+                        ReplicaPhase::Streaming
+                            | ReplicaPhase::WaitFirstAck
+                            | ReplicaPhase::WaitBgsaveEnd
+                    )
+                });
+            }
             self.start_pending_replication_snapshot();
             return;
         }
@@ -512,14 +585,26 @@ impl Server {
         if self.snapshot.child.is_some() || self.aof.rewrite.is_some() {
             return;
         }
-        let waiting = self.repl.replicas.iter().any(|&id| {
-            self.client_index(id)
-                .and_then(|s| self.clients.get(s))
-                .and_then(|c| c.as_ref())
-                .and_then(|c| c.repl.as_ref())
-                .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
-        });
-        if waiting {
+        let delay = if self.config.repl_diskless_sync {
+            std::time::Duration::from_secs(self.config.repl_diskless_sync_delay.max(0) as u64)
+        } else {
+            std::time::Duration::ZERO
+        };
+        let longest_wait = self
+            .repl
+            .replicas
+            .iter()
+            .filter_map(|&id| {
+                let l = self
+                    .client_index(id)
+                    .and_then(|s| self.clients.get(s))?
+                    .as_ref()?
+                    .repl
+                    .as_ref()?;
+                matches!(l.phase, ReplicaPhase::WaitBgsaveStart).then(|| l.ack_time.elapsed())
+            })
+            .max();
+        if longest_wait.is_some_and(|w| w >= delay) {
             self.start_replication_snapshot(None);
         }
     }
@@ -528,6 +613,7 @@ impl Server {
     /// dump (a chunk whenever what is queued runs low), and put those done
     /// online with the stream kept for them.
     pub fn refill_bulk(&mut self) {
+        self.pass_on_diskless();
         for id in self.repl.replicas.clone() {
             let Some(slot) = self.client_index(id) else {
                 continue;
@@ -573,6 +659,111 @@ impl Server {
             if !c.pending_write {
                 c.pending_write = true;
                 self.pending_writes.push((slot, id));
+            }
+        }
+    }
+
+    /// A diskless transfer: pass the child's bytes on to the replicas it is
+    /// for, as fast as the slowest of them takes them (nothing is read
+    /// while one has a chunk queued; the child then waits on the pipe).
+    fn pass_on_diskless(&mut self) {
+        if self.repl.rdb_pipe.is_none() {
+            return;
+        }
+        let targets: Vec<(usize, u64)> = self
+            .repl
+            .replicas
+            .iter()
+            .filter_map(|&id| {
+                let slot = self.client_index(id)?;
+                let c = self.clients.get(slot)?.as_ref()?;
+                matches!(c.repl.as_ref()?.phase, ReplicaPhase::Streaming).then_some((slot, id))
+            })
+            .collect();
+        if targets.is_empty() {
+            // Every replica it was for is gone: stop the child.
+            info!("Diskless rdb transfer, last replica dropped, killing fork child.");
+            self.repl.rdb_pipe = None;
+            super::snapshot::kill_child(self);
+            return;
+        }
+        let room = targets.iter().all(|&(slot, _)| {
+            self.clients[slot]
+                .as_ref()
+                .is_some_and(|c| c.pending_output() < BULK_CHUNK)
+        });
+        if !room {
+            return;
+        }
+        let mut buf = vec![0u8; BULK_CHUNK];
+        let read = match self.repl.rdb_pipe.as_mut() {
+            Some(p) => p.read(&mut buf),
+            None => return,
+        };
+        match read {
+            Ok(0) => {
+                self.repl.rdb_pipe = None;
+                for &(slot, _) in &targets {
+                    if let Some(l) = self.clients[slot].as_mut().and_then(|c| c.repl.as_mut()) {
+                        l.phase = ReplicaPhase::WaitFirstAck;
+                    }
+                }
+                info!(
+                    "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
+                    targets.len()
+                );
+            }
+            Ok(n) => {
+                for &(slot, id) in &targets {
+                    if let Some(c) = self.clients[slot].as_deref_mut() {
+                        c.reply.raw(&buf[..n]);
+                        if !c.pending_write {
+                            c.pending_write = true;
+                            self.pending_writes.push((slot, id));
+                        }
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                warn!("Diskless rdb transfer: reading from the child: {e}");
+                self.repl.rdb_pipe = None;
+                self.drop_replicas_where(|p| matches!(p, ReplicaPhase::Streaming));
+            }
+        }
+    }
+
+    /// The first ACK after a diskless transfer: the stream kept for the
+    /// replica goes out and it is online.
+    pub fn replica_acked(&mut self, client: &mut ClientState) {
+        let Some(link) = client.repl.as_mut() else {
+            return;
+        };
+        if !matches!(link.phase, ReplicaPhase::WaitFirstAck) {
+            return;
+        }
+        let pending = std::mem::take(&mut link.pending);
+        link.phase = ReplicaPhase::Online;
+        client.reply.raw(&pending);
+        info!("Synchronization with replica {} succeeded", client.addr);
+    }
+
+    /// Close the replicas whose phase matches.
+    fn drop_replicas_where(&mut self, pick: impl Fn(&ReplicaPhase) -> bool) {
+        for id in self.repl.replicas.clone() {
+            let Some(slot) = self.client_index(id) else {
+                continue;
+            };
+            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
+                if c.repl.as_ref().is_some_and(|l| pick(&l.phase)) {
+                    warn!(
+                        "SYNC failed for replica {}: the snapshot child failed",
+                        c.addr
+                    );
+                    c.close_asap = true;
+                    self.to_close.push((slot, id));
+                }
             }
         }
     }

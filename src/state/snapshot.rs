@@ -31,6 +31,8 @@ pub struct SnapshotState {
     pub last_try_unix: i64,
     /// Read end of a pipe on which a failing child writes why it failed.
     pub child_errors: Option<std::fs::File>,
+    /// The running child writes to replicas (diskless), not the dump file.
+    pub child_to_socket: bool,
 }
 
 impl Default for SnapshotState {
@@ -45,6 +47,7 @@ impl Default for SnapshotState {
             saves: 0,
             last_try_unix: 0,
             child_errors: None,
+            child_to_socket: false,
         }
     }
 }
@@ -95,12 +98,18 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
 /// BGSAVE: fork a child that writes the snapshot from the copy-on-write
 /// image of memory; the parent goes back to serving at once.
 pub fn bgsave(srv: &mut Server) -> Result<(), String> {
-    bgsave_with(srv, None)
+    bgsave_with(srv, None, None)
 }
 
 /// BGSAVE, recording where in the replication stream the image is taken
-/// (`repl`), as a snapshot for replicas does.
-pub fn bgsave_with(srv: &mut Server, repl: Option<rdb::ReplInfo>) -> Result<(), String> {
+/// (`repl`), as a snapshot for replicas does; with `to_pipe`, the child
+/// writes the image into that pipe, framed by a `$EOF:<mark>` line and the
+/// mark (a diskless synchronisation), instead of the dump file.
+pub fn bgsave_with(
+    srv: &mut Server,
+    repl: Option<rdb::ReplInfo>,
+    to_pipe: Option<(std::fs::File, Vec<u8>)>,
+) -> Result<(), String> {
     if srv.snapshot.child.is_some() {
         return Err("Background save already in progress".into());
     }
@@ -108,7 +117,10 @@ pub fn bgsave_with(srv: &mut Server, repl: Option<rdb::ReplInfo>) -> Result<(), 
         return Err("Another child process is active (AOF?): can't BGSAVE right now".into());
     }
     let start = Instant::now();
-    srv.snapshot.last_try_unix = unix_time_ms() / 1000;
+    let to_socket = to_pipe.is_some();
+    if !to_socket {
+        srv.snapshot.last_try_unix = unix_time_ms() / 1000;
+    }
     let parent = std::process::id() as libc::pid_t;
     let (errors_rd, errors_wr) = error_pipe();
     // SAFETY: fork in a process whose other threads (jemalloc's, the
@@ -140,7 +152,11 @@ pub fn bgsave_with(srv: &mut Server, repl: Option<rdb::ReplInfo>) -> Result<(), 
         let name = srv.config.dbfilename.clone();
         let mut opts = save_options(srv);
         opts.repl = repl;
-        let code = match rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive) {
+        let written = match to_pipe {
+            Some((pipe, mark)) => write_framed(&srv.dbs, &opts, pipe, &mark),
+            None => rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive),
+        };
+        let code = match written {
             Ok(()) => 0,
             Err(e) => {
                 if let Some(mut w) = errors_wr {
@@ -154,12 +170,45 @@ pub fn bgsave_with(srv: &mut Server, repl: Option<rdb::ReplInfo>) -> Result<(), 
         unsafe { libc::_exit(code) };
     }
     drop(errors_wr);
+    srv.snapshot.child_to_socket = to_socket;
     srv.snapshot.child_errors = errors_rd;
     srv.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
     srv.snapshot.child = Some((pid, start));
     srv.snapshot.dirty_at_start = srv.dirty;
     info!("Background saving started by pid {pid}");
     Ok(())
+}
+
+/// The image into a pipe as a diskless transfer sends it: `$EOF:<mark>`,
+/// the RDB, the mark.
+fn write_framed(
+    dbs: &[crate::db::Db],
+    opts: &rdb::SaveOptions,
+    mut pipe: std::fs::File,
+    mark: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    // The parent's end is non-blocking; this one must block.
+    // SAFETY: fcntl on a descriptor this process owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&pipe);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    pipe.write_all(b"$EOF:")?;
+    pipe.write_all(mark)?;
+    pipe.write_all(b"\r\n")?;
+    rdb::write_rdb(dbs, opts, &mut pipe)?;
+    pipe.write_all(mark)
+}
+
+/// A pipe for a diskless transfer: (parent's non-blocking read end, the
+/// child's write end).
+pub fn transfer_pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
+    match error_pipe() {
+        (Some(r), Some(w)) => Ok((r, w)),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Reap a finished background save (called from the cron).
@@ -181,6 +230,15 @@ pub fn check_child(srv: &mut Server) {
     let errors = srv.snapshot.child_errors.take().filter(|_| r == pid);
     srv.snapshot.last_bgsave_secs = start.elapsed().as_secs() as i64;
     let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    if std::mem::take(&mut srv.snapshot.child_to_socket) {
+        // A diskless transfer wrote no dump: nothing is saved.
+        if !ok {
+            let why = describe_child_failure(errors, status);
+            warn!("Diskless transfer to replicas failed (child pid {pid}): {why}");
+        }
+        srv.replication_snapshot_done(ok);
+        return;
+    }
     if ok {
         srv.dirty = srv.dirty.saturating_sub(srv.snapshot.dirty_at_start);
         srv.lastsave_unix = unix_time_ms() / 1000;
