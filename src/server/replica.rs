@@ -45,6 +45,8 @@ impl EventLoop {
     pub(super) fn replication_turn(&mut self) {
         if std::mem::take(&mut self.srv.master.changed) {
             self.drop_master_link();
+            // A new master is tried at once, not after the retry pause.
+            self.srv.master.retry_at = Instant::now();
         }
         if self.srv.master.target.is_none() {
             return;
