@@ -381,8 +381,14 @@ fn kvstore_replicates_a_redis_master_and_resyncs_partially() {
         redis.port
     );
     assert!(role.starts_with(&want), "{role}");
-    // The link is cut on our side: PSYNC continues from Redis's backlog.
+    // The link is cut on our side while the master's stream has database 3
+    // selected: PSYNC continues from Redis's backlog, in that database.
+    m.cmd_str(&["SELECT", "3"]);
+    m.cmd_str(&["SET", "in-three", "before the cut"]);
+    wait_in_sync(&mut m, &mut r);
     r.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);
+    m.cmd_str(&["SET", "also-in-three", "after the cut"]);
+    m.cmd_str(&["SELECT", "0"]);
     write_everything(&mut m, "after");
     wait_in_sync(&mut m, &mut r);
     assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
@@ -450,4 +456,37 @@ fn kvstore_replicates_kvstore_in_a_chain_and_promotion_keeps_the_history() {
         b"-ERR Invalid master port\r\n"
     );
     assert_eq!(cb.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+}
+
+#[test]
+fn a_replica_restarted_from_its_dump_continues_with_psync() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    write_everything(&mut m, "before");
+    let dir = tempfile::tempdir().unwrap();
+    let master_port = redis.port.to_string();
+    let kv = common::start_kvstore_in(dir, &["--replicaof", "127.0.0.1", &master_port]);
+    let mut r = Conn::connect(kv.port);
+    wait_in_sync(&mut m, &mut r);
+    m.cmd_str(&["SELECT", "5"]);
+    m.cmd_str(&["SET", "in-five", "1"]);
+    wait_in_sync(&mut m, &mut r);
+    // The dump records the master's id, the offset and the stream's
+    // database; the replica stops and starts again from it.
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let dir = {
+        let mut kv = kv;
+        let _ = r.try_cmd_str(&["SHUTDOWN", "NOSAVE"]);
+        let _ = kv.child.wait();
+        std::mem::replace(&mut kv.dir, tempfile::tempdir().unwrap())
+    };
+    m.cmd_str(&["SET", "while-down", "1"]);
+    let kv = common::start_kvstore_in(dir, &["--replicaof", "127.0.0.1", &master_port]);
+    let mut r = Conn::connect(kv.port);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(m.info_field("stats", "sync_full"), "1");
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
+    assert_eq!(dataset(&mut r), dataset(&mut m));
 }

@@ -687,6 +687,7 @@ pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
     srv.detach_replica(client);
     if srv.master.client_id == Some(client.id) {
         tracing::info!("Connection with master lost.");
+        srv.master.stream_db = client.db;
         srv.master.link_lost();
     }
 }

@@ -48,7 +48,8 @@ impl EventLoop {
             // A new master is tried at once, not after the retry pause.
             self.srv.master.retry_at = Instant::now();
         }
-        if self.srv.master.target.is_none() {
+        // Not before the dataset (and the history it names) is loaded.
+        if self.srv.master.target.is_none() || self.srv.loading.is_some() {
             return;
         }
         if self.handshake.is_none()
@@ -398,6 +399,11 @@ impl EventLoop {
         let conn = Conn::Tcp(stream);
         let mut st = ClientState::new(id, conn.fd(), addr, laddr, false, true, true);
         st.kind = crate::state::ClientKind::Master;
+        // A continued stream goes on in the database it had selected; a
+        // full sync's stream starts with a SELECT.
+        if self.srv.master.state == LinkState::Continued {
+            st.db = self.srv.master.stream_db;
+        }
         let idx = self.srv.vacant_slot();
         let mut conn = conn;
         let reg = match &mut conn {

@@ -56,6 +56,10 @@ pub struct MasterState {
     pub down_since: Option<Instant>,
     /// The +FULLRESYNC being served: the master's id and offset.
     pub full_sync_from: Option<(String, i64)>,
+    /// The database the master's stream had selected when the link was
+    /// lost (or when the dump we started from was taken): a continued
+    /// stream goes on from there.
+    pub stream_db: usize,
 }
 
 impl Default for MasterState {
@@ -70,6 +74,7 @@ impl Default for MasterState {
             retry_at: Instant::now(),
             down_since: None,
             full_sync_from: None,
+            stream_db: 0,
         }
     }
 }
@@ -347,6 +352,28 @@ impl Server {
         self.repl.second_offset = self.repl.offset + 1;
         self.ensure_backlog();
         info!("MASTER MODE enabled (user request)");
+    }
+
+    /// A dump loaded at startup said where in a replication history it was
+    /// taken (Redis's loadDataFromDisk): a replica takes it as its own, to
+    /// continue with PSYNC; a master keeps it as its second id, so that its
+    /// former replicas can continue.
+    pub fn restore_replication_history(&mut self, repl: rdb::ReplInfo) {
+        if self.master.target.is_some() {
+            self.replid = repl.id;
+            self.repl.offset = repl.offset;
+            self.master.stream_db = repl.stream_db.max(0) as usize;
+        } else {
+            self.repl.replid2 = repl.id;
+            self.repl.second_offset = repl.offset + 1;
+            self.repl.offset = repl.offset;
+        }
+        self.reset_backlog();
+        self.repl.no_replicas_since = Some(Instant::now());
+        info!(
+            "Replication history restored from the dump: offset {}",
+            self.repl.offset
+        );
     }
 
     /// A backlog exists, and (on a master) the feed feeds it.

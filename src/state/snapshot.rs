@@ -52,9 +52,30 @@ impl Default for SnapshotState {
     }
 }
 
-/// The writer's options from the server's configuration.
+/// The writer's options from the server's configuration. With a
+/// replication history (a backlog), the dump records where in it it was
+/// taken, so that a restart can continue with PSYNC.
 pub fn save_options(srv: &Server) -> rdb::SaveOptions {
-    rdb::SaveOptions::from_config(&srv.config, srv.used_memory())
+    let mut opts = rdb::SaveOptions::from_config(&srv.config, srv.used_memory());
+    if srv.repl.backlog.is_some() {
+        // A replica's stream is its master's: the master client's database.
+        let stream_db = if srv.master.target.is_some() {
+            srv.master
+                .client_id
+                .and_then(|id| srv.client_index(id))
+                .and_then(|s| srv.clients.get(s))
+                .and_then(|c| c.as_ref())
+                .map_or(srv.master.stream_db, |c| c.db)
+        } else {
+            srv.repl.cursor.selected_db.unwrap_or(0)
+        };
+        opts.repl = Some(rdb::ReplInfo {
+            stream_db: stream_db as i64,
+            id: srv.replid.clone(),
+            offset: srv.repl.offset,
+        });
+    }
+    opts
 }
 
 /// The configured save points as (seconds, changes).
@@ -590,6 +611,9 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             }
             load.keys += st.stats.keys;
             load.expired += st.stats.expired_skipped;
+            if let Some(repl) = st.stats.repl() {
+                srv.restore_replication_history(repl);
+            }
             if !load.aof {
                 return Ok(false);
             }

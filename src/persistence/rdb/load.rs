@@ -14,11 +14,27 @@ use crate::persistence::lzf;
 /// What a load found.
 #[derive(Debug, Default, Clone)]
 pub struct LoadStats {
+    /// The replication history the dump was taken at: its `repl-id`,
+    /// `repl-offset` and `repl-stream-db` aux fields (see `repl()`).
+    pub repl_id: Option<String>,
+    pub repl_offset: Option<i64>,
+    pub repl_stream_db: i64,
     pub keys: u64,
     pub expired_skipped: u64,
     pub version: u32,
     pub per_type: [u64; 5],
     pub with_expire: u64,
+}
+
+impl LoadStats {
+    /// Where in a replication history the dump was taken, if it says.
+    pub fn repl(&self) -> Option<super::ReplInfo> {
+        Some(super::ReplInfo {
+            stream_db: self.repl_stream_db,
+            id: self.repl_id.clone().filter(|id| id.len() == 40)?,
+            offset: self.repl_offset?,
+        })
+    }
 }
 
 struct Reader<'a> {
@@ -427,8 +443,15 @@ pub fn load_step(
                 dbs[st.db].expires.reserve(expires.min(left / 12) as usize);
             }
             OP_AUX => {
-                r.string()?;
-                r.string()?;
+                let key = r.string()?;
+                let value = r.string()?;
+                let text = || String::from_utf8_lossy(&value).to_string();
+                match key.as_ref() {
+                    b"repl-id" => st.stats.repl_id = Some(text()),
+                    b"repl-offset" => st.stats.repl_offset = text().parse().ok(),
+                    b"repl-stream-db" => st.stats.repl_stream_db = text().parse().unwrap_or(0),
+                    _ => {}
+                }
             }
             OP_EXPIRETIME_MS => {
                 st.expire = Some(i64::from_le_bytes(
