@@ -490,3 +490,107 @@ fn a_replica_restarted_from_its_dump_continues_with_psync() {
     assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
     assert_eq!(dataset(&mut r), dataset(&mut m));
 }
+
+/// A fake master: accepts the replica's connection, answers its handshake
+/// (every line up to PSYNC) and then sends `after_psync`, and closes.
+fn fake_master(after_psync: Vec<u8>) -> (u16, std::thread::JoinHandle<usize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let mut served = 0;
+        listener.set_nonblocking(false).unwrap();
+        // Serve the first two attempts: the replica must come back after
+        // the first goes wrong.
+        for _ in 0..2 {
+            let Ok((s, _)) = listener.accept() else { break };
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut reader = std::io::BufReader::new(s.try_clone().unwrap());
+            let mut w = s;
+            loop {
+                // Each request is a RESP array; answer +OK (or +PONG).
+                let mut line = String::new();
+                if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let n: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+                let mut args = Vec::new();
+                for _ in 0..n {
+                    let mut len = String::new();
+                    std::io::BufRead::read_line(&mut reader, &mut len).unwrap();
+                    let mut arg = String::new();
+                    std::io::BufRead::read_line(&mut reader, &mut arg).unwrap();
+                    args.push(arg.trim().to_ascii_uppercase());
+                }
+                match args.first().map(String::as_str) {
+                    Some("PING") => std::io::Write::write_all(&mut w, b"+PONG\r\n").unwrap(),
+                    Some("PSYNC") => {
+                        let _ = std::io::Write::write_all(&mut w, &after_psync);
+                        served += 1;
+                        break;
+                    }
+                    _ => std::io::Write::write_all(&mut w, b"+OK\r\n").unwrap(),
+                }
+            }
+        }
+        served
+    });
+    (port, handle)
+}
+
+/// The replica survives a bad master: it logs, drops the link, tries
+/// again, and serves its clients meanwhile.
+fn survives_bad_master(after_psync: &[u8]) {
+    let (port, master) = fake_master(after_psync.to_vec());
+    let kv = start_kvstore(&["--replicaof", "127.0.0.1", &port.to_string()]);
+    let mut c = Conn::connect(kv.port);
+    // Both attempts are served and fail.
+    assert_eq!(master.join().unwrap(), 2, "the replica did not retry");
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(c.info_field("replication", "master_link_status"), "down");
+    // No temporary dump is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(kv.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_replica_survives_masters_that_misbehave() {
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    // Not a payload at all.
+    survives_bad_master(format!("+FULLRESYNC {id} 0\r\nhello\r\n").as_bytes());
+    // A payload cut short.
+    survives_bad_master(format!("+FULLRESYNC {id} 0\r\n$1000\r\nREDIS0010").as_bytes());
+    // A complete payload that is not a dump.
+    survives_bad_master(format!("+FULLRESYNC {id} 0\r\n$10\r\n0123456789").as_bytes());
+    // An error instead of PSYNC's reply.
+    survives_bad_master(b"-ERR no\r\n");
+    // Garbage for a +FULLRESYNC.
+    survives_bad_master(b"+FULLRESYNC\r\n");
+}
+
+#[test]
+fn a_replica_that_never_reads_is_cut_off_and_the_master_goes_on() {
+    let kv = start_kvstore(&["--client-output-buffer-limit", "replica 1mb 0 0"]);
+    let mut m = Conn::connect(kv.port);
+    let mut lazy = Conn::connect(kv.port);
+    lazy.cmd_str(&["REPLCONF", "capa", "eof"]);
+    lazy.send(&[b"PSYNC", b"?", b"-1"]);
+    // It never reads again; the master keeps writing.
+    let value = "x".repeat(64 * 1024);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        m.cmd_str(&["SET", "k", &value]);
+        if m.info_field("replication", "connected_slaves") == "0" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica was never cut off");
+    }
+    assert_eq!(
+        m.info_field("stats", "client_output_buffer_limit_disconnections"),
+        "1"
+    );
+    assert_eq!(m.cmd_str(&["GET", "missing"]), b"$-1\r\n");
+}

@@ -341,7 +341,10 @@ impl ClientState {
         limit: crate::config::BufferLimit,
         now: Instant,
     ) -> bool {
-        let used = self.pending_output() as u64;
+        // A syncing replica's kept stream is output too (Redis keeps it in
+        // the reply list).
+        let kept = self.repl.as_ref().map_or(0, |l| l.pending.len());
+        let used = (self.pending_output() + kept) as u64;
         if limit.hard > 0 && used >= limit.hard {
             return true;
         }

@@ -432,6 +432,9 @@ impl Server {
         st.reply.clear();
         st.reply.buf = Vec::new();
         st.sent = 0;
+        if let Some(l) = st.repl.as_mut() {
+            l.pending = Vec::new();
+        }
     }
 
     /// The soft output limit also counts time while nothing is added (a

@@ -253,24 +253,39 @@ impl Server {
             let Some(slot) = self.client_index(id) else {
                 continue;
             };
+            let limit = self.config.client_output_buffer_limit
+                [crate::config::ClientClass::Replica as usize];
+            let mut over_limit = false;
             let online = match self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
-                Some(c) => match c.repl.as_mut() {
-                    Some(link) => match link.phase {
-                        ReplicaPhase::WaitBgsaveStart => false,
-                        ReplicaPhase::WaitBgsaveEnd
-                        | ReplicaPhase::SendBulk { .. }
-                        | ReplicaPhase::Streaming
-                        | ReplicaPhase::WaitFirstAck => {
-                            link.pending.extend_from_slice(bytes);
-                            false
-                        }
-                        ReplicaPhase::Online => true,
-                    },
-                    None => false,
-                },
+                Some(c) => {
+                    let kept = match c.repl.as_mut() {
+                        Some(link) => match link.phase {
+                            ReplicaPhase::WaitBgsaveStart | ReplicaPhase::Online => false,
+                            ReplicaPhase::WaitBgsaveEnd
+                            | ReplicaPhase::SendBulk { .. }
+                            | ReplicaPhase::Streaming
+                            | ReplicaPhase::WaitFirstAck => {
+                                link.pending.extend_from_slice(bytes);
+                                true
+                            }
+                        },
+                        None => false,
+                    };
+                    // What is kept for it counts against its output limit.
+                    over_limit =
+                        kept && !c.close_asap && c.output_limit_reached(limit, Instant::now());
+                    c.repl
+                        .as_ref()
+                        .is_some_and(|l| matches!(l.phase, ReplicaPhase::Online))
+                }
                 None => false,
             };
-            if online {
+            if over_limit {
+                let mut c = self.clients[slot].take().expect("just used");
+                self.close_for_output_limit(&mut c);
+                self.to_close.push((slot, id));
+                self.clients[slot] = Some(c);
+            } else if online {
                 self.push_output(slot, id, bytes);
             }
         }
