@@ -1457,6 +1457,8 @@ impl Config {
                     })
                     .collect();
             }
+            // A master has no replicaof line (Redis removes it).
+            "replicaof" if value.is_empty() => (Vec::new(), false),
             // Strings Redis leaves out when unset (NULL by default).
             "unixsocket" | "pidfile" | "requirepass" if value.is_empty() => (Vec::new(), false),
             _ if QUOTED_OPTIONS.contains(&name) => (vec![line(&repr(&value))], force),

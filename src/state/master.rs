@@ -334,6 +334,7 @@ impl Server {
             info!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
             self.ensure_backlog();
         }
+        self.config.replicaof = Some((host.clone(), port));
         self.master.target = Some((host, port));
         self.master.changed = true;
         self.master.state = LinkState::Connect;
@@ -347,6 +348,8 @@ impl Server {
         if self.master.target.take().is_none() {
             return;
         }
+        // CONFIG REWRITE writes what the server is now.
+        self.config.replicaof = None;
         self.master.changed = true;
         self.repl.replid2 = std::mem::replace(&mut self.replid, crate::util::random_hex(40));
         self.repl.second_offset = self.repl.offset + 1;

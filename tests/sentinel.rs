@@ -1,0 +1,136 @@
+//! Failover under redis-sentinel 7.0: three sentinels watch a kvstore
+//! master and two kvstore replicas; the master is killed with SIGKILL; a
+//! replica is promoted (REPLICAOF NO ONE, CONFIG REWRITE), the other
+//! follows it, clients asking the sentinels find the new master, and the
+//! acknowledged writes are there.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Conn, KillOnDrop};
+
+/// kvstore on a config file of its own (the promotion rewrites it).
+fn start_node(dir: &std::path::Path, args: &[&str]) -> (KillOnDrop, u16) {
+    let conf = dir.join("kvstore.conf");
+    std::fs::write(&conf, "").unwrap();
+    let (child, port, _) = common::start_kvstore_with_file(
+        &conf,
+        dir,
+        &[&["--save", "", "--logfile", "kvstore.log"], args].concat(),
+    );
+    (child, port)
+}
+
+fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
+    let Some(redis) = common::require_tool("redis-server") else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (master, mport) = start_node(dirs[0].path(), &[]);
+    let mport_s = mport.to_string();
+    let (_r1, p1) = start_node(dirs[1].path(), &["--replicaof", "127.0.0.1", &mport_s]);
+    let (_r2, p2) = start_node(dirs[2].path(), &["--replicaof", "127.0.0.1", &mport_s]);
+    let mut m = Conn::connect(mport);
+    wait_for("both replicas online", 20, || {
+        m.info_field("replication", "connected_slaves") == "2"
+    });
+    // Sentinels, each with a config file it may rewrite.
+    let mut sentinels = Vec::new();
+    let mut sports = Vec::new();
+    for d in &dirs[3..] {
+        let port = common::free_port();
+        let conf = d.path().join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {mport} 2\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
+                d.path().display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(&redis)
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        sentinels.push(KillOnDrop(child));
+        sports.push(port);
+    }
+    let mut s = loop {
+        if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", sports[0])) {
+            drop(c);
+            break Conn::connect(sports[0]);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The sentinels find the replicas (from INFO) and each other.
+    wait_for(
+        "the sentinels to know the replicas and each other",
+        30,
+        || {
+            let master = String::from_utf8_lossy(&s.cmd_str(&["SENTINEL", "MASTER", "mymaster"]))
+                .to_string();
+            master.contains("num-slaves\r\n$1\r\n2")
+                && master.contains("num-other-sentinels\r\n$1\r\n2")
+        },
+    );
+    // Acknowledged writes: WAIT says both replicas have them.
+    for i in 0..100 {
+        m.cmd_str(&["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    assert_eq!(m.cmd_str(&["WAIT", "2", "5000"]), b":2\r\n");
+    drop(master);
+    // A replica is promoted; the sentinels name it.
+    let mut new_port = 0;
+    wait_for("a failover", 60, || {
+        let addr = s.cmd_str(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
+        let text = String::from_utf8_lossy(&addr).to_string();
+        for p in [p1, p2] {
+            if text.contains(&format!("\r\n{p}\r\n")) {
+                new_port = p;
+                return true;
+            }
+        }
+        false
+    });
+    let other = if new_port == p1 { p2 } else { p1 };
+    let mut nm = Conn::connect(new_port);
+    assert_eq!(nm.info_field("replication", "role"), "master");
+    let mut follower = Conn::connect(other);
+    wait_for("the other replica to follow the new master", 60, || {
+        follower.info_field("replication", "master_port") == new_port.to_string()
+            && follower.info_field("replication", "master_link_status") == "up"
+    });
+    for i in 0..100 {
+        assert_eq!(
+            nm.cmd_str(&["GET", &format!("k{i}")]),
+            format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes()
+        );
+    }
+    // The new master takes writes and its replica gets them.
+    assert_eq!(nm.cmd_str(&["SET", "after", "failover"]), b"+OK\r\n");
+    wait_for("the write to reach the follower", 10, || {
+        follower.cmd_str(&["GET", "after"]) == b"$8\r\nfailover\r\n"
+    });
+    // The promoted one's config file says it is a master now.
+    let promoted_dir = if new_port == p1 {
+        dirs[1].path()
+    } else {
+        dirs[2].path()
+    };
+    let conf = std::fs::read_to_string(promoted_dir.join("kvstore.conf")).unwrap();
+    assert!(!conf.contains("replicaof"), "{conf}");
+}
