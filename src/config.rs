@@ -96,6 +96,12 @@ pub struct Config {
     pub masteruser: String,
     /// A replica refuses writes from its clients.
     pub replica_read_only: bool,
+    /// A replica with its link down still answers (possibly stale) reads.
+    pub replica_serve_stale_data: bool,
+    /// Writes need this many replicas acknowledging within this many
+    /// seconds (0: no such rule).
+    pub min_replicas_to_write: i64,
+    pub min_replicas_max_lag: i64,
     /// Full syncs stream the snapshot to replicas instead of writing the
     /// dump first; seconds to wait for more replicas before starting one.
     pub repl_diskless_sync: bool,
@@ -179,6 +185,9 @@ impl Default for Config {
             masterauth: String::new(),
             masteruser: String::new(),
             replica_read_only: true,
+            replica_serve_stale_data: true,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 0,
             repl_diskless_sync: true,
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
@@ -1112,13 +1121,49 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c| c.masteruser.clone(),
         |c, v| c.masteruser = v.to_string()
     ),
-    opt!(
-        "replica-read-only",
-        "yes",
-        true,
-        "A replica refuses writes from its clients (READONLY).",
-        |c| yes_no(c.replica_read_only),
-        |c, v| c.replica_read_only = parse_bool(v)?
+    aliased(
+        opt!(
+            "replica-read-only",
+            "yes",
+            true,
+            "A replica refuses writes from its clients (READONLY).",
+            |c| yes_no(c.replica_read_only),
+            |c, v| c.replica_read_only = parse_bool(v)?
+        ),
+        "slave-read-only"
+    ),
+    aliased(
+        opt!(
+            "replica-serve-stale-data",
+            "yes",
+            true,
+            "A replica whose link to its master is down still answers reads (no: MASTERDOWN).",
+            |c| yes_no(c.replica_serve_stale_data),
+            |c, v| c.replica_serve_stale_data = parse_bool(v)?
+        ),
+        "slave-serve-stale-data"
+    ),
+    aliased(
+        opt!(
+            "min-replicas-to-write",
+            "0",
+            true,
+            "Refuse writes (NOREPLICAS) unless this many replicas acknowledged within min-replicas-max-lag (0: off).",
+            |c| c.min_replicas_to_write.to_string(),
+            |c, v| c.min_replicas_to_write = parse_int(v, 0, i32::MAX as i64)?
+        ),
+        "min-slaves-to-write"
+    ),
+    aliased(
+        opt!(
+            "min-replicas-max-lag",
+            "10",
+            true,
+            "Seconds since its last ACK within which a replica counts for min-replicas-to-write.",
+            |c| c.min_replicas_max_lag.to_string(),
+            |c, v| c.min_replicas_max_lag = parse_int(v, 0, i32::MAX as i64)?
+        ),
+        "min-slaves-max-lag"
     ),
     opt!(
         "repl-diskless-sync",

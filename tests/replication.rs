@@ -594,3 +594,99 @@ fn a_replica_that_never_reads_is_cut_off_and_the_master_goes_on() {
     );
     assert_eq!(m.cmd_str(&["GET", "missing"]), b"$-1\r\n");
 }
+
+#[test]
+fn min_replicas_stale_data_and_blocked_clients_follow_redis() {
+    // min-replicas-to-write: no good replica, no write.
+    let kv = start_kvstore(&[
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "10",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    assert_eq!(
+        m.cmd_str(&["SET", "k", "v"]),
+        b"-NOREPLICAS Not enough good replicas to write.\r\n"
+    );
+    assert_eq!(m.info_field("replication", "min_slaves_good_slaves"), "0");
+    if let Some(replica) = start_redis_replica(kv.port) {
+        let mut r = Conn::connect(replica.port);
+        wait_in_sync(&mut m, &mut r);
+        wait_for("an ACK", 5, || {
+            m.info_field("replication", "min_slaves_good_slaves") == "1"
+        });
+        assert_eq!(m.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
+    }
+    // replica-serve-stale-data no: with the link down only "stale" commands.
+    let nowhere = common::free_port().to_string();
+    let stale = start_kvstore(&["--replicaof", "127.0.0.1", &nowhere]);
+    let mut s = Conn::connect(stale.port);
+    assert_eq!(s.cmd_str(&["GET", "k"]), b"$-1\r\n");
+    assert_eq!(
+        s.cmd_str(&["CONFIG", "SET", "replica-serve-stale-data", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        s.cmd_str(&["GET", "k"]),
+        b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+    );
+    assert_eq!(
+        s.cmd_str(&["PING"]),
+        b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n"
+    );
+    assert_eq!(s.info_field("replication", "master_link_status"), "down");
+    // A master turned replica unblocks its blocked clients with an error.
+    let kv = start_kvstore(&[]);
+    let mut waiter = Conn::connect(kv.port);
+    waiter.send(&[b"BLPOP", b"q", b"0"]);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut admin = Conn::connect(kv.port);
+    assert_eq!(
+        admin.cmd_str(&["REPLICAOF", "127.0.0.1", &nowhere]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        waiter.read_reply(),
+        b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n"
+    );
+    waiter.expect_closed();
+    assert_eq!(
+        admin.cmd_str(&["REPLICAOF", "127.0.0.1", &nowhere]),
+        b"+OK Already connected to specified master\r\n"
+    );
+}
+
+#[test]
+fn redis_cli_rdb_takes_a_dump_from_kvstore() {
+    let Some(cli) = common::require_tool("redis-cli") else {
+        return;
+    };
+    let kv = start_kvstore(&[]);
+    let mut m = Conn::connect(kv.port);
+    write_everything(&mut m, "dumped");
+    let out = kv.dir.path().join("via-cli.rdb");
+    let status = Command::new(cli)
+        .args(["-p", &kv.port.to_string(), "--rdb"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rdb = std::fs::read(&out).unwrap();
+    assert!(
+        rdb.starts_with(b"REDIS0010"),
+        "{:?}",
+        &rdb[..rdb.len().min(16)]
+    );
+    // The dump holds the data: a fresh kvstore loads it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&out, dir.path().join("dump.rdb")).unwrap();
+    let copy = common::start_kvstore_in(dir, &[]);
+    let mut c = Conn::connect(copy.port);
+    wait_for("the dump to load", 10, || {
+        c.try_cmd_str(&["PING"]).is_ok_and(|r| r == b"+PONG\r\n")
+    });
+    assert_eq!(dataset(&mut c), dataset(&mut m));
+}

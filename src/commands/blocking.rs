@@ -403,3 +403,33 @@ pub fn serve_waiting(srv: &mut Server) {
         srv.clients[slot] = Some(client);
     }
 }
+
+/// A master becomes a replica (REPLICAOF host port): clients blocked on
+/// keys or in WAIT get Redis's UNBLOCKED error and are closed after it
+/// (Redis's disconnectAllBlockedClients); a pause's held clients stay.
+pub fn disconnect_blocked(srv: &mut Server) {
+    let blocked: Vec<(usize, u64)> = srv
+        .clients
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, c)| {
+            let c = c.as_ref()?;
+            c.blocked
+                .as_ref()
+                .filter(|b| !b.postponed)
+                .map(|_| (slot, c.id))
+        })
+        .collect();
+    for (slot, id) in blocked {
+        let Some(mut client) = srv.clients[slot].take() else {
+            continue;
+        };
+        client.reply.error(
+            "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+        );
+        unblock(srv, &mut client);
+        client.close_after_reply = true;
+        srv.unblocked.push((slot, id));
+        srv.clients[slot] = Some(client);
+    }
+}

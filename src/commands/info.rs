@@ -268,6 +268,9 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
         }
     }
     let _ = write!(out, "connected_slaves:{}\r\n", r.replicas.len());
+    if srv.config.min_replicas_to_write > 0 && srv.config.min_replicas_max_lag > 0 {
+        let _ = write!(out, "min_slaves_good_slaves:{}\r\n", srv.good_replicas());
+    }
     let now = std::time::Instant::now();
     let mut n = 0;
     for &id in &r.replicas {

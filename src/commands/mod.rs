@@ -358,6 +358,9 @@ fn refusal(
             return Some(e);
         }
     }
+    if flags & WRITE != 0 && !srv.enough_good_replicas() {
+        return Some("NOREPLICAS Not enough good replicas to write.".into());
+    }
     if flags & WRITE != 0 && srv.master.target.is_some() && srv.config.replica_read_only {
         return Some("READONLY You can't write against a read only replica.".into());
     }
@@ -369,6 +372,17 @@ fn refusal(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             cmd.name
         ));
+    }
+    // A replica whose link is down answers only what may be stale, when
+    // replica-serve-stale-data says so.
+    if srv.master.is_syncing()
+        && !srv.config.replica_serve_stale_data
+        && (cmd.flags | queued_flags) & STALE == 0
+    {
+        return Some(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                .into(),
+        );
     }
     // A replica only talks replication (REPLCONF ACK, PING), so that it
     // cannot slip past what is refused to it, such as a pause.

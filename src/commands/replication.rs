@@ -214,6 +214,10 @@ pub fn replicaof(c: &mut Ctx, argv: &[&[u8]]) {
         "REPLICAOF {host}:{port} enabled (user request from '{}')",
         c.cl.addr
     );
+    let was_master = c.srv.master.target.is_none();
     c.srv.replicate_from(host, port as u16);
+    if was_master {
+        super::blocking::disconnect_blocked(c.srv);
+    }
     c.cl.reply.ok();
 }

@@ -315,6 +315,38 @@ impl Server {
         }
     }
 
+    /// Online replicas whose last ACK is at most `min-replicas-max-lag`
+    /// seconds old (Redis's repl_good_slaves_count).
+    pub fn good_replicas(&self) -> usize {
+        let max_lag = self.config.min_replicas_max_lag.max(0) as u64;
+        self.repl
+            .replicas
+            .iter()
+            .filter_map(|&id| {
+                let c = self
+                    .client_index(id)
+                    .and_then(|s| self.clients.get(s))?
+                    .as_ref()?;
+                c.repl.as_ref()
+            })
+            .filter(|l| {
+                matches!(l.phase, ReplicaPhase::Online) && l.ack_time.elapsed().as_secs() <= max_lag
+            })
+            .count()
+    }
+
+    /// May a write run under `min-replicas-to-write` / `-max-lag`?
+    pub fn enough_good_replicas(&self) -> bool {
+        let (to_write, max_lag) = (
+            self.config.min_replicas_to_write,
+            self.config.min_replicas_max_lag,
+        );
+        self.master.target.is_some()
+            || to_write == 0
+            || max_lag == 0
+            || self.good_replicas() >= to_write as usize
+    }
+
     /// Online replicas that acknowledged `offset` (WAIT's count).
     pub fn replicas_acked(&self, offset: i64) -> i64 {
         self.repl
