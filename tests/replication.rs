@@ -690,3 +690,42 @@ fn redis_cli_rdb_takes_a_dump_from_kvstore() {
     });
     assert_eq!(dataset(&mut c), dataset(&mut m));
 }
+
+#[test]
+fn a_replica_with_an_aof_restarts_it_from_the_synced_dataset() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    write_everything(&mut m, "master");
+    let dir = tempfile::tempdir().unwrap();
+    let kv = common::start_kvstore_in(dir, &["--appendonly", "yes"]);
+    let mut r = Conn::connect(kv.port);
+    // Data of its own first, which the sync must replace in the AOF too.
+    r.cmd_str(&["SET", "mine", "gone after the sync"]);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    wait_for("the AOF rewrite after the sync", 20, || {
+        r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && r.info_field("persistence", "aof_rewrites") == "1"
+    });
+    write_everything(&mut m, "streamed");
+    wait_in_sync(&mut m, &mut r);
+    let want = dataset(&mut m);
+    assert_eq!(dataset(&mut r), want);
+    // Restarted from its AOF alone (as a master now), it has the synced
+    // dataset, not its own old key.
+    r.cmd_str(&["REPLICAOF", "NO", "ONE"]);
+    let dir = {
+        let mut kv = kv;
+        let _ = r.try_cmd_str(&["SHUTDOWN", "NOSAVE"]);
+        let _ = kv.child.wait();
+        std::mem::replace(&mut kv.dir, tempfile::tempdir().unwrap())
+    };
+    let again = common::start_kvstore_in(dir, &["--appendonly", "yes"]);
+    let mut c = Conn::connect(again.port);
+    wait_for("the AOF to load", 10, || {
+        c.try_cmd_str(&["PING"]).is_ok_and(|r| r == b"+PONG\r\n")
+    });
+    assert_eq!(dataset(&mut c), want);
+}

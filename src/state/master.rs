@@ -242,6 +242,13 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
             path.display()
         )
     })?;
+    // As Redis: the AOF is stopped during the load and started again after
+    // it, so that its first base is the new dataset (a rewrite), never the
+    // old history followed by the new stream.
+    let aof_was_on = srv.aof.status != super::aof::AofStatus::Off;
+    if aof_was_on {
+        srv.stop_aof();
+    }
     info!("MASTER <-> REPLICA sync: Flushing old data");
     let mode = crate::db::FreeMode::lazy_if(srv.config.replica_lazy_flush);
     for db in &mut srv.dbs {
@@ -253,6 +260,9 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
     if let Err(e) = rdb::load_file(&mut srv.dbs, &opts, &path) {
         for db in &mut srv.dbs {
             db.clear();
+        }
+        if aof_was_on {
+            restart_aof(srv);
         }
         return Err(format!(
             "Failed trying to load the MASTER synchronization DB from disk, check server logs: {e}"
@@ -270,7 +280,19 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
     srv.reset_backlog();
     srv.disconnect_replicas();
     srv.dirty = 0;
+    if aof_was_on {
+        restart_aof(srv);
+    }
     Ok(())
+}
+
+/// The AOF again after a synchronization: a rewrite makes its base from the
+/// dataset as it now is (Redis's restartAOFAfterSYNC).
+fn restart_aof(srv: &mut Server) {
+    info!("Restarting the AOF after a full synchronization with the master");
+    if let Err(e) = srv.start_aof() {
+        warn!("Failed restarting the AOF after a full synchronization: {e}");
+    }
 }
 
 impl Server {
