@@ -729,3 +729,30 @@ fn a_replica_with_an_aof_restarts_it_from_the_synced_dataset() {
     });
     assert_eq!(dataset(&mut c), want);
 }
+
+#[test]
+fn clients_get_loading_while_a_replica_loads_its_full_sync() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    assert_eq!(m.cmd_str(&["DEBUG", "POPULATE", "500000"]), b"+OK\r\n");
+    let kv = start_kvstore(&[]);
+    let mut r = Conn::connect(kv.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+    let mut poll = Conn::connect(kv.port);
+    let mut saw_loading = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = poll.cmd_str(&["GET", "key:1"]);
+        if reply.starts_with(b"-LOADING") {
+            saw_loading = true;
+        } else if reply == b"$7\r\nvalue:1\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never got the data");
+    }
+    assert!(saw_loading, "no -LOADING while the synced dump loaded");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":500000\r\n");
+}

@@ -239,7 +239,7 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
                 out,
                 "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
                 if connected { "up" } else { "down" },
-                u8::from(m.state == LinkState::Transfer),
+                u8::from(matches!(m.state, LinkState::Transfer | LinkState::Loading)),
             );
             if let (LinkState::Transfer, Some(t)) = (m.state, m.transfer.as_ref()) {
                 let total = t.size.map_or(-1, |s| s as i64);

@@ -127,7 +127,7 @@ pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
         let state = match c.srv.master.state {
             LinkState::Connect => "connect",
             LinkState::Connecting => "connecting",
-            LinkState::Transfer => "sync",
+            LinkState::Transfer | LinkState::Loading => "sync",
             LinkState::Connected => "connected",
             _ => "handshake",
         };

@@ -69,7 +69,8 @@ impl EventLoop {
         if srv.cron_loops.is_multiple_of((srv.config.hz as u64).max(1)) {
             srv.replication_cron();
             let timeout = Duration::from_secs(srv.config.repl_timeout.max(1) as u64);
-            if self.handshake.is_some() && self.srv.master.last_io.elapsed() > timeout {
+            let loading = self.srv.master.state == crate::state::master::LinkState::Loading;
+            if self.handshake.is_some() && !loading && self.srv.master.last_io.elapsed() > timeout {
                 tracing::warn!("Timeout connecting to the MASTER...");
                 self.drop_master_link();
             }

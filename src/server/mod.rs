@@ -216,15 +216,22 @@ impl EventLoop {
                 }
             }
             if self.srv.loading.is_some() {
+                // A full sync's dump: its end (or failure) is the link's.
+                let synced = self.srv.master.state == crate::state::master::LinkState::Loading;
                 match crate::state::snapshot::continue_loading(
                     &mut self.srv,
                     commands::replay_aof_command,
                 ) {
                     Ok(true) => {}
+                    Ok(false) if synced => self.synced_load_done(Ok(())),
                     Ok(false) => {
                         if let Err(e) = crate::state::aof::open_after_load(&mut self.srv) {
                             return Err(io::Error::other(e));
                         }
+                    }
+                    Err(e) if synced => {
+                        self.srv.loading = None;
+                        self.synced_load_done(Err(e));
                     }
                     Err(e) => return Err(io::Error::other(e)),
                 }

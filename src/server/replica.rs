@@ -124,8 +124,18 @@ impl EventLoop {
         let Some(mut h) = self.handshake.take() else {
             return;
         };
+        // While the dump loads, what the master sends waits in the socket.
+        if self.srv.master.state == LinkState::Loading {
+            self.handshake = Some(h);
+            return;
+        }
         match self.advance_handshake(&mut h) {
             Ok(Next::Keep) => self.handshake = Some(h),
+            Ok(Next::Online(leftover)) if self.srv.master.state == LinkState::Loading => {
+                // The stream that came with the dump waits for the load.
+                h.inbuf = leftover;
+                self.handshake = Some(h);
+            }
             Ok(Next::Online(leftover)) => self.master_link_online(h, leftover),
             Err(e) => {
                 warn!("{e}");
@@ -378,8 +388,29 @@ impl EventLoop {
             "MASTER <-> REPLICA sync: received {} bytes of payload",
             t.received
         );
-        crate::state::master::load_synced_dump(&mut self.srv, &t.tmp_path)?;
+        crate::state::master::begin_synced_load(&mut self.srv, &t.tmp_path)?;
         Ok(Some(leftover))
+    }
+
+    /// The loop finished loading the synchronised dump (or failed to): the
+    /// link becomes the master client, or is dropped and tried again.
+    pub(super) fn synced_load_done(&mut self, result: Result<(), String>) {
+        let Some(h) = self.handshake.take() else {
+            return;
+        };
+        match crate::state::master::finish_synced_load(&mut self.srv, result) {
+            Ok(()) => {
+                let mut h = h;
+                let leftover = std::mem::take(&mut h.inbuf);
+                self.master_link_online(h, leftover);
+            }
+            Err(e) => {
+                warn!("{e}");
+                let mut stream = h.stream;
+                let _ = self.poll.registry().deregister(&mut stream);
+                self.srv.master.link_lost();
+            }
+        }
     }
 
     /// The handshake is over: the socket becomes the master client.

@@ -31,6 +31,8 @@ pub enum LinkState {
     ReceivePsync,
     /// Receiving the dump.
     Transfer,
+    /// Loading the received dump (clients get -LOADING).
+    Loading,
     /// +CONTINUE: the link becomes the master client at once.
     Continued,
     /// The master client is in the slab.
@@ -60,6 +62,8 @@ pub struct MasterState {
     /// lost (or when the dump we started from was taken): a continued
     /// stream goes on from there.
     pub stream_db: usize,
+    /// The AOF was on before a full sync's load: start it again after.
+    pub aof_to_restart: bool,
 }
 
 impl Default for MasterState {
@@ -75,6 +79,7 @@ impl Default for MasterState {
             down_since: None,
             full_sync_from: None,
             stream_db: 0,
+            aof_to_restart: false,
         }
     }
 }
@@ -230,10 +235,12 @@ impl Transfer {
     }
 }
 
-/// A complete dump from the master: it becomes the dump file and replaces
-/// the dataset; this server's history is now the master's (id, offset,
-/// a fresh backlog), and its own replicas, whose history it was, resync.
-pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
+/// A complete dump from the master: it becomes the dump file and starts
+/// loading in place of the dataset, in slices of the loop (clients get
+/// `-LOADING`); `finish_synced_load` follows. The AOF is stopped meanwhile
+/// and started again after, as Redis does, so that its first base is the
+/// new dataset, never the old history followed by the new stream.
+pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
     let path = srv.config.dir.join(&srv.config.dbfilename);
     std::fs::rename(tmp_path, &path).map_err(|e| {
         let _ = std::fs::remove_file(tmp_path);
@@ -242,11 +249,8 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
             path.display()
         )
     })?;
-    // As Redis: the AOF is stopped during the load and started again after
-    // it, so that its first base is the new dataset (a rewrite), never the
-    // old history followed by the new stream.
-    let aof_was_on = srv.aof.status != super::aof::AofStatus::Off;
-    if aof_was_on {
+    srv.master.aof_to_restart = srv.aof.status != super::aof::AofStatus::Off;
+    if srv.master.aof_to_restart {
         srv.stop_aof();
     }
     info!("MASTER <-> REPLICA sync: Flushing old data");
@@ -256,12 +260,25 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
     }
     srv.tracking_invalidate_all();
     info!("MASTER <-> REPLICA sync: Loading DB in memory");
-    let opts = rdb::LoadOptions::from_config(&srv.config);
-    if let Err(e) = rdb::load_file(&mut srv.dbs, &opts, &path) {
+    srv.master.state = LinkState::Loading;
+    if let Err(e) = super::snapshot::begin_rdb_load(srv, path) {
+        // The failure is reported by the caller, from `e`.
+        let _ = finish_synced_load(srv, Err(e.clone()));
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The synchronised dump is loaded (or failed to): this server's history
+/// is now the master's (id, offset, a fresh backlog), its own replicas,
+/// whose history it was, resync, and the AOF starts again.
+pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Result<(), String> {
+    let restart = std::mem::take(&mut srv.master.aof_to_restart);
+    if let Err(e) = result {
         for db in &mut srv.dbs {
             db.clear();
         }
-        if aof_was_on {
+        if restart {
             restart_aof(srv);
         }
         return Err(format!(
@@ -280,7 +297,7 @@ pub fn load_synced_dump(srv: &mut Server, tmp_path: &std::path::Path) -> Result<
     srv.reset_backlog();
     srv.disconnect_replicas();
     srv.dirty = 0;
-    if aof_was_on {
+    if restart {
         restart_aof(srv);
     }
     Ok(())

@@ -491,6 +491,12 @@ pub fn begin_startup_load(srv: &mut Server) -> Result<(), String> {
     if !path.exists() {
         return Ok(());
     }
+    begin_rdb_load(srv, path)
+}
+
+/// Start loading the dump at `path` in slices of the loop (clients get
+/// `-LOADING` meanwhile).
+pub fn begin_rdb_load(srv: &mut Server, path: std::path::PathBuf) -> Result<(), String> {
     let bad = |e: String| format!("Bad RDB file {}: {e}", path.display());
     let map = map_file(&path).map_err(bad)?;
     let state = rdb::load_begin(&map).map_err(bad)?;
