@@ -72,6 +72,9 @@ pub struct ReplicaLink {
     pub pending: Vec<u8>,
     /// REPLCONF rdb-only 1: the dump only, then the link is closed.
     pub rdb_only: bool,
+    /// It acknowledged before this side saw the end of the diskless
+    /// transfer (it had read the end mark first): online at that end.
+    pub acked_early: bool,
 }
 
 impl Default for ReplicaLink {
@@ -89,6 +92,7 @@ impl Default for ReplicaLink {
             ack_time: Instant::now(),
             pending: Vec::new(),
             rdb_only: false,
+            acked_early: false,
         }
     }
 }
@@ -751,9 +755,18 @@ impl Server {
             Ok(0) => {
                 self.repl.rdb_pipe = None;
                 for &(slot, _) in &targets {
-                    if let Some(l) = self.clients[slot].as_mut().and_then(|c| c.repl.as_mut()) {
+                    let Some(mut c) = self.clients[slot].take() else {
+                        continue;
+                    };
+                    let early = c.repl.as_mut().is_some_and(|l| {
                         l.phase = ReplicaPhase::WaitFirstAck;
+                        std::mem::take(&mut l.acked_early)
+                    });
+                    if early {
+                        self.replica_acked(&mut c);
+                        self.queue_output(slot, &mut c);
                     }
+                    self.clients[slot] = Some(c);
                 }
                 info!(
                     "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
@@ -787,6 +800,10 @@ impl Server {
         let Some(link) = client.repl.as_mut() else {
             return;
         };
+        if matches!(link.phase, ReplicaPhase::Streaming) {
+            link.acked_early = true;
+            return;
+        }
         if !matches!(link.phase, ReplicaPhase::WaitFirstAck) {
             return;
         }
