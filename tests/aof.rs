@@ -341,7 +341,9 @@ fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive()
     {
         let mut kv = start_kvstore_in(
             scratch_dir(),
-            &["--save", "", "--dir", &d, "--rdb-key-save-delay", "200"],
+            // 300 keys at 2 ms each: the base takes 0.6 s, so the checks
+            // below run while it is written even on a busy machine.
+            &["--save", "", "--dir", &d, "--rdb-key-save-delay", "2000"],
         );
         let mut c = Conn::connect(kv.port);
         for i in 0..300 {
