@@ -9,47 +9,11 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{start_kvstore, Conn, KillOnDrop};
+use common::{start_kvstore, Conn};
 
 /// A redis-server replica of `master_port`, in its own directory.
-struct RedisReplica {
-    _child: KillOnDrop,
-    _dir: tempfile::TempDir,
-    port: u16,
-}
-
-fn start_redis_replica(master_port: u16) -> Option<RedisReplica> {
-    let bin = common::require_tool("redis-server")?;
-    let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let child = Command::new(bin)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no", "--daemonize", "no"])
-        .args(["--replicaof", "127.0.0.1", &master_port.to_string()])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-server");
-    let child = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(RedisReplica {
-        _child: child,
-        _dir: dir,
-        port,
-    })
+fn start_redis_replica(master_port: u16) -> Option<common::ServerProcess> {
+    common::start_redis(&["--replicaof", "127.0.0.1", &master_port.to_string()])
 }
 
 fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {

@@ -89,6 +89,16 @@ pub fn arg_i64(arg: &[u8]) -> Result<i64, &'static str> {
     parse_i64(arg).ok_or(ERR_NOT_INT)
 }
 
+/// A timeout in milliseconds as Redis's getTimeoutFromObjectOrReply reads
+/// it with UNIT_MILLISECONDS (CLIENT PAUSE, WAIT): an integer, not negative.
+pub fn parse_timeout_ms(arg: &[u8]) -> Result<i64, &'static str> {
+    match parse_i64(arg) {
+        None => Err("ERR timeout is not an integer or out of range"),
+        Some(ms) if ms < 0 => Err("ERR timeout is negative"),
+        Some(ms) => Ok(ms),
+    }
+}
+
 /// Case-insensitive comparison with an ASCII keyword.
 #[inline]
 pub fn eq_ic(arg: &[u8], kw: &str) -> bool {

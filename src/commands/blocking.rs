@@ -342,15 +342,10 @@ pub fn wait(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(numreplicas) = parse_i64(argv[1]) else {
         return c.cl.reply.error(ERR_NOT_INT);
     };
-    let Some(ms) = parse_i64(argv[2]) else {
-        return c
-            .cl
-            .reply
-            .error("ERR timeout is not an integer or out of range");
+    let ms = match parse_timeout_ms(argv[2]) {
+        Ok(ms) => ms,
+        Err(e) => return c.cl.reply.error(e),
     };
-    if ms < 0 {
-        return c.cl.reply.error("ERR timeout is negative");
-    }
     // Writes of this turn go into the stream now, so the offset covers them.
     if c.srv.repl.writers.contains(&c.cl.id) {
         c.srv.flush_feed();

@@ -347,15 +347,10 @@ fn client_pause(c: &mut Ctx, argv: &[&[u8]]) {
                 .error("ERR CLIENT PAUSE mode must be WRITE or ALL");
         }
     }
-    let Some(ms) = parse_i64(argv[2]) else {
-        return c
-            .cl
-            .reply
-            .error("ERR timeout is not an integer or out of range");
+    let ms = match parse_timeout_ms(argv[2]) {
+        Ok(ms) => ms,
+        Err(e) => return c.cl.reply.error(e),
     };
-    if ms < 0 {
-        return c.cl.reply.error("ERR timeout is negative");
-    }
     // As Redis: a timeout of 0 is an end of 0, already over.
     let end_ms = if ms > 0 {
         c.srv.now_ms.saturating_add(ms)

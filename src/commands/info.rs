@@ -272,18 +272,7 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
         let _ = write!(out, "min_slaves_good_slaves:{}\r\n", srv.good_replicas());
     }
     let now = std::time::Instant::now();
-    let mut n = 0;
-    for &id in &r.replicas {
-        let Some(c) = srv
-            .client_index(id)
-            .and_then(|s| srv.clients.get(s))
-            .and_then(|c| c.as_ref())
-        else {
-            continue;
-        };
-        let Some(l) = c.repl.as_ref() else {
-            continue;
-        };
+    for (n, (c, l)) in srv.replica_links().enumerate() {
         let lag = match l.phase {
             ReplicaPhase::Online => now.duration_since(l.ack_time).as_secs(),
             _ => 0,
@@ -296,7 +285,6 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
             l.state_name(),
             l.ack_offset,
         );
-        n += 1;
     }
     let _ = write!(
         out,

@@ -434,20 +434,12 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let found = lookup_command(argv[0]);
     let is_client_command = found.is_some_and(|c| c.name == "client");
     match found {
-        None => {
-            client.reply.error(&unknown_command_error(argv));
-            if let Some(m) = client.multi.as_mut() {
-                m.errored = true;
-            }
-        }
+        None => reject(client, &unknown_command_error(argv)),
         Some(base) => {
             let cmd = match base.resolve(argv) {
                 Ok(cmd) => cmd,
                 Err(e) => {
-                    client.reply.error(&e);
-                    if let Some(m) = client.multi.as_mut() {
-                        m.errored = true;
-                    }
+                    reject(client, &e);
                     return finish_command(
                         srv,
                         client,
@@ -471,10 +463,7 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                         monitor::feed_monitors(srv, client, client.db, argv);
                     }
                 } else {
-                    client.reply.error(&err);
-                    if let Some(m) = client.multi.as_mut() {
-                        m.errored = true;
-                    }
+                    reject(client, &err);
                 }
             } else if !retry && held_by_pause(srv, client, cmd) {
                 // Counted when it runs, once the pause is over.
@@ -496,6 +485,15 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         errors_before,
         reply_mark,
     );
+}
+
+/// A command refused before it ran: its error, and inside MULTI a failed
+/// transaction (Redis's rejectCommand and flagTransaction).
+fn reject(client: &mut ClientState, err: &str) {
+    client.reply.error(err);
+    if let Some(m) = client.multi.as_mut() {
+        m.errored = true;
+    }
 }
 
 /// What follows every command, run or refused: CLIENT CACHING's reset,

@@ -147,16 +147,9 @@ pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
     }
     let replicas: Vec<(String, u16, i64)> = c
         .srv
-        .repl
-        .replicas
-        .iter()
-        .filter_map(|&id| {
-            let slot = c.srv.client_index(id)?;
-            let r = c.srv.clients.get(slot)?.as_ref()?;
-            let l = r.repl.as_ref()?;
-            matches!(l.phase, ReplicaPhase::Online)
-                .then(|| (replica_ip(r), l.listening_port, l.ack_offset))
-        })
+        .replica_links()
+        .filter(|(_, l)| matches!(l.phase, ReplicaPhase::Online))
+        .map(|(r, l)| (replica_ip(r), l.listening_port, l.ack_offset))
         .collect();
     let out = &mut c.cl.reply;
     out.array(3);

@@ -151,18 +151,7 @@ impl EventLoop {
 
     /// Move the handshake as far as the bytes at hand allow.
     fn advance_handshake(&mut self, h: &mut Handshake) -> Result<Next, String> {
-        // Write what is queued.
-        while !h.outbuf.is_empty() {
-            match h.stream.write(&h.outbuf) {
-                Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
-                Ok(n) => {
-                    h.outbuf.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => break,
-                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
-            }
-        }
+        h.flush_out()?;
         if self.srv.master.state == LinkState::Connecting {
             match h.stream.peer_addr() {
                 Ok(_) => {
@@ -232,16 +221,7 @@ impl EventLoop {
             return Err("Master closed the connection during the SYNC handshake".into());
         }
         // Write what the replies queued.
-        while !h.outbuf.is_empty() {
-            match h.stream.write(&h.outbuf) {
-                Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
-                Ok(n) => {
-                    h.outbuf.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
-            }
-        }
+        h.flush_out()?;
         Ok(Next::Keep)
     }
 
@@ -487,6 +467,31 @@ impl EventLoop {
         if !leftover.is_empty() {
             self.pending_reads.push(slot);
         }
+    }
+}
+
+impl Handshake {
+    /// Write what is queued, as far as the socket takes it (a connection
+    /// still being made takes nothing yet).
+    fn flush_out(&mut self) -> Result<(), String> {
+        while !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::NotConnected
+                    ) =>
+                {
+                    break
+                }
+                Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+            }
+        }
+        Ok(())
     }
 }
 

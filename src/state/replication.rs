@@ -319,21 +319,23 @@ impl Server {
         }
     }
 
+    /// Every replica in the slab with its link, in the order they attached.
+    pub fn replica_links(&self) -> impl Iterator<Item = (&ClientState, &ReplicaLink)> {
+        self.repl.replicas.iter().filter_map(|&id| {
+            let c = self
+                .client_index(id)
+                .and_then(|s| self.clients.get(s))?
+                .as_deref()?;
+            Some((c, c.repl.as_ref()?))
+        })
+    }
+
     /// Online replicas whose last ACK is at most `min-replicas-max-lag`
     /// seconds old (Redis's repl_good_slaves_count).
     pub fn good_replicas(&self) -> usize {
         let max_lag = self.config.min_replicas_max_lag.max(0) as u64;
-        self.repl
-            .replicas
-            .iter()
-            .filter_map(|&id| {
-                let c = self
-                    .client_index(id)
-                    .and_then(|s| self.clients.get(s))?
-                    .as_ref()?;
-                c.repl.as_ref()
-            })
-            .filter(|l| {
+        self.replica_links()
+            .filter(|(_, l)| {
                 matches!(l.phase, ReplicaPhase::Online) && l.ack_time.elapsed().as_secs() <= max_lag
             })
             .count()
@@ -353,17 +355,8 @@ impl Server {
 
     /// Online replicas that acknowledged `offset` (WAIT's count).
     pub fn replicas_acked(&self, offset: i64) -> i64 {
-        self.repl
-            .replicas
-            .iter()
-            .filter_map(|&id| {
-                let c = self
-                    .client_index(id)
-                    .and_then(|s| self.clients.get(s))?
-                    .as_ref()?;
-                c.repl.as_ref()
-            })
-            .filter(|l| matches!(l.phase, ReplicaPhase::Online) && l.ack_offset >= offset)
+        self.replica_links()
+            .filter(|(_, l)| matches!(l.phase, ReplicaPhase::Online) && l.ack_offset >= offset)
             .count() as i64
     }
 
@@ -409,12 +402,7 @@ impl Server {
         self.attach_replica(client);
         // Join a snapshot already being written for other replicas: same
         // offset, same kept stream.
-        let donor = self.repl.replicas.iter().find_map(|&id| {
-            let c = self
-                .client_index(id)
-                .and_then(|s| self.clients.get(s))?
-                .as_ref()?;
-            let l = c.repl.as_ref()?;
+        let donor = self.replica_links().find_map(|(_, l)| {
             matches!(l.phase, ReplicaPhase::WaitBgsaveEnd)
                 .then(|| (l.initial_offset, l.pending.clone()))
         });
@@ -642,18 +630,9 @@ impl Server {
             std::time::Duration::ZERO
         };
         let longest_wait = self
-            .repl
-            .replicas
-            .iter()
-            .filter_map(|&id| {
-                let l = self
-                    .client_index(id)
-                    .and_then(|s| self.clients.get(s))?
-                    .as_ref()?
-                    .repl
-                    .as_ref()?;
-                matches!(l.phase, ReplicaPhase::WaitBgsaveStart).then(|| l.ack_time.elapsed())
-            })
+            .replica_links()
+            .filter(|(_, l)| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+            .map(|(_, l)| l.ack_time.elapsed())
             .max();
         if longest_wait.is_some_and(|w| w >= delay) {
             self.start_replication_snapshot(None);
