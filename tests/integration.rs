@@ -681,3 +681,19 @@ fn config_set_port_moves_the_listener() {
         .into_bytes()
     );
 }
+
+#[test]
+fn client_no_evict_is_a_flag_in_client_list() {
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    assert_eq!(c.cmd_str(&["CLIENT", "NO-EVICT", "on"]), b"+OK\r\n");
+    let info = String::from_utf8_lossy(&c.cmd_str(&["CLIENT", "INFO"])).to_string();
+    assert!(info.contains(" flags=e "), "{info}");
+    assert_eq!(c.cmd_str(&["CLIENT", "NO-EVICT", "OFF"]), b"+OK\r\n");
+    let info = String::from_utf8_lossy(&c.cmd_str(&["CLIENT", "INFO"])).to_string();
+    assert!(info.contains(" flags=N "), "{info}");
+    assert_eq!(
+        c.cmd_str(&["CLIENT", "NO-EVICT", "maybe"]),
+        b"-ERR syntax error\r\n"
+    );
+}

@@ -720,3 +720,45 @@ fn clients_get_loading_while_a_replica_loads_its_full_sync() {
     wait_in_sync(&mut m, &mut r);
     assert_eq!(r.cmd_str(&["DBSIZE"]), b":500000\r\n");
 }
+
+#[test]
+fn config_set_repl_backlog_size_resizes_the_backlog_keeping_its_tail() {
+    let kv = start_kvstore(&[]);
+    let mut m = Conn::connect(kv.port);
+    let Some(replica) = start_redis_replica(kv.port) else {
+        return;
+    };
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    let value = "v".repeat(1000);
+    for i in 0..100 {
+        m.cmd_str(&["SET", &format!("k{i}"), &value]);
+    }
+    let histlen: u64 = m
+        .info_field("replication", "repl_backlog_histlen")
+        .parse()
+        .unwrap();
+    assert!(histlen > 100_000, "{histlen}");
+    assert_eq!(
+        m.cmd_str(&["CONFIG", "SET", "repl-backlog-size", "16kb"]),
+        b"+OK\r\n"
+    );
+    wait_for("the backlog to shrink", 5, || {
+        m.info_field("replication", "repl_backlog_histlen") == "16384"
+    });
+    assert_eq!(m.info_field("replication", "repl_backlog_size"), "16384");
+    let offset: i64 = m
+        .info_field("replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    let first: i64 = m
+        .info_field("replication", "repl_backlog_first_byte_offset")
+        .parse()
+        .unwrap();
+    assert_eq!(first, offset - 16384 + 1);
+    // What it kept still serves a partial resync.
+    r.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]);
+    m.cmd_str(&["SET", "after", "resize"]);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
+}

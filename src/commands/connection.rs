@@ -283,7 +283,14 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "no-evict" => {
-            if eq_ic(argv[2], "on") || eq_ic(argv[2], "off") {
+            // The flag shows in CLIENT LIST (`e`); with client eviction off
+            // (maxmemory-clients 0, the only value accepted) it changes
+            // nothing else, as in Redis.
+            if eq_ic(argv[2], "on") {
+                c.cl.no_evict = true;
+                c.cl.reply.ok();
+            } else if eq_ic(argv[2], "off") {
+                c.cl.no_evict = false;
                 c.cl.reply.ok();
             } else {
                 c.cl.reply.error(ERR_SYNTAX);

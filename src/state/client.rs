@@ -53,6 +53,8 @@ pub struct ClientState {
     pub ack_requested: bool,
     /// Replication offset just past this client's last write (WAIT).
     pub woff: i64,
+    /// CLIENT NO-EVICT ON.
+    pub no_evict: bool,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -213,6 +215,7 @@ impl ClientState {
             repl: None,
             ack_requested: false,
             woff: 0,
+            no_evict: false,
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,
@@ -314,6 +317,9 @@ impl ClientState {
         }
         if self.is_unix {
             f.push('U');
+        }
+        if self.no_evict {
+            f.push('e');
         }
         if f.is_empty() {
             f.push('N');

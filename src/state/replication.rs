@@ -874,6 +874,17 @@ impl Server {
                 _ => {}
             }
         }
+        // CONFIG SET repl-backlog-size: the backlog takes the new size,
+        // keeping the most recent bytes it can (Redis's resizeReplicationBacklog).
+        let size = self.config.repl_backlog_size.max(1) as usize;
+        if let Some(b) = self.repl.backlog.as_mut() {
+            if b.size() != size {
+                let kept = b.tail(b.histlen.min(size));
+                let mut resized = Backlog::new(size);
+                resized.append(&kept);
+                *b = resized;
+            }
+        }
         let ttl = self.config.repl_backlog_ttl;
         if self.master.target.is_some() {
             self.replica_cron();
