@@ -469,9 +469,17 @@ fn clients_get_loading_while_a_dump_loads() {
         if r == b"-LOADING Redis is loading the dataset in memory\r\n" {
             saw_loading = true;
             let info = String::from_utf8(conn.cmd_str(&["INFO", "persistence"])).unwrap();
-            // Still loading (with progress fields), or done in between.
+            // Still loading (with progress fields, and the memory the
+            // writer said it used, from the dump's aux field), or done in
+            // between.
+            let used_mem_known = info
+                .lines()
+                .find_map(|l| l.strip_prefix("loading_rdb_used_mem:"))
+                .is_some_and(|v| v.trim().parse::<u64>().is_ok_and(|n| n > 1_000_000));
             assert!(
-                (info.contains("loading:1\r\n") && info.contains("loading_loaded_bytes:"))
+                (info.contains("loading:1\r\n")
+                    && info.contains("loading_loaded_bytes:")
+                    && used_mem_known)
                     || info.contains("loading:0\r\n"),
                 "{info}"
             );

@@ -128,7 +128,12 @@ fn loading_fields(srv: &crate::state::Server) -> String {
         1
     };
     let start = crate::util::unix_time_ms() / 1000 - elapsed as i64;
-    format!("loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:0\r\nloading_loaded_bytes:{done}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n")
+    // What the dump's writer said it used (its `used-mem` aux field).
+    let used_mem = match &l.phase {
+        crate::state::snapshot::LoadPhase::Rdb(st) => st.stats.used_mem,
+        _ => 0,
+    };
+    format!("loading_start_time:{start}\r\nloading_total_bytes:{total}\r\nloading_rdb_used_mem:{used_mem}\r\nloading_loaded_bytes:{done}\r\nloading_loaded_perc:{perc:.2}\r\nloading_eta_seconds:{eta}\r\n")
 }
 
 fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {

@@ -19,6 +19,9 @@ pub struct LoadStats {
     pub repl_id: Option<String>,
     pub repl_offset: Option<i64>,
     pub repl_stream_db: i64,
+    /// The `used-mem` aux field: memory the writer used (INFO
+    /// loading_rdb_used_mem).
+    pub used_mem: u64,
     pub keys: u64,
     pub expired_skipped: u64,
     pub version: u32,
@@ -450,6 +453,7 @@ pub fn load_step(
                     b"repl-id" => st.stats.repl_id = Some(text()),
                     b"repl-offset" => st.stats.repl_offset = text().parse().ok(),
                     b"repl-stream-db" => st.stats.repl_stream_db = text().parse().unwrap_or(0),
+                    b"used-mem" => st.stats.used_mem = text().parse().unwrap_or(0),
                     _ => {}
                 }
             }
