@@ -692,6 +692,39 @@ fn timestamp_annotations_are_written_and_skipped_on_load() {
         c.cmd_str(&["MGET", "a", "b"]),
         b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"
     );
+    // A plain (command) base starts with when it was made.
+    let mut kv = kv;
+    let plain = [
+        "--dir",
+        &d,
+        "--aof-timestamp-enabled",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "no",
+    ];
+    shutdown(&mut c, &mut kv, &[]);
+    let kv = start_on(dir.path(), &plain);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["BGREWRITEAOF"]),
+        b"+Background append only file rewriting started\r\n"
+    );
+    wait_for("the rewrite", || {
+        c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && c.info_field("persistence", "aof_rewrites") == "1"
+    });
+    let base = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().ends_with(".base.aof"))
+        .expect("a plain base");
+    let bytes = std::fs::read(base.path()).unwrap();
+    assert!(
+        bytes.starts_with(b"#TS:"),
+        "{}",
+        text(&bytes[..bytes.len().min(40)])
+    );
+    assert_redis_check_aof_accepts(dir.path());
 }
 
 #[test]

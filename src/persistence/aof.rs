@@ -473,12 +473,20 @@ pub fn save_commands_to_file(
     dbs: &[crate::db::Db],
     dir: &std::path::Path,
     name: &str,
+    timestamp: Option<i64>,
     may_publish: &dyn Fn() -> bool,
 ) -> std::io::Result<()> {
     let tmp = dir.join(format!("temp-{}-{name}", std::process::id()));
     let file = std::fs::File::create(&tmp)?;
     let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
-    let res = write_commands(dbs, &mut w)
+    // With aof-timestamp-enabled, a base starts with when it was made, as
+    // Redis's rewriteAppendOnlyFileRio writes it.
+    let stamp = match timestamp {
+        Some(ts) => std::io::Write::write_all(&mut w, format!("#TS:{ts}\r\n").as_bytes()),
+        None => Ok(()),
+    };
+    let res = stamp
+        .and_then(|_| write_commands(dbs, &mut w))
         .and_then(|_| std::io::Write::flush(&mut w))
         .and_then(|_| w.get_ref().sync_all());
     if let Err(e) = res {

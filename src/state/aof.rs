@@ -701,7 +701,11 @@ impl Server {
             let res = if preamble {
                 rdb::save_to_file(&self.dbs, &opts, &dir, &base, &|| true)
             } else {
-                format::save_commands_to_file(&self.dbs, &dir, &base, &|| true)
+                let stamp = self
+                    .config
+                    .aof_timestamp_enabled
+                    .then(|| crate::util::unix_time_ms() / 1000);
+                format::save_commands_to_file(&self.dbs, &dir, &base, stamp, &|| true)
             };
             res.map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
             self.aof.manifest.install_base(
@@ -875,7 +879,11 @@ impl Server {
             let res = if preamble {
                 rdb::save_to_file(&self.dbs, &opts, &dir, &tmp, &parent_alive)
             } else {
-                format::save_commands_to_file(&self.dbs, &dir, &tmp, &parent_alive)
+                let stamp = self
+                    .config
+                    .aof_timestamp_enabled
+                    .then(|| crate::util::unix_time_ms() / 1000);
+                format::save_commands_to_file(&self.dbs, &dir, &tmp, stamp, &parent_alive)
             };
             let code = i32::from(res.is_err());
             // SAFETY: leaving the child without running the parent's destructors.
