@@ -517,7 +517,15 @@ fn finish_command(
             client.reply.raw(&ack);
         }
         if client.blocked.is_none() {
-            srv.master_stream_applied(argv);
+            // A transaction counts when it ends (EXEC or DISCARD): one cut
+            // short by a lost link is not in the offset, so PSYNC resends it.
+            let mut raw = std::mem::take(&mut client.master_multi_bytes);
+            crate::state::feed::encode_command(argv, &mut raw);
+            if client.multi.is_some() {
+                client.master_multi_bytes = raw;
+            } else {
+                srv.master_stream_applied(&raw);
+            }
         }
         return;
     }

@@ -27,6 +27,9 @@ use super::EventLoop;
 use crate::state::master::{LinkState, Transfer};
 use crate::state::ClientState;
 
+/// The longest reply line the handshake accepts.
+const MAX_HANDSHAKE_LINE: usize = 64 * 1024;
+
 /// The poll token of the link while it is not yet a client.
 pub(super) const MASTER_TOKEN: Token = Token(usize::MAX - 4);
 
@@ -170,51 +173,72 @@ impl EventLoop {
                 Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
             }
         }
-        // Read what arrived.
+        // Read what arrived, a line at a time while the handshake needs
+        // lines (the dump that follows goes straight to its file).
         let mut closed = false;
         let mut buf = [0u8; 64 * 1024];
         loop {
-            match h.stream.read(&mut buf) {
-                Ok(0) => {
-                    closed = true;
+            let mut drained = false;
+            loop {
+                if self.srv.master.state != LinkState::Transfer && h.inbuf.contains(&b'\n') {
                     break;
                 }
-                Ok(n) => {
-                    self.srv.master.last_io = Instant::now();
-                    if self.srv.master.state == LinkState::Transfer {
-                        self.receive_payload(h, &buf[..n])?;
-                        if let Some(leftover) = self.finish_transfer_if_done(h)? {
-                            return Ok(Next::Online(leftover));
+                match h.stream.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        drained = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        self.srv.master.last_io = Instant::now();
+                        if self.srv.master.state == LinkState::Transfer {
+                            self.receive_payload(h, &buf[..n])?;
+                            if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                                return Ok(Next::Online(leftover));
+                            }
+                        } else {
+                            h.inbuf.extend_from_slice(&buf[..n]);
+                            if h.inbuf.len() > MAX_HANDSHAKE_LINE && !h.inbuf.contains(&b'\n') {
+                                return Err(
+                                    "Bad protocol from MASTER: an overlong line during the handshake"
+                                        .into(),
+                                );
+                            }
                         }
-                    } else {
-                        h.inbuf.extend_from_slice(&buf[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drained = true;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(format!("Error reading from MASTER: {e}")),
+                }
+            }
+            while self.srv.master.state != LinkState::Transfer {
+                let Some(nl) = h.inbuf.iter().position(|&b| b == b'\n') else {
+                    break;
+                };
+                let line: Vec<u8> = h.inbuf.drain(..=nl).collect();
+                let line = String::from_utf8_lossy(&line).trim_end().to_string();
+                if line.is_empty() {
+                    // A newline keepalive while the master prepares the dump.
+                    continue;
+                }
+                self.handshake_reply(h, &line)?;
+                if self.srv.master.state == LinkState::Transfer {
+                    let rest = std::mem::take(&mut h.inbuf);
+                    self.receive_payload(h, &rest)?;
+                    if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                        return Ok(Next::Online(leftover));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(format!("Error reading from MASTER: {e}")),
-            }
-        }
-        while self.srv.master.state != LinkState::Transfer {
-            let Some(nl) = h.inbuf.iter().position(|&b| b == b'\n') else {
-                break;
-            };
-            let line: Vec<u8> = h.inbuf.drain(..=nl).collect();
-            let line = String::from_utf8_lossy(&line).trim_end().to_string();
-            if line.is_empty() {
-                // A newline keepalive while the master prepares the dump.
-                continue;
-            }
-            self.handshake_reply(h, &line)?;
-            if self.srv.master.state == LinkState::Transfer {
-                let rest = std::mem::take(&mut h.inbuf);
-                self.receive_payload(h, &rest)?;
-                if let Some(leftover) = self.finish_transfer_if_done(h)? {
-                    return Ok(Next::Online(leftover));
+                if self.srv.master.state == LinkState::Continued {
+                    // The stream that follows is read by the master client.
+                    return Ok(Next::Online(std::mem::take(&mut h.inbuf)));
                 }
             }
-            if self.srv.master.state == LinkState::Continued {
-                return Ok(Next::Online(std::mem::take(&mut h.inbuf)));
+            if drained {
+                break;
             }
         }
         if closed {
@@ -279,7 +303,8 @@ impl EventLoop {
                 if line.starts_with('-') {
                     info!("(Non critical) Master does not understand REPLCONF capa: {line}");
                 }
-                let (id, offset) = m.psync_request(&self.srv.replid, self.srv.repl.offset);
+                let history = self.srv.repl.backlog.is_some();
+                let (id, offset) = m.psync_request(&self.srv.replid, self.srv.repl.offset, history);
                 if id == "?" {
                     info!("Partial resynchronization not possible (no cached master)");
                 } else {
@@ -329,6 +354,8 @@ impl EventLoop {
                 info!("Master replication ID changed to {new_id}");
                 self.srv.repl.replid2 = std::mem::replace(&mut self.srv.replid, new_id.to_string());
                 self.srv.repl.second_offset = self.srv.repl.offset + 1;
+                // Our replicas reconnect to learn the new id (as Redis).
+                self.srv.disconnect_replicas();
             }
             info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
             self.srv.master.state = LinkState::Continued;
@@ -410,11 +437,10 @@ impl EventLoop {
         let conn = Conn::Tcp(stream);
         let mut st = ClientState::new(id, conn.fd(), addr, laddr, false, true, true);
         st.kind = crate::state::ClientKind::Master;
-        // A continued stream goes on in the database it had selected; a
-        // full sync's stream starts with a SELECT.
-        if self.srv.master.state == LinkState::Continued {
-            st.db = self.srv.master.stream_db;
-        }
+        // The stream goes on in the database it had selected: as the link
+        // left it (a continued stream), or as the dump says (a full sync
+        // from a replica, whose stream has no SELECT of its own).
+        st.db = self.srv.master.stream_db;
         let idx = self.srv.vacant_slot();
         let mut conn = conn;
         let reg = match &mut conn {

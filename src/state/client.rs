@@ -55,6 +55,9 @@ pub struct ClientState {
     pub woff: i64,
     /// CLIENT NO-EVICT ON.
     pub no_evict: bool,
+    /// The master's transaction so far (MULTI and queued commands), counted
+    /// in the offset at its EXEC or DISCARD.
+    pub master_multi_bytes: Vec<u8>,
     /// Since when the pending output has been past the soft limit.
     pub obuf_soft_since: Option<Instant>,
     /// Big bulk arguments of the running command, read into buffers of
@@ -216,6 +219,7 @@ impl ClientState {
             ack_requested: false,
             woff: 0,
             no_evict: false,
+            master_multi_bytes: Vec::new(),
             obuf_soft_since: None,
             big_args: Vec::new(),
             multi: None,

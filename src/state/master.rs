@@ -98,8 +98,12 @@ impl MasterState {
 
     /// What PSYNC asks for: our history if we have one (a backlog: we
     /// were synchronised before, or were a master), else a full sync.
-    pub fn psync_request(&self, replid: &str, offset: i64) -> (String, i64) {
-        (replid.to_string(), offset + 1)
+    pub fn psync_request(&self, replid: &str, offset: i64, history: bool) -> (String, i64) {
+        if history {
+            (replid.to_string(), offset + 1)
+        } else {
+            ("?".to_string(), -1)
+        }
     }
 
     pub fn is_syncing(&self) -> bool {
@@ -249,6 +253,13 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
             path.display()
         )
     })?;
+    // As Redis's replicationAttachToNewMaster: our replicas and our old
+    // history go (whatever happens to the load), and no snapshot child of
+    // the old dataset may publish it over the new dump.
+    srv.disconnect_replicas();
+    srv.repl.backlog = None;
+    super::snapshot::kill_child(srv);
+    srv.master.stream_db = 0;
     srv.master.aof_to_restart = srv.aof.status != super::aof::AofStatus::Off;
     if srv.master.aof_to_restart {
         srv.stop_aof();
@@ -278,6 +289,8 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
         for db in &mut srv.dbs {
             db.clear();
         }
+        // No history to continue from: the next attempt is a full sync.
+        srv.repl.backlog = None;
         if restart {
             restart_aof(srv);
         }
@@ -320,13 +333,12 @@ impl Server {
             .is_some_and(|id| id == self.current_client)
     }
 
-    /// A command from the master was applied: its bytes count in the
-    /// offset and go, unchanged, to the backlog and our own replicas.
-    pub fn master_stream_applied(&mut self, argv: &[&[u8]]) {
-        let mut raw = Vec::new();
-        crate::state::feed::encode_command(argv, &mut raw);
+    /// Commands from the master were applied (a transaction counts whole,
+    /// at its EXEC): their bytes count in the offset and go, unchanged, to
+    /// the backlog and our own replicas.
+    pub fn master_stream_applied(&mut self, raw: &[u8]) {
         if self.repl.backlog.is_some() {
-            self.append_to_replication(&raw);
+            self.append_to_replication(raw);
         } else {
             self.repl.offset += raw.len() as i64;
         }
@@ -374,6 +386,7 @@ impl Server {
             self.ensure_backlog();
         }
         self.config.replicaof = Some((host.clone(), port));
+        self.close_master_client();
         self.master.target = Some((host, port));
         self.master.changed = true;
         self.master.state = LinkState::Connect;
@@ -390,10 +403,30 @@ impl Server {
         // CONFIG REWRITE writes what the server is now.
         self.config.replicaof = None;
         self.master.changed = true;
+        self.close_master_client();
         self.repl.replid2 = std::mem::replace(&mut self.replid, crate::util::random_hex(40));
         self.repl.second_offset = self.repl.offset + 1;
         self.ensure_backlog();
+        // As Redis's replicationUnsetMaster: the stream starts with a
+        // SELECT, the backlog's time-to-live counts from now, and our
+        // replicas reconnect to learn the new id (they continue with PSYNC).
+        self.repl.cursor = super::feed::FeedCursor::default();
+        self.repl.no_replicas_since = Some(Instant::now());
+        self.disconnect_replicas();
         info!("MASTER MODE enabled (user request)");
+    }
+
+    /// The master client stops at once (it is closed on the loop's next
+    /// turn): nothing more from it may run or be counted.
+    fn close_master_client(&mut self) {
+        if let Some(id) = self.master.client_id {
+            if let Some(slot) = self.client_index(id) {
+                if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
+                    c.close_asap = true;
+                }
+                self.to_close.push((slot, id));
+            }
+        }
     }
 
     /// A dump loaded at startup said where in a replication history it was

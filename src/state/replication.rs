@@ -363,7 +363,10 @@ impl Server {
     /// Before the loop sleeps: if a WAIT needs them, ask every replica for
     /// an ACK (through the stream, as Redis: REPLCONF GETACK *).
     pub fn request_acks(&mut self) {
-        if std::mem::take(&mut self.repl.want_acks) && !self.repl.replicas.is_empty() {
+        if std::mem::take(&mut self.repl.want_acks)
+            && !self.repl.replicas.is_empty()
+            && self.master.target.is_none()
+        {
             self.append_to_replication(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
         }
     }
@@ -480,11 +483,16 @@ impl Server {
         self.flush_feed();
         // The next stream bytes start with a SELECT for every replica.
         self.repl.cursor = FeedCursor::default();
-        let repl_info = crate::persistence::rdb::ReplInfo {
-            stream_db: 0,
-            id: self.replid.clone(),
-            offset: self.repl.offset,
-        };
+        // Where the stream stands: a replica's sub-replicas continue in its
+        // master client's database (a master's stream starts with SELECT).
+        let repl_info =
+            super::snapshot::save_options(self)
+                .repl
+                .unwrap_or(crate::persistence::rdb::ReplInfo {
+                    stream_db: 0,
+                    id: self.replid.clone(),
+                    offset: self.repl.offset,
+                });
         // Diskless when every waiting replica can take a `$EOF:` transfer.
         let all_eof = self.repl.replicas.iter().all(|&id| {
             current
@@ -621,7 +629,11 @@ impl Server {
     /// Start a snapshot for replicas that have waited for one, when no
     /// child runs.
     pub fn start_pending_replication_snapshot(&mut self) {
-        if self.snapshot.child.is_some() || self.aof.rewrite.is_some() {
+        // Not while a diskless transfer still has bytes to pass on.
+        if self.snapshot.child.is_some()
+            || self.aof.rewrite.is_some()
+            || self.repl.rdb_pipe.is_some()
+        {
             return;
         }
         let delay = if self.config.repl_diskless_sync {
@@ -751,6 +763,10 @@ impl Server {
                     "Diskless rdb transfer, done reading from pipe, {} replicas still up.",
                     targets.len()
                 );
+                // Replicas that arrived meanwhile get the next snapshot.
+                if self.snapshot.child.is_none() {
+                    self.start_pending_replication_snapshot();
+                }
             }
             Ok(n) => {
                 for &(slot, id) in &targets {
@@ -840,7 +856,10 @@ impl Server {
         // Replicas that waited for another child (an AOF rewrite) to end.
         self.start_pending_replication_snapshot();
         let period = self.config.repl_ping_replica_period.max(1) as u64;
-        if !self.repl.replicas.is_empty() && self.repl.cron_seconds.is_multiple_of(period) {
+        // A replica's stream is its master's: it adds nothing of its own.
+        let master = self.master.target.is_none();
+        if master && !self.repl.replicas.is_empty() && self.repl.cron_seconds.is_multiple_of(period)
+        {
             self.append_to_replication(b"*1\r\n$4\r\nPING\r\n");
         }
         let timeout = std::time::Duration::from_secs(self.config.repl_timeout.max(1) as u64);
@@ -863,7 +882,10 @@ impl Server {
                         self.pending_writes.push((slot, id));
                     }
                 }
-                ReplicaPhase::Online if now.duration_since(link.ack_time) > timeout => {
+                // A SYNC replica never sends ACKs (Redis spares it too).
+                ReplicaPhase::Online
+                    if !link.old_sync && now.duration_since(link.ack_time) > timeout =>
+                {
                     warn!(
                         "Disconnecting timedout replica (streaming sync): {}",
                         c.addr
