@@ -433,23 +433,10 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     }
     let found = lookup_command(argv[0]);
     let is_client_command = found.is_some_and(|c| c.name == "client");
-    match found {
+    match found.map(|base| (base, base.resolve(argv))) {
         None => reject(client, &unknown_command_error(argv)),
-        Some(base) => {
-            let cmd = match base.resolve(argv) {
-                Ok(cmd) => cmd,
-                Err(e) => {
-                    reject(client, &e);
-                    return finish_command(
-                        srv,
-                        client,
-                        argv,
-                        is_client_command,
-                        errors_before,
-                        reply_mark,
-                    );
-                }
-            };
+        Some((_, Err(e))) => reject(client, &e),
+        Some((base, Ok(cmd))) => {
             client.last_cmd = cmd.name;
             if let Some(err) = refusal(srv, client, cmd, argv) {
                 stats_of(srv, cmd).rejected_calls += 1;
