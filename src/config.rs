@@ -105,6 +105,10 @@ pub struct Config {
     /// Full syncs stream the snapshot to replicas instead of writing the
     /// dump first; seconds to wait for more replicas before starting one.
     pub repl_diskless_sync: bool,
+    /// How a replica loads a full sync: `disabled` and `on-empty-db` in
+    /// place of its dataset (clients get -LOADING), `swapdb` aside while
+    /// the old dataset goes on serving.
+    pub repl_diskless_load: String,
     pub repl_diskless_sync_delay: i64,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
@@ -189,6 +193,7 @@ impl Default for Config {
             min_replicas_to_write: 0,
             min_replicas_max_lag: 0,
             repl_diskless_sync: true,
+            repl_diskless_load: String::new(),
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
             config_file: None,
@@ -1172,6 +1177,20 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A full sync streams the snapshot to replicas (\"$EOF:\" transfer) instead of writing the dump first.",
         |c| yes_no(c.repl_diskless_sync),
         |c, v| c.repl_diskless_sync = parse_bool(v)?
+    ),
+    opt!(
+        "repl-diskless-load",
+        "disabled",
+        true,
+        "How a replica loads a full sync: disabled / on-empty-db (in place; clients get LOADING) or swapdb (aside, while the old dataset serves reads).",
+        |c| c.repl_diskless_load.clone(),
+        |c, v| {
+            let v = v.to_ascii_lowercase();
+            if !["disabled", "on-empty-db", "swapdb"].contains(&v.as_str()) {
+                return Err("argument(s) must be one of the following: disabled, on-empty-db, swapdb".into());
+            }
+            c.repl_diskless_load = v
+        }
     ),
     opt!(
         "repl-diskless-sync-delay",

@@ -782,3 +782,45 @@ fn config_set_repl_backlog_size_resizes_the_backlog_keeping_its_tail() {
     wait_in_sync(&mut m, &mut r);
     assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
 }
+
+#[test]
+fn swapdb_loading_serves_the_old_dataset_until_the_new_one_is_whole() {
+    let Some(redis) = start_redis_master() else {
+        return;
+    };
+    let mut m = Conn::connect(redis.port);
+    assert_eq!(m.cmd_str(&["DEBUG", "POPULATE", "500000"]), b"+OK\r\n");
+    let kv = start_kvstore(&["--repl-diskless-load", "swapdb"]);
+    let mut r = Conn::connect(kv.port);
+    r.cmd_str(&["SET", "old", "data"]);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+    let mut poll = Conn::connect(kv.port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut saw_async = false;
+    loop {
+        let reply = poll.cmd_str(&["GET", "old"]);
+        assert!(
+            !reply.starts_with(b"-LOADING"),
+            "async loading refused a read"
+        );
+        if reply == b"$-1\r\n" {
+            break;
+        }
+        assert_eq!(reply, b"$4\r\ndata\r\n");
+        saw_async |= poll.info_field("persistence", "async_loading") == "1";
+        assert!(Instant::now() < deadline, "the new dataset never came");
+    }
+    assert!(saw_async, "INFO never showed async_loading:1");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":500000\r\n");
+    // A dump that does not load leaves the old dataset in place.
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    let (port, master) =
+        fake_master(format!("+FULLRESYNC {id} 0\r\n$10\r\n0123456789").into_bytes());
+    let kv = start_kvstore(&["--repl-diskless-load", "swapdb"]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "kept", "yes"]);
+    c.cmd_str(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    assert_eq!(master.join().unwrap(), 2);
+    assert_eq!(c.cmd_str(&["GET", "kept"]), b"$3\r\nyes\r\n");
+}

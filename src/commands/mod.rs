@@ -391,7 +391,13 @@ fn refusal(
     {
         return Some("ERR Replica can't interact with the keyspace".into());
     }
-    if srv.loading.is_some() && cmd.flags & LOADING == 0 {
+    // Async loading (a replica's swapdb) serves all but what it cannot.
+    let refused_while_loading = if srv.loading_into.is_some() {
+        cmd.flags & NO_ASYNC_LOADING != 0
+    } else {
+        cmd.flags & LOADING == 0
+    };
+    if srv.loading.is_some() && refused_while_loading {
         return Some("LOADING Redis is loading the dataset in memory".into());
     }
     if client.multi.is_some() && cmd.flags & NO_MULTI != 0 {

@@ -264,13 +264,25 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
     if srv.master.aof_to_restart {
         srv.stop_aof();
     }
-    info!("MASTER <-> REPLICA sync: Flushing old data");
-    let mode = crate::db::FreeMode::lazy_if(srv.config.replica_lazy_flush);
-    for db in &mut srv.dbs {
-        db.clear_with(mode);
+    if srv.config.repl_diskless_load == "swapdb" {
+        // The old dataset goes on serving reads until the new one is
+        // complete and valid (Redis's async loading).
+        let seed = crate::util::random_u64();
+        srv.loading_into = Some(
+            (0..srv.dbs.len())
+                .map(|i| crate::db::Db::new(i, seed))
+                .collect(),
+        );
+        info!("MASTER <-> REPLICA sync: Loading DB in memory, the old one serving meanwhile");
+    } else {
+        info!("MASTER <-> REPLICA sync: Flushing old data");
+        let mode = crate::db::FreeMode::lazy_if(srv.config.replica_lazy_flush);
+        for db in &mut srv.dbs {
+            db.clear_with(mode);
+        }
+        srv.tracking_invalidate_all();
+        info!("MASTER <-> REPLICA sync: Loading DB in memory");
     }
-    srv.tracking_invalidate_all();
-    info!("MASTER <-> REPLICA sync: Loading DB in memory");
     srv.master.state = LinkState::Loading;
     if let Err(e) = super::snapshot::begin_rdb_load(srv, path) {
         // The failure is reported by the caller, from `e`.
@@ -285,9 +297,20 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
 /// whose history it was, resync, and the AOF starts again.
 pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Result<(), String> {
     let restart = std::mem::take(&mut srv.master.aof_to_restart);
+    let aside = srv.loading_into.take();
     if let Err(e) = result {
-        for db in &mut srv.dbs {
-            db.clear();
+        match aside {
+            // The old dataset stays; what was built aside goes.
+            Some(mut new) => {
+                for db in &mut new {
+                    db.clear_with(crate::db::FreeMode::Lazy);
+                }
+            }
+            None => {
+                for db in &mut srv.dbs {
+                    db.clear();
+                }
+            }
         }
         // No history to continue from: the next attempt is a full sync.
         srv.repl.backlog = None;
@@ -303,6 +326,19 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
         .full_sync_from
         .take()
         .unwrap_or_else(|| (srv.replid.clone(), 0));
+    if let Some(new) = aside {
+        // The new dataset takes the old one's place at once; the old one is
+        // freed in the background. Watchers and caches see a flush.
+        for db in 0..srv.dbs.len() {
+            srv.touch_all_watched_keys_in_db(None, db, None);
+        }
+        srv.tracking_invalidate_all();
+        let mut old = std::mem::replace(&mut srv.dbs, new);
+        for db in &mut old {
+            db.clear_with(crate::db::FreeMode::Lazy);
+        }
+        info!("MASTER <-> REPLICA sync: Swapped in the new dataset");
+    }
     srv.replid = id;
     srv.repl.offset = offset;
     srv.repl.replid2 = "0".repeat(40);

@@ -143,6 +143,10 @@ pub struct Server {
     pub snapshot: snapshot::SnapshotState,
     /// A dump being loaded at startup (commands get -LOADING meanwhile).
     pub loading: Option<snapshot::AsyncLoad>,
+    /// The dataset a replica builds while its old one goes on serving
+    /// (`repl-diskless-load swapdb`: Redis's async loading); swapped in
+    /// once complete.
+    pub loading_into: Option<Vec<Db>>,
     pub rdb_last_load_keys: u64,
     pub rdb_last_load_expired: u64,
     /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
@@ -266,6 +270,7 @@ impl Server {
         let mut srv = Server {
             config,
             dbs,
+            loading_into: None,
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,

@@ -605,7 +605,13 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
     match &mut load.phase {
         LoadPhase::Rdb(st) => {
             let opts = rdb::LoadOptions::from_config(&srv.config);
-            if let Err(e) = rdb::load_step(&mut srv.dbs, &opts, &load.map, st, LOAD_SLICE_KEYS) {
+            // Into the dataset being built aside (async loading), or the
+            // dataset itself.
+            let dbs = match srv.loading_into.as_mut() {
+                Some(aside) => aside,
+                None => &mut srv.dbs,
+            };
+            if let Err(e) = rdb::load_step(dbs, &opts, &load.map, st, LOAD_SLICE_KEYS) {
                 return Err(if load.aof {
                     format!("Error reading the RDB base file {name}, AOF loading aborted: {e}")
                 } else {
