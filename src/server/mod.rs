@@ -69,7 +69,9 @@ struct Client {
 impl Client {
     /// Record for CLIENT LIST what the query buffer holds and has free.
     fn note_query_buffer(&mut self) {
-        self.st.qbuf_len = self.link.query.unparsed();
+        // As Redis's `qbuf`: the whole buffer, the running command included
+        // (it is trimmed after the command, not before).
+        self.st.qbuf_len = self.link.query.len();
         self.st.qbuf_free = self
             .link
             .query

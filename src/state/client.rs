@@ -163,6 +163,10 @@ impl MultiState {
     }
 }
 
+/// Redis's reply chunk (PROTO_REPLY_CHUNK_BYTES), for CLIENT LIST's
+/// output fields.
+const REPLY_CHUNK_BYTES: usize = 16 * 1024;
+
 /// What a blocked client waits for.
 #[derive(Debug, Clone)]
 pub struct Blocked {
@@ -421,8 +425,15 @@ impl ClientState {
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
+        // Redis's view of pending output: up to one reply chunk in the
+        // client's own buffer (`obl`), the rest in list nodes (`oll` nodes
+        // holding `omem` bytes).
+        let pending = self.pending_output();
+        let obl = pending.min(REPLY_CHUNK_BYTES);
+        let omem = pending - obl;
+        let oll = omem.div_ceil(REPLY_CHUNK_BYTES);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -440,8 +451,9 @@ impl ClientState {
             self.qbuf_free,
             multi_mem,
             self.qbuf_len + self.qbuf_free,
-            self.pending_output(),
-            self.reply.buf.capacity() + self.reply.shared_len(),
+            obl,
+            oll,
+            omem,
             self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + self.reply.shared_len() + std::mem::size_of::<ClientState>(),
             self.last_cmd,
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
