@@ -432,8 +432,6 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     }
     let errors_before = client.reply.errors;
     let reply_mark = client.reply.mark();
-    srv.stats.total_commands_processed += 1;
-    client.commands += 1;
     if srv.tracking.clients > 0 {
         srv.tracking_limit_used_slots();
     }
@@ -459,9 +457,6 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                     reject(client, &err);
                 }
             } else if !retry && held_by_pause(srv, client, cmd) {
-                // Counted when it runs, once the pause is over.
-                srv.stats.total_commands_processed -= 1;
-                client.commands -= 1;
                 blocking::postpone(srv, client, argv);
             } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
                 transaction::queue(client, base, cmd, argv);
@@ -500,6 +495,12 @@ fn finish_command(
     errors_before: u64,
     reply_mark: crate::protocol::reply::ReplyMark,
 ) {
+    // Counted once, when it is done with: a command a pause holds back is
+    // counted when it runs.
+    if !client.blocked.as_ref().is_some_and(|b| b.postponed) {
+        srv.stats.total_commands_processed += 1;
+        client.commands += 1;
+    }
     // The master gets no replies, except the ACK its GETACK asked for (with
     // the offset before the GETACK); its command counts in the offset once
     // it has run (not while a pause holds it).
@@ -593,7 +594,7 @@ pub fn call(
     }
     if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
         // Its WAIT will count replicas that have this turn's stream.
-        if srv.repl.backlog.is_some() && srv.repl.writers.last() != Some(&client.id) {
+        if srv.repl.feeds_backlog && srv.repl.writers.last() != Some(&client.id) {
             srv.repl.writers.push(client.id);
         }
         match rewrite {

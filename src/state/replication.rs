@@ -299,7 +299,8 @@ impl Server {
     pub fn feed_replication(&mut self) {
         // A replica's backlog and replicas get its master's stream as it
         // came (`master_stream_applied`), not what it propagates.
-        if self.repl.backlog.is_none() || self.master.target.is_some() {
+        if !self.repl.feeds_backlog {
+            self.repl.writers.clear();
             return;
         }
         let mut bytes = Vec::new();
