@@ -152,10 +152,7 @@ pub fn resume_postponed(srv: &mut Server) {
 
 /// Unblock a postponed client and run its command again.
 fn rerun_postponed(srv: &mut Server, id: u64) {
-    let Some(slot) = srv.client_index(id) else {
-        return;
-    };
-    let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+    let Some((slot, mut client)) = srv.take_client(id) else {
         return;
     };
     let argv = client
@@ -259,10 +256,7 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
             break;
         }
         srv.block_deadlines.remove(&(deadline, id));
-        let Some(slot) = srv.client_index(id) else {
-            continue;
-        };
-        let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+        let Some((slot, mut client)) = srv.take_client(id) else {
             continue;
         };
         match client.blocked.as_ref().and_then(|b| b.wait) {
@@ -381,10 +375,7 @@ pub fn serve_waiting(srv: &mut Server) {
         return;
     }
     for id in srv.repl.waiting.clone() {
-        let Some(slot) = srv.client_index(id) else {
-            continue;
-        };
-        let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
+        let Some((slot, mut client)) = srv.take_client(id) else {
             continue;
         };
         if let Some((offset, want)) = client.blocked.as_ref().and_then(|b| b.wait) {

@@ -85,71 +85,64 @@ fn reply_key_specs(out: &mut crate::protocol::Reply, meta: &CommandMeta) {
         out.bulk(b"flags");
         reply_flags(out, ks.flags, KEY_FLAG_NAMES);
         out.bulk(b"begin_search");
-        out.map(2);
-        out.bulk(b"type");
         match ks.begin_search {
-            BeginSearch::Index(pos) => {
-                out.bulk(b"index");
-                out.bulk(b"spec");
-                out.map(1);
-                out.bulk(b"index");
-                out.int(pos as i64);
-            }
+            BeginSearch::Index(pos) => reply_search_step(out, "index", &[("index", pos)], None),
             BeginSearch::Keyword { keyword, startfrom } => {
-                out.bulk(b"keyword");
-                out.bulk(b"spec");
-                out.map(2);
-                out.bulk(b"keyword");
-                out.bulk(keyword.as_bytes());
-                out.bulk(b"startfrom");
-                out.int(startfrom as i64);
+                reply_search_step(out, "keyword", &[("startfrom", startfrom)], Some(keyword))
             }
-            BeginSearch::Unknown => {
-                out.bulk(b"unknown");
-                out.bulk(b"spec");
-                out.map(0);
-            }
+            BeginSearch::Unknown => reply_search_step(out, "unknown", &[], None),
         }
         out.bulk(b"find_keys");
-        out.map(2);
-        out.bulk(b"type");
         match ks.find_keys {
             FindKeys::Range {
                 lastkey,
                 step,
                 limit,
-            } => {
-                out.bulk(b"range");
-                out.bulk(b"spec");
-                out.map(3);
-                for (name, v) in [("lastkey", lastkey), ("keystep", step), ("limit", limit)] {
-                    out.bulk(name.as_bytes());
-                    out.int(v as i64);
-                }
-            }
+            } => reply_search_step(
+                out,
+                "range",
+                &[("lastkey", lastkey), ("keystep", step), ("limit", limit)],
+                None,
+            ),
             FindKeys::Keynum {
                 keynumidx,
                 firstkey,
                 step,
-            } => {
-                out.bulk(b"keynum");
-                out.bulk(b"spec");
-                out.map(3);
-                for (name, v) in [
+            } => reply_search_step(
+                out,
+                "keynum",
+                &[
                     ("keynumidx", keynumidx),
                     ("firstkey", firstkey),
                     ("keystep", step),
-                ] {
-                    out.bulk(name.as_bytes());
-                    out.int(v as i64);
-                }
-            }
-            FindKeys::Unknown => {
-                out.bulk(b"unknown");
-                out.bulk(b"spec");
-                out.map(0);
-            }
+                ],
+                None,
+            ),
+            FindKeys::Unknown => reply_search_step(out, "unknown", &[], None),
         }
+    }
+}
+
+/// One step of a key spec: `{type: <kind>, spec: {…}}`, the spec holding
+/// the keyword first (when there is one), then the numbers.
+fn reply_search_step(
+    out: &mut crate::protocol::Reply,
+    kind: &str,
+    numbers: &[(&str, i32)],
+    keyword: Option<&str>,
+) {
+    out.map(2);
+    out.bulk(b"type");
+    out.bulk(kind.as_bytes());
+    out.bulk(b"spec");
+    out.map(numbers.len() + usize::from(keyword.is_some()));
+    if let Some(k) = keyword {
+        out.bulk(b"keyword");
+        out.bulk(k.as_bytes());
+    }
+    for (name, v) in numbers {
+        out.bulk(name.as_bytes());
+        out.int(*v as i64);
     }
 }
 

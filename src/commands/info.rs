@@ -230,12 +230,7 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
         None => out.push_str("# Replication\r\nrole:master\r\n"),
         Some((host, port)) => {
             let connected = m.state == LinkState::Connected;
-            let last_io = match m
-                .client_id
-                .and_then(|id| srv.client_index(id))
-                .and_then(|s| srv.clients.get(s))
-                .and_then(|c| c.as_ref())
-            {
+            let last_io = match m.client_id.and_then(|id| srv.client_by_id(id)) {
                 Some(c) => c.last_interaction.elapsed().as_secs() as i64,
                 None => -1,
             };

@@ -456,12 +456,7 @@ impl Server {
     /// turn): nothing more from it may run or be counted.
     fn close_master_client(&mut self) {
         if let Some(id) = self.master.client_id {
-            if let Some(slot) = self.client_index(id) {
-                if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
-                    c.close_asap = true;
-                }
-                self.to_close.push((slot, id));
-            }
+            self.close_client_asap(id);
         }
     }
 
@@ -514,12 +509,7 @@ impl Server {
     /// Close every replica (our history changed under them).
     pub fn disconnect_replicas(&mut self) {
         for id in self.repl.replicas.clone() {
-            if let Some(slot) = self.client_index(id) {
-                if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
-                    c.close_asap = true;
-                }
-                self.to_close.push((slot, id));
-            }
+            self.close_client_asap(id);
         }
     }
 }

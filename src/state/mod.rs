@@ -471,4 +471,34 @@ impl Server {
     pub fn client_index(&self, id: u64) -> Option<usize> {
         self.client_slots.get(&id).copied()
     }
+
+    /// Client `id`, if it is in the slab (the one running a command is not).
+    pub fn client_by_id(&self, id: u64) -> Option<&ClientState> {
+        self.clients.get(self.client_index(id)?)?.as_deref()
+    }
+
+    /// Take client `id` out of the slab to work on it with the server at
+    /// hand; put it back with `self.clients[slot] = Some(client)`.
+    pub fn take_client(&mut self, id: u64) -> Option<(usize, Box<ClientState>)> {
+        let slot = self.client_index(id)?;
+        let client = self.clients.get_mut(slot)?.take()?;
+        Some((slot, client))
+    }
+
+    /// Close client `id` at the next opportunity (it runs nothing more).
+    pub fn close_client_asap(&mut self, id: u64) {
+        let Some(slot) = self.client_index(id) else {
+            return;
+        };
+        if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
+            c.close_asap = true;
+        }
+        self.to_close.push((slot, id));
+    }
+
+    /// Client `id`, mutably, if it is in the slab.
+    pub fn client_by_id_mut(&mut self, id: u64) -> Option<&mut ClientState> {
+        let slot = self.client_index(id)?;
+        self.clients.get_mut(slot)?.as_deref_mut()
+    }
 }

@@ -310,11 +310,7 @@ impl Server {
         self.append_to_replication(&bytes);
         let offset = self.repl.offset;
         for id in std::mem::take(&mut self.repl.writers) {
-            if let Some(c) = self
-                .client_index(id)
-                .and_then(|s| self.clients.get_mut(s))
-                .and_then(|c| c.as_deref_mut())
-            {
+            if let Some(c) = self.client_by_id_mut(id) {
                 c.woff = offset;
             }
         }
@@ -323,10 +319,7 @@ impl Server {
     /// Every replica in the slab with its link, in the order they attached.
     pub fn replica_links(&self) -> impl Iterator<Item = (&ClientState, &ReplicaLink)> {
         self.repl.replicas.iter().filter_map(|&id| {
-            let c = self
-                .client_index(id)
-                .and_then(|s| self.clients.get(s))?
-                .as_deref()?;
+            let c = self.client_by_id(id)?;
             Some((c, c.repl.as_ref()?))
         })
     }
@@ -499,11 +492,7 @@ impl Server {
             current
                 .as_deref()
                 .filter(|c| c.id == id)
-                .or_else(|| {
-                    self.client_index(id)
-                        .and_then(|s| self.clients.get(s))
-                        .and_then(|c| c.as_deref())
-                })
+                .or_else(|| self.client_by_id(id))
                 .and_then(|c| c.repl.as_ref())
                 .is_none_or(|l| l.capa_eof || !matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
         });
@@ -540,10 +529,7 @@ impl Server {
                 }
                 continue;
             }
-            let Some(slot) = self.client_index(id) else {
-                continue;
-            };
-            let Some(mut c) = self.clients.get_mut(slot).and_then(|c| c.take()) else {
+            let Some((slot, mut c)) = self.take_client(id) else {
                 continue;
             };
             if c.repl
@@ -588,10 +574,7 @@ impl Server {
         }
         let path = self.config.dir.join(&self.config.dbfilename);
         for id in self.repl.replicas.clone() {
-            let Some(slot) = self.client_index(id) else {
-                continue;
-            };
-            let Some(mut c) = self.clients.get_mut(slot).and_then(|c| c.take()) else {
+            let Some((slot, mut c)) = self.take_client(id) else {
                 continue;
             };
             let waiting = c
@@ -811,20 +794,19 @@ impl Server {
 
     /// Close the replicas whose phase matches.
     fn drop_replicas_where(&mut self, pick: impl Fn(&ReplicaPhase) -> bool) {
-        for id in self.repl.replicas.clone() {
-            let Some(slot) = self.client_index(id) else {
-                continue;
-            };
-            if let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
-                if c.repl.as_ref().is_some_and(|l| pick(&l.phase)) {
-                    warn!(
-                        "SYNC failed for replica {}: the snapshot child failed",
-                        c.addr
-                    );
-                    c.close_asap = true;
-                    self.to_close.push((slot, id));
-                }
-            }
+        let doomed: Vec<u64> = self
+            .replica_links()
+            .filter(|(_, l)| pick(&l.phase))
+            .map(|(c, _)| {
+                warn!(
+                    "SYNC failed for replica {}: the snapshot child failed",
+                    c.addr
+                );
+                c.id
+            })
+            .collect();
+        for id in doomed {
+            self.close_client_asap(id);
         }
     }
 

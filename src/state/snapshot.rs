@@ -62,9 +62,7 @@ pub fn save_options(srv: &Server) -> rdb::SaveOptions {
         let stream_db = if srv.master.target.is_some() {
             srv.master
                 .client_id
-                .and_then(|id| srv.client_index(id))
-                .and_then(|s| srv.clients.get(s))
-                .and_then(|c| c.as_ref())
+                .and_then(|id| srv.client_by_id(id))
                 .map_or(srv.master.stream_db, |c| c.db)
         } else {
             srv.repl.cursor.selected_db.unwrap_or(0)

@@ -188,7 +188,7 @@ impl Server {
                 self.tracking.pending.push(Some(key.to_vec()));
                 continue;
             }
-            let Some(target) = self.slab_client(id) else {
+            let Some(target) = self.client_by_id_mut(id) else {
                 continue;
             };
             if target.tracking.as_ref().is_none_or(|t| t.bcast) {
@@ -211,7 +211,7 @@ impl Server {
                 .map(|c| c.id)
                 .collect();
             for id in ids {
-                let null: &[u8] = match self.slab_client(id) {
+                let null: &[u8] = match self.client_by_id_mut(id) {
                     Some(c) if c.reply.is_resp3() => b"_\r\n",
                     _ => b"$-1\r\n",
                 };
@@ -318,16 +318,10 @@ impl Server {
         self.tracking_effort += 1;
     }
 
-    /// A client in the slab, by id.
-    fn slab_client(&mut self, id: u64) -> Option<&mut ClientState> {
-        let slot = self.client_index(id)?;
-        self.clients.get_mut(slot)?.as_deref_mut()
-    }
-
     /// Send an invalidation on behalf of tracking client `id` (in the
     /// slab).
     fn send_tracking_message(&mut self, id: u64, payload: Payload) {
-        let Some(c) = self.slab_client(id) else {
+        let Some(c) = self.client_by_id_mut(id) else {
             return;
         };
         let Some(redirect) = c.tracking.as_ref().map(|t| t.redirect) else {
@@ -336,7 +330,7 @@ impl Server {
         let resp3 = c.reply.is_resp3();
         match self.route(redirect, resp3) {
             Route::Broken => {
-                if let Some(t) = self.slab_client(id).and_then(|c| c.tracking.as_mut()) {
+                if let Some(t) = self.client_by_id_mut(id).and_then(|c| c.tracking.as_mut()) {
                     t.broken_redirect = true;
                 }
                 if resp3 {
@@ -402,7 +396,7 @@ impl Server {
             // it is not in RESP2 subscribed mode.
             Some((self.current_resp3, false))
         } else {
-            self.slab_client(redirect)
+            self.client_by_id_mut(redirect)
                 .map(|c| (c.reply.is_resp3(), c.subscriptions() > 0))
         };
         match target {

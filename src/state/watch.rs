@@ -38,8 +38,7 @@ impl Server {
                 return Some(c);
             }
         }
-        let slot = self.client_index(id)?;
-        self.clients.get_mut(slot)?.as_deref_mut()
+        self.client_by_id_mut(id)
     }
 
     /// A key changed (Redis's signalModifiedKey): its watchers fail their
