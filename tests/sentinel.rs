@@ -7,7 +7,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Conn, KillOnDrop};
 
@@ -23,14 +23,6 @@ fn start_node(dir: &std::path::Path, args: &[&str]) -> (KillOnDrop, u16) {
     (child, port)
 }
 
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     let Some(redis) = common::require_tool("redis-server") else {
@@ -42,7 +34,7 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     let (_r1, p1) = start_node(dirs[1].path(), &["--replicaof", "127.0.0.1", &mport_s]);
     let (_r2, p2) = start_node(dirs[2].path(), &["--replicaof", "127.0.0.1", &mport_s]);
     let mut m = Conn::connect(mport);
-    wait_for("both replicas online", 20, || {
+    common::wait_for("both replicas online", 20, || {
         m.info_field("replication", "connected_slaves") == "2"
     });
     // Sentinels, each with a config file it may rewrite.
@@ -77,7 +69,7 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
         std::thread::sleep(Duration::from_millis(20));
     };
     // The sentinels find the replicas (from INFO) and each other.
-    wait_for(
+    common::wait_for(
         "the sentinels to know the replicas and each other",
         30,
         || {
@@ -95,7 +87,7 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     drop(master);
     // A replica is promoted; the sentinels name it.
     let mut new_port = 0;
-    wait_for("a failover", 60, || {
+    common::wait_for("a failover", 60, || {
         let addr = s.cmd_str(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
         let text = String::from_utf8_lossy(&addr).to_string();
         for p in [p1, p2] {
@@ -109,11 +101,15 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     let other = if new_port == p1 { p2 } else { p1 };
     let mut nm = Conn::connect(new_port);
     assert_eq!(nm.info_field("replication", "role"), "master");
-    let mut follower = Conn::connect(other);
-    wait_for("the other replica to follow the new master", 60, || {
-        follower.info_field("replication", "master_port") == new_port.to_string()
-            && follower.info_field("replication", "master_link_status") == "up"
+    // Sentinel reconfigures the follower with CLIENT KILL TYPE normal in the
+    // same transaction: ask on a fresh connection each time, and use one
+    // made after it is done.
+    common::wait_for("the other replica to follow the new master", 60, || {
+        let mut f = Conn::connect(other);
+        f.info_field("replication", "master_port") == new_port.to_string()
+            && f.info_field("replication", "master_link_status") == "up"
     });
+    let mut follower = Conn::connect(other);
     for i in 0..100 {
         assert_eq!(
             nm.cmd_str(&["GET", &format!("k{i}")]),
@@ -122,7 +118,7 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     }
     // The new master takes writes and its replica gets them.
     assert_eq!(nm.cmd_str(&["SET", "after", "failover"]), b"+OK\r\n");
-    wait_for("the write to reach the follower", 10, || {
+    common::wait_for("the write to reach the follower", 10, || {
         follower.cmd_str(&["GET", "after"]) == b"$8\r\nfailover\r\n"
     });
     // The promoted one's config file says it is a master now.
