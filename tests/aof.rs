@@ -33,14 +33,6 @@ fn shutdown(c: &mut Conn, kv: &mut ServerProcess, args: &[&str]) {
     }
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Start kvstore with the AOF on and extra flags (which name the data
 /// directory with `--dir`).
 fn start_on(_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
@@ -295,7 +287,7 @@ fn redis_and_kvstore_load_each_other_s_aof() {
     let mut r = Conn::connect(redis.port);
     write_dataset(&mut r);
     r.cmd_str(&["BGREWRITEAOF"]);
-    wait_for("redis's rewrite", || {
+    common::wait_for("redis's rewrite", 20, || {
         r.info_field("persistence", "aof_rewrite_in_progress") == "0"
             && r.info_field("persistence", "aof_rewrites") == "1"
     });
@@ -314,7 +306,7 @@ fn redis_and_kvstore_load_each_other_s_aof() {
         // kvstore appends to Redis's incremental file, then rewrites.
         c.cmd_str(&["SET", "fromkv", "1"]);
         c.cmd_str(&["BGREWRITEAOF"]);
-        wait_for("kvstore's rewrite", || {
+        common::wait_for("kvstore's rewrite", 20, || {
             c.info_field("persistence", "aof_rewrites") == "1"
                 && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
@@ -362,7 +354,7 @@ fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive()
             c.cmd_str(&["BGREWRITEAOF"]),
             b"-ERR Background append only file rewriting already in progress\r\n"
         );
-        wait_for("the first base", || {
+        common::wait_for("the first base", 20, || {
             c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
         assert_eq!(
@@ -615,7 +607,7 @@ fn a_plain_base_is_written_as_commands_and_redis_loads_it() {
         big.extend(items.iter().map(|s| s.as_str()));
         c.cmd_str(&big);
         c.cmd_str(&["BGREWRITEAOF"]);
-        wait_for("the rewrite", || {
+        common::wait_for("the rewrite", 20, || {
             c.info_field("persistence", "aof_rewrites") == "1"
                 && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
         });
@@ -709,7 +701,7 @@ fn timestamp_annotations_are_written_and_skipped_on_load() {
         c.cmd_str(&["BGREWRITEAOF"]),
         b"+Background append only file rewriting started\r\n"
     );
-    wait_for("the rewrite", || {
+    common::wait_for("the rewrite", 20, || {
         c.info_field("persistence", "aof_rewrite_in_progress") == "0"
             && c.info_field("persistence", "aof_rewrites") == "1"
     });

@@ -72,14 +72,6 @@ fn read_until_closed(s: &mut impl Read) -> Vec<u8> {
 
 const DENIED_PREFIX: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user.";
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 // ---- protected mode ----
 
 #[test]
@@ -445,7 +437,7 @@ fn save_creates_no_directory_and_dir_must_exist() {
     );
     // A background save's child reports its reason through the parent.
     assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
-    wait_for("the failed BGSAVE to be logged", || {
+    common::wait_for("the failed BGSAVE to be logged", 20, || {
         std::fs::read_to_string(&log).unwrap().lines().any(|l| {
             l.contains("Background saving error") && l.contains("No such file or directory")
         })
@@ -603,7 +595,7 @@ fn config_rewrite_keeps_dir_and_command_line_options_across_a_restart() {
     let elsewhere = tempfile::tempdir().unwrap();
     let _second = start(elsewhere.path(), &[]);
     let mut c = Conn::connect(port);
-    wait_for("the dump to load", || {
+    common::wait_for("the dump to load", 20, || {
         c.cmd_str(&["GET", "greeting"]) == b"$5\r\nhello\r\n"
     });
     assert_eq!(
@@ -649,14 +641,14 @@ fn bgsave_child_dies_with_its_parent_and_never_publishes_its_dump() {
     assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
     let parent = s.child.id();
     let mut kids = Vec::new();
-    wait_for("the save child", || {
+    common::wait_for("the save child", 20, || {
         kids = children_of(parent);
         !kids.is_empty()
     });
     s.child.kill().unwrap();
     s.child.wait().unwrap();
     for &kid in &kids {
-        wait_for("the child to die with its parent", || process_gone(kid));
+        common::wait_for("the child to die with its parent", 20, || process_gone(kid));
     }
     std::thread::sleep(Duration::from_millis(300));
     let names: Vec<String> = std::fs::read_dir(s.dir.path())
@@ -695,7 +687,7 @@ fn unlink_of_a_big_set_frees_it_in_the_background() {
     let used_before: u64 = c.info_field("memory", "used_memory").parse().unwrap();
     assert_eq!(c.cmd_str(&["UNLINK", "big"]), b":1\r\n");
     assert_eq!(c.cmd_str(&["EXISTS", "big"]), b":0\r\n");
-    wait_for("the lazyfree thread", || {
+    common::wait_for("the lazyfree thread", 20, || {
         c.info_field("memory", "lazyfreed_objects") == "1"
     });
     // What the thread freed no longer counts as used (maxmemory relies on it).
@@ -712,14 +704,14 @@ fn unlink_of_a_big_set_frees_it_in_the_background() {
     c.cmd_str(&["CONFIG", "SET", "lazyfree-lazy-user-del", "yes"]);
     fill_set(&mut c, "big", 10_000);
     assert_eq!(c.cmd_str(&["DEL", "big"]), b":1\r\n");
-    wait_for("DEL to free in the background", || {
+    common::wait_for("DEL to free in the background", 20, || {
         c.info_field("memory", "lazyfreed_objects") == "2"
     });
     // A SET over a big set, with lazyfree-lazy-server-del.
     c.cmd_str(&["CONFIG", "SET", "lazyfree-lazy-server-del", "yes"]);
     fill_set(&mut c, "big", 10_000);
     assert_eq!(c.cmd_str(&["SET", "big", "now a string"]), b"+OK\r\n");
-    wait_for("the replaced set to be freed", || {
+    common::wait_for("the replaced set to be freed", 20, || {
         c.info_field("memory", "lazyfreed_objects") == "3"
     });
     assert_eq!(c.cmd_str(&["GET", "big"]), b"$12\r\nnow a string\r\n");
@@ -742,7 +734,7 @@ fn flushall_async_frees_the_old_keyspace_in_the_background() {
     c.cmd_str(&["SELECT", "0"]);
     assert_eq!(c.cmd_str(&["FLUSHDB", "ASYNC"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":0\r\n");
-    wait_for("the flushed keys to be freed", || {
+    common::wait_for("the flushed keys to be freed", 20, || {
         c.info_field("memory", "lazyfreed_objects") == "5000"
     });
     c.cmd_str(&["SELECT", "1"]);
@@ -756,7 +748,7 @@ fn flushall_async_frees_the_old_keyspace_in_the_background() {
     }
     assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":0\r\n");
-    wait_for("FLUSHALL's keys to be freed", || {
+    common::wait_for("FLUSHALL's keys to be freed", 20, || {
         c.info_field("memory", "lazyfreed_objects") == "10000"
     });
     assert_eq!(c.cmd_str(&["FLUSHALL", "SYNC"]), b"+OK\r\n");
@@ -965,7 +957,7 @@ fn output_buffer_soft_limit_closes_a_client_that_stays_over_it() {
         gets.extend_from_slice(b"GET big\r\n");
     }
     slow.write_all(&gets).unwrap();
-    wait_for("the soft limit to close the slow client", || {
+    common::wait_for("the soft limit to close the slow client", 20, || {
         c.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
     });
     let got = read_until_closed(&mut slow);

@@ -16,17 +16,9 @@ fn start_redis_replica(master_port: u16) -> Option<common::ServerProcess> {
     common::start_redis(&["--replicaof", "127.0.0.1", &master_port.to_string()])
 }
 
-fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The replica has the master's whole stream: link up and offsets equal.
 fn wait_in_sync(master: &mut Conn, replica: &mut Conn) {
-    wait_for("the replica to catch up", 20, || {
+    common::wait_for("the replica to catch up", 20, || {
         replica.info_field("replication", "master_link_status") == "up"
             && replica.info_field("replication", "slave_repl_offset")
                 == master.info_field("replication", "master_repl_offset")
@@ -597,7 +589,7 @@ fn min_replicas_stale_data_and_blocked_clients_follow_redis() {
     if let Some(replica) = start_redis_replica(kv.port) {
         let mut r = Conn::connect(replica.port);
         wait_in_sync(&mut m, &mut r);
-        wait_for("an ACK", 5, || {
+        common::wait_for("an ACK", 5, || {
             m.info_field("replication", "min_slaves_good_slaves") == "1"
         });
         assert_eq!(m.cmd_str(&["SET", "k", "v"]), b"+OK\r\n");
@@ -669,7 +661,7 @@ fn redis_cli_rdb_takes_a_dump_from_kvstore() {
     std::fs::copy(&out, dir.path().join("dump.rdb")).unwrap();
     let copy = common::start_kvstore_in(dir, &[]);
     let mut c = Conn::connect(copy.port);
-    wait_for("the dump to load", 10, || {
+    common::wait_for("the dump to load", 10, || {
         c.try_cmd_str(&["PING"]).is_ok_and(|r| r == b"+PONG\r\n")
     });
     assert_eq!(dataset(&mut c), dataset(&mut m));
@@ -689,7 +681,7 @@ fn a_replica_with_an_aof_restarts_it_from_the_synced_dataset() {
     r.cmd_str(&["SET", "mine", "gone after the sync"]);
     r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
     wait_in_sync(&mut m, &mut r);
-    wait_for("the AOF rewrite after the sync", 20, || {
+    common::wait_for("the AOF rewrite after the sync", 20, || {
         r.info_field("persistence", "aof_rewrite_in_progress") == "0"
             && r.info_field("persistence", "aof_rewrites") == "1"
     });
@@ -708,7 +700,7 @@ fn a_replica_with_an_aof_restarts_it_from_the_synced_dataset() {
     };
     let again = common::start_kvstore_in(dir, &["--appendonly", "yes"]);
     let mut c = Conn::connect(again.port);
-    wait_for("the AOF to load", 10, || {
+    common::wait_for("the AOF to load", 10, || {
         c.try_cmd_str(&["PING"]).is_ok_and(|r| r == b"+PONG\r\n")
     });
     assert_eq!(dataset(&mut c), want);
@@ -763,7 +755,7 @@ fn config_set_repl_backlog_size_resizes_the_backlog_keeping_its_tail() {
         m.cmd_str(&["CONFIG", "SET", "repl-backlog-size", "16kb"]),
         b"+OK\r\n"
     );
-    wait_for("the backlog to shrink", 5, || {
+    common::wait_for("the backlog to shrink", 5, || {
         m.info_field("replication", "repl_backlog_histlen") == "16384"
     });
     assert_eq!(m.info_field("replication", "repl_backlog_size"), "16384");

@@ -5,20 +5,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{start_kvstore, Conn};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn client_list(c: &mut Conn, args: &[&str]) -> Vec<String> {
@@ -79,7 +71,7 @@ fn a_slow_subscriber_is_disconnected_and_others_keep_receiving() {
     );
     assert!(fast.read_reply().ends_with(b"after\r\n"));
     // The buffered messages were freed with the client.
-    wait_for("memory back near where it was", || {
+    common::wait_for("memory back near where it was", 10, || {
         let now: u64 = admin.info_field("memory", "used_memory").parse().unwrap();
         now < mem_before + 512 * 1024
     });
@@ -287,7 +279,7 @@ fn publish_reaches_every_kind_of_subscriber_once() {
     assert_eq!(p.info_field("stats", "pubsub_channels"), "1");
     assert_eq!(p.info_field("stats", "pubsub_patterns"), "1");
     drop(subs);
-    wait_for("subscriptions gone with their clients", || {
+    common::wait_for("subscriptions gone with their clients", 10, || {
         p.info_field("stats", "pubsub_channels") == "0"
             && p.info_field("stats", "pubsub_patterns") == "0"
     });
@@ -303,7 +295,7 @@ fn a_monitor_that_does_not_read_is_cut_off_at_the_replica_limit() {
     for i in 0..400 {
         c.cmd_str(&["SET", &format!("k{i}"), &value]);
     }
-    wait_for("the monitor to be disconnected", || {
+    common::wait_for("the monitor to be disconnected", 10, || {
         c.info_field("stats", "client_output_buffer_limit_disconnections") == "1"
     });
     assert_eq!(client_list(&mut c, &["TYPE", "replica"]).len(), 0);

@@ -338,6 +338,16 @@ impl Conn {
     }
 }
 
+/// Poll `cond` every 20 ms until it holds; fail the test after `secs`
+/// seconds, naming `what` was awaited.
+pub fn wait_for(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A child process killed when dropped, however the test ends.
 pub struct KillOnDrop(pub Child);
 
