@@ -22,6 +22,7 @@ pub mod memory;
 pub mod net;
 pub mod persistence;
 pub mod protocol;
+pub mod rdma;
 pub mod server;
 pub mod state;
 pub mod util;
