@@ -105,6 +105,8 @@ pub struct Config {
     /// Full syncs stream the snapshot to replicas instead of writing the
     /// dump first; seconds to wait for more replicas before starting one.
     pub repl_diskless_sync: bool,
+    /// Full syncs over RDMA with replicas that can (when a device exists).
+    pub repl_rdma: bool,
     /// How a replica loads a full sync: `disabled` and `on-empty-db` in
     /// place of its dataset (clients get -LOADING), `swapdb` aside while
     /// the old dataset goes on serving.
@@ -193,6 +195,7 @@ impl Default for Config {
             min_replicas_to_write: 0,
             min_replicas_max_lag: 0,
             repl_diskless_sync: true,
+            repl_rdma: true,
             repl_diskless_load: String::new(),
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
@@ -1177,6 +1180,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A full sync streams the snapshot to replicas (\"$EOF:\" transfer) instead of writing the dump first.",
         |c| yes_no(c.repl_diskless_sync),
         |c, v| c.repl_diskless_sync = parse_bool(v)?
+    ),
+    opt!(
+        "repl-rdma",
+        "yes",
+        true,
+        "Full syncs over RDMA with replicas that offer it (REPLCONF capa rdma), when this server has an RDMA device; a replica offers it only when this is yes and it has a device.",
+        |c| yes_no(c.repl_rdma),
+        |c, v| c.repl_rdma = parse_bool(v)?
     ),
     opt!(
         "repl-diskless-load",

@@ -299,6 +299,26 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
         r.backlog_first_offset(),
         r.backlog.as_ref().map_or(0, |b| b.histlen),
     );
+    // RDMA full syncs (kvstore's own fields, shown where a device exists).
+    if let Some(dev) = &r.rdma {
+        let st = &r.rdma_stats;
+        let mbps = if st.last_usec > 0 {
+            st.last_bytes as f64 / st.last_usec as f64
+        } else {
+            0.0
+        };
+        let _ = write!(
+            out,
+            "rdma_device:{}\r\nrdma_enabled:{}\r\nrdma_fullsyncs:{}\r\nrdma_failures:{}\r\nrdma_fallbacks:{}\r\nrdma_last_bytes:{}\r\nrdma_last_usec:{}\r\nrdma_last_mbytes_per_sec:{mbps:.2}\r\n",
+            dev.0.name(),
+            u8::from(srv.config.repl_rdma),
+            st.fullsyncs,
+            st.failures,
+            st.fallbacks,
+            st.last_bytes,
+            st.last_usec,
+        );
+    }
 }
 
 fn rusage(who: libc::c_int) -> (f64, f64) {

@@ -43,6 +43,25 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
 /// master: listening-port, ip-address, capa, ack (no reply), getack,
 /// rdb-only.
 pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
+    // An RDMA full sync's messages (rdma/control.rs): only from a replica
+    // being synchronised, never answered (its dump shares the link).
+    if argv.len() > 1 && argv[1].len() > 5 && argv[1][..5].eq_ignore_ascii_case(b"rdma-") {
+        if c.cl.kind != crate::state::ClientKind::Replica {
+            return c.cl.reply.error(&format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(argv[1])
+            ));
+        }
+        match crate::rdma::control::Message::parse(&argv[1..]) {
+            Some(msg) => c.srv.rdma_replica_message(c.cl, msg),
+            None => tracing::warn!(
+                "Bad REPLCONF {} from replica {}",
+                String::from_utf8_lossy(argv[1]),
+                c.cl.addr
+            ),
+        }
+        return;
+    }
     if argv.len().is_multiple_of(2) {
         return c.cl.reply.error(ERR_SYNTAX);
     }
@@ -67,6 +86,8 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
                 link(c.cl).capa_psync2 = true;
             } else if eq_ic(value, "eof") {
                 link(c.cl).capa_eof = true;
+            } else if eq_ic(value, "rdma") {
+                link(c.cl).capa_rdma = true;
             }
         } else if eq_ic(option, "ack") {
             // Only from replicas, and never answered.

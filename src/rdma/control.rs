@@ -130,7 +130,11 @@ pub fn fail_command(reason: &str) -> Vec<Vec<u8>> {
         .take(MAX_REASON)
         .map(|c| if c.is_ascii_graphic() { c } else { '-' })
         .collect();
-    vec![b"REPLCONF".to_vec(), b"rdma-fail".to_vec(), word.into_bytes()]
+    vec![
+        b"REPLCONF".to_vec(),
+        b"rdma-fail".to_vec(),
+        word.into_bytes(),
+    ]
 }
 
 /// `REPLCONF rdma-progress <bytes>`.
@@ -140,6 +144,39 @@ pub fn progress_command(bytes: u64) -> Vec<Vec<u8>> {
         b"rdma-progress".to_vec(),
         bytes.to_string().into_bytes(),
     ]
+}
+
+/// A replica's `REPLCONF rdma-*` message, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Qp(QpInfo),
+    Progress(u64),
+    Done { len: u64, crc: u64 },
+    Fail(String),
+}
+
+impl Message {
+    /// Parse `rdma-<what> args…` (the words after REPLCONF); `None` when
+    /// the first word is not an rdma message or its arguments are wrong.
+    pub fn parse(words: &[&[u8]]) -> Option<Message> {
+        let text: Vec<&str> = words
+            .iter()
+            .map(|w| std::str::from_utf8(w).ok())
+            .collect::<Option<_>>()?;
+        let (what, args) = text.split_first()?;
+        match (what.to_ascii_lowercase().as_str(), args) {
+            ("rdma-qp", qp) => parse_qp(qp).map(Message::Qp),
+            ("rdma-progress", [n]) => n.parse().ok().map(Message::Progress),
+            ("rdma-done", [len, crc]) => Some(Message::Done {
+                len: len.parse().ok()?,
+                crc: parse_crc(crc)?,
+            }),
+            ("rdma-fail", [reason]) if reason.len() <= MAX_REASON => {
+                Some(Message::Fail(reason.to_string()))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The checksum field of `rdma-done`.
@@ -206,6 +243,30 @@ mod tests {
             .map(|a| std::str::from_utf8(a).unwrap())
             .collect();
         assert_eq!(parse_qp(&words), Some(qp));
+    }
+
+    #[test]
+    fn replica_messages_parse_from_their_commands() {
+        let words = |args: Vec<Vec<u8>>| args[1..].to_vec();
+        let parse = |args: Vec<Vec<u8>>| {
+            let w = words(args);
+            let refs: Vec<&[u8]> = w.iter().map(|a| a.as_slice()).collect();
+            Message::parse(&refs)
+        };
+        let qp = offer().qp;
+        assert_eq!(parse(qp_command(&qp)), Some(Message::Qp(qp)));
+        assert_eq!(parse(progress_command(7)), Some(Message::Progress(7)));
+        assert_eq!(
+            parse(done_command(9, 0xab)),
+            Some(Message::Done { len: 9, crc: 0xab })
+        );
+        assert_eq!(
+            parse(fail_command("CRC mismatch")),
+            Some(Message::Fail("CRC-mismatch".into()))
+        );
+        assert_eq!(Message::parse(&[b"rdma-done", b"9"]), None);
+        assert_eq!(Message::parse(&[b"rdma-bogus", b"1"]), None);
+        assert_eq!(Message::parse(&[b"rdma-progress", b"\xff"]), None);
     }
 
     #[test]

@@ -370,7 +370,10 @@ impl Endpoint for FakeEndpoint {
         remote_addr: u64,
         rkey: u32,
     ) -> Result<()> {
-        let slots = self.slots.as_ref().ok_or_else(|| RdmaError("no slots".into()))?;
+        let slots = self
+            .slots
+            .as_ref()
+            .ok_or_else(|| RdmaError("no slots".into()))?;
         if slot >= slots.count() {
             return Err(RdmaError(format!("no slot {slot}")));
         }
@@ -727,17 +730,13 @@ fn read_one(
     if peeked == 0 {
         return (WcStatus::RetryExceeded, 0);
     }
-    if !mapped.contains_key(&work.rkey) {
-        match open_region(sock, me, work.rkey) {
-            Ok(Some(r)) => {
-                mapped.insert(work.rkey, r);
-            }
+    let region = match mapped.entry(work.rkey) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => match open_region(sock, me, work.rkey) {
+            Ok(Some(r)) => e.insert(r),
             Ok(None) => return (WcStatus::RemoteAccess, 0),
             Err(_) => return (WcStatus::RetryExceeded, 0),
-        }
-    }
-    let Some(region) = mapped.get(&work.rkey) else {
-        return (WcStatus::RemoteAccess, 0);
+        },
     };
     let inside = work.remote_addr >= region.addr
         && work
@@ -763,11 +762,7 @@ fn read_one(
 
 /// Ask the responder for region `rkey`, retrying while its queue pair is
 /// not yet connected to ours. `Ok(None)`: no such region.
-fn open_region(
-    sock: &UnixStream,
-    me: u32,
-    rkey: u32,
-) -> std::io::Result<Option<MappedRegion>> {
+fn open_region(sock: &UnixStream, me: u32, rkey: u32) -> std::io::Result<Option<MappedRegion>> {
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         (&*sock).write_all(format!("OPEN {me} {rkey}\n").as_bytes())?;
@@ -849,15 +844,20 @@ mod tests {
         let (_dir, mut m, mut r) = pair(Faults::default());
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let (f, map) = file_with(&data);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         m.connect(&r.local_info()).unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(2, 4096).unwrap();
         r.post_read(10, 0, 4096, region.addr, region.rkey).unwrap();
-        r.post_read(11, 1, 4096, region.addr + 4096, region.rkey).unwrap();
+        r.post_read(11, 1, 4096, region.addr + 4096, region.rkey)
+            .unwrap();
         let c = wait(&mut r, 2);
         assert_eq!(c.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![10, 11]);
-        assert!(c.iter().all(|c| c.status == WcStatus::Success && c.bytes == 4096));
+        assert!(c
+            .iter()
+            .all(|c| c.status == WcStatus::Success && c.bytes == 4096));
         assert_eq!(r.slot(0, 4096), &data[..4096]);
         assert_eq!(r.slot(1, 4096), &data[4096..8192]);
     }
@@ -866,11 +866,14 @@ mod tests {
     fn bad_keys_and_bounds_fail_and_flush_what_follows() {
         let (_dir, mut m, mut r) = pair(Faults::default());
         let (f, map) = file_with(&[7u8; 100]);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         m.connect(&r.local_info()).unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(2, 64).unwrap();
-        r.post_read(1, 0, 64, region.addr + 50, region.rkey).unwrap();
+        r.post_read(1, 0, 64, region.addr + 50, region.rkey)
+            .unwrap();
         r.post_read(2, 1, 10, region.addr, region.rkey).unwrap();
         let c = wait(&mut r, 2);
         assert_eq!(c[0].status, WcStatus::RemoteAccess, "past the region's end");
@@ -878,19 +881,28 @@ mod tests {
 
         let (_dir, mut m, mut r) = pair(Faults::default());
         let (f, map) = file_with(&[7u8; 100]);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         m.connect(&r.local_info()).unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(1, 64).unwrap();
-        r.post_read(1, 0, 10, region.addr, region.rkey ^ 0x100).unwrap();
-        assert_eq!(wait(&mut r, 1)[0].status, WcStatus::RemoteAccess, "bad rkey");
+        r.post_read(1, 0, 10, region.addr, region.rkey ^ 0x100)
+            .unwrap();
+        assert_eq!(
+            wait(&mut r, 1)[0].status,
+            WcStatus::RemoteAccess,
+            "bad rkey"
+        );
     }
 
     #[test]
     fn a_deregistered_region_can_no_longer_be_read() {
         let (_dir, mut m, mut r) = pair(Faults::default());
         let (f, map) = file_with(&[1u8; 100]);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         m.connect(&r.local_info()).unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(1, 64).unwrap();
@@ -905,7 +917,9 @@ mod tests {
     fn a_responder_not_yet_connected_is_retried_and_a_dead_one_is_noticed() {
         let (_dir, mut m, mut r) = pair(Faults::default());
         let (f, map) = file_with(&[3u8; 100]);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(1, 64).unwrap();
         r.post_read(1, 0, 10, region.addr, region.rkey).unwrap();
@@ -922,7 +936,9 @@ mod tests {
         let faults = Faults::parse("corrupt-at=1,short-at=2").unwrap();
         let (_dir, mut m, mut r) = pair(faults);
         let (f, map) = file_with(&[0u8; 300]);
-        let region = m.register_file(f.as_file(), map.as_ptr(), map.len()).unwrap();
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
         m.connect(&r.local_info()).unwrap();
         r.connect(&m.local_info()).unwrap();
         r.alloc_slots(3, 100).unwrap();

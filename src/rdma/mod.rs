@@ -57,6 +57,15 @@ pub fn open_device() -> Result<Box<dyn Device>, RdmaError> {
     }
 }
 
+/// The opened device, as the server keeps it.
+pub struct DeviceHandle(pub Box<dyn Device>);
+
+impl std::fmt::Debug for DeviceHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceHandle({})", self.0.name())
+    }
+}
+
 /// What INFO replication shows about RDMA full syncs (both roles).
 #[derive(Debug, Default, Clone)]
 pub struct RdmaStats {

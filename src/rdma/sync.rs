@@ -34,7 +34,11 @@ pub enum FetchAction {
         remote_addr: u64,
     },
     /// The slot's bytes belong at `offset` of the file (in offset order).
-    Write { slot: usize, offset: u64, len: usize },
+    Write {
+        slot: usize,
+        offset: u64,
+        len: usize,
+    },
     /// Every byte is written: compute the checksum, call `verified`.
     Verify,
     /// The file is complete and checked: report `rdma-done`.
@@ -78,7 +82,13 @@ pub struct Fetch {
 impl Fetch {
     /// A fetch of `offer` through `window` slots of `chunk` bytes; it fails
     /// when no read completes for `timeout`.
-    pub fn new(offer: Offer, window: usize, chunk: usize, timeout: Duration, now: Instant) -> Fetch {
+    pub fn new(
+        offer: Offer,
+        window: usize,
+        chunk: usize,
+        timeout: Duration,
+        now: Instant,
+    ) -> Fetch {
         let chunk = chunk.max(1) as u64;
         Fetch {
             offer,
@@ -472,7 +482,13 @@ mod tests {
     #[test]
     fn the_window_keeps_every_slot_busy() {
         let data = vec![1u8; 100];
-        let mut f = Fetch::new(offer_for(&data), 4, 10, Duration::from_secs(1), Instant::now());
+        let mut f = Fetch::new(
+            offer_for(&data),
+            4,
+            10,
+            Duration::from_secs(1),
+            Instant::now(),
+        );
         let posts = f
             .start()
             .iter()
@@ -485,7 +501,13 @@ mod tests {
     #[test]
     fn a_stray_completion_fails_the_fetch() {
         let data = vec![1u8; 100];
-        let mut f = Fetch::new(offer_for(&data), 2, 10, Duration::from_secs(1), Instant::now());
+        let mut f = Fetch::new(
+            offer_for(&data),
+            2,
+            10,
+            Duration::from_secs(1),
+            Instant::now(),
+        );
         f.start();
         let out = f.completion(
             Completion {

@@ -102,6 +102,9 @@ pub struct EventLoop {
     aof_uring_watched: bool,
     /// The link to our master while it is not yet a client.
     handshake: Option<replica::Handshake>,
+    /// An RDMA fetch just started: poll its completions on the next turn
+    /// even without an event (some may predate the registration).
+    rdma_pending: bool,
     /// The diskless transfer pipe registered for wake-ups (its descriptor).
     rdb_pipe_watched: Option<std::os::fd::RawFd>,
 }
@@ -143,17 +146,32 @@ impl EventLoop {
         let mut signals = Signals::new([SIGTERM, SIGINT])?;
         poll.registry()
             .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
+        let mut srv = Server::new(config);
+        // RDMA is found at start, once: its absence is said once and
+        // turns RDMA full syncs off (REPLCONF capa rdma is not sent, no
+        // dump is offered).
+        match crate::rdma::open_device() {
+            Ok(dev) => {
+                info!(
+                    "RDMA device {} opened: full syncs go over RDMA with peers that can",
+                    dev.name()
+                );
+                srv.repl.rdma = Some(crate::rdma::DeviceHandle(dev));
+            }
+            Err(e) => info!("RDMA full sync off: {e}"),
+        }
         Ok(EventLoop {
             poll,
             listeners,
             _signals: signals,
-            srv: Server::new(config),
+            srv,
             links: Vec::new(),
             pending_reads: Vec::new(),
             argv_scratch: Vec::new(),
             aof_watched: false,
             aof_uring_watched: false,
             handshake: None,
+            rdma_pending: false,
             rdb_pipe_watched: None,
         })
     }
@@ -284,6 +302,7 @@ impl EventLoop {
                     AOF_TOKEN => self.srv.aof_fsync_done(),
                     AOF_URING_TOKEN => self.srv.aof_uring_done(),
                     replica::MASTER_TOKEN => self.master_link_event(),
+                    replica::RDMA_TOKEN => self.rdma_fetch_turn(true),
                     RDB_PIPE_TOKEN => {}
                     Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
                     Token(idx) => self.handle_client(

@@ -32,6 +32,8 @@ const MAX_HANDSHAKE_LINE: usize = 64 * 1024;
 
 /// The poll token of the link while it is not yet a client.
 pub(super) const MASTER_TOKEN: Token = Token(usize::MAX - 4);
+/// The poll token of an RDMA fetch's completion fd.
+pub(super) const RDMA_TOKEN: Token = Token(usize::MAX - 6);
 
 /// A handshake or transfer in progress with the master.
 pub(super) struct Handshake {
@@ -54,6 +56,15 @@ impl EventLoop {
         // Not before the dataset (and the history it names) is loaded.
         if self.srv.master.target.is_none() || self.srv.loading.is_some() {
             return;
+        }
+        if self
+            .srv
+            .master
+            .transfer
+            .as_ref()
+            .is_some_and(|t| t.rdma.is_some())
+        {
+            self.rdma_fetch_turn(false);
         }
         if self.handshake.is_none()
             && self.srv.master.client_id.is_none()
@@ -132,7 +143,13 @@ impl EventLoop {
             self.handshake = Some(h);
             return;
         }
-        match self.advance_handshake(&mut h) {
+        let next = self.advance_handshake(&mut h);
+        self.handshake_advanced(h, next);
+    }
+
+    /// Act on where the handshake got to.
+    fn handshake_advanced(&mut self, mut h: Handshake, next: Result<Next, String>) {
+        match next {
             Ok(Next::Keep) => self.handshake = Some(h),
             Ok(Next::Online(leftover)) if self.srv.master.state == LinkState::Loading => {
                 // The stream that came with the dump waits for the load.
@@ -193,7 +210,7 @@ impl EventLoop {
                         self.srv.master.last_io = Instant::now();
                         if self.srv.master.state == LinkState::Transfer {
                             self.receive_payload(h, &buf[..n])?;
-                            if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                            if let Some(leftover) = self.after_payload(h)? {
                                 return Ok(Next::Online(leftover));
                             }
                         } else {
@@ -228,7 +245,7 @@ impl EventLoop {
                 if self.srv.master.state == LinkState::Transfer {
                     let rest = std::mem::take(&mut h.inbuf);
                     self.receive_payload(h, &rest)?;
-                    if let Some(leftover) = self.finish_transfer_if_done(h)? {
+                    if let Some(leftover) = self.after_payload(h)? {
                         return Ok(Next::Online(leftover));
                     }
                 }
@@ -296,7 +313,22 @@ impl EventLoop {
                         "(Non critical) Master does not understand REPLCONF listening-port: {line}"
                     );
                 }
-                send(h, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]);
+                if self.srv.repl.rdma.is_some() && self.srv.config.repl_rdma {
+                    send(
+                        h,
+                        &[
+                            b"REPLCONF",
+                            b"capa",
+                            b"eof",
+                            b"capa",
+                            b"psync2",
+                            b"capa",
+                            b"rdma",
+                        ],
+                    );
+                } else {
+                    send(h, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]);
+                }
                 m.state = LinkState::ReceiveCapa;
             }
             LinkState::ReceiveCapa => {
@@ -375,6 +407,53 @@ impl EventLoop {
             return Ok(());
         };
         t.receive(bytes)
+    }
+
+    /// After bytes of the transfer: start an RDMA fetch the master offered,
+    /// note one it overtook with TCP, and finish a complete transfer.
+    fn after_payload(&mut self, h: &mut Handshake) -> Result<Option<Vec<u8>>, String> {
+        let Some(t) = self.srv.master.transfer.as_mut() else {
+            return Ok(None);
+        };
+        if std::mem::take(&mut t.rdma_overtaken) {
+            self.srv.repl.rdma_stats.failures += 1;
+            warn!("MASTER <-> REPLICA sync: the master sends the dump over TCP; the RDMA fetch is dropped");
+        }
+        if let Some(offer) = t.rdma_offer.take() {
+            if let Some(fd) = self.srv.rdma_fetch_start(offer, &mut h.outbuf) {
+                super::register_readable(&self.poll, fd, RDMA_TOKEN, "RDMA completion channel");
+                // Completions may have come before the registration.
+                self.rdma_pending = true;
+            }
+            h.flush_out()?;
+        }
+        self.finish_transfer_if_done(h)
+    }
+
+    /// The RDMA fetch's completion fd fired (`event`), or a loop turn
+    /// passed: handle completions, time, and what they lead to.
+    pub(super) fn rdma_fetch_turn(&mut self, event: bool) {
+        use crate::state::rdma_sync::FetchOutcome;
+        let Some(mut h) = self.handshake.take() else {
+            return;
+        };
+        let mut outcome = FetchOutcome::Running;
+        if event || std::mem::take(&mut self.rdma_pending) {
+            outcome = self.srv.rdma_fetch_poll(&mut h.outbuf);
+        }
+        if outcome == FetchOutcome::Running {
+            outcome = self.srv.rdma_fetch_tick(&mut h.outbuf);
+        }
+        let next = match h.flush_out() {
+            Err(e) => Err(e),
+            Ok(()) if outcome == FetchOutcome::Done => match self.finish_transfer_if_done(&mut h) {
+                Ok(Some(leftover)) => Ok(Next::Online(leftover)),
+                Ok(None) => Ok(Next::Keep),
+                Err(e) => Err(e),
+            },
+            Ok(()) => Ok(Next::Keep),
+        };
+        self.handshake_advanced(h, next);
     }
 
     /// The dump is complete: load it and make the link a client.

@@ -115,7 +115,7 @@ impl MasterState {
 /// line or ended by the `$EOF:` mark.
 #[derive(Debug)]
 pub struct Transfer {
-    file: std::fs::File,
+    pub file: std::fs::File,
     pub tmp_path: PathBuf,
     /// The `$` line, until it is complete.
     header: Vec<u8>,
@@ -129,6 +129,15 @@ pub struct Transfer {
     /// Bytes after the payload (the stream that follows).
     leftover: Vec<u8>,
     done: bool,
+    /// The master offered the dump over RDMA (`+RDMAFULLSYNC`): the loop
+    /// starts the fetch.
+    pub rdma_offer: Option<crate::rdma::control::Offer>,
+    /// The RDMA fetch in progress, and the key of the region it reads.
+    pub rdma: Option<Box<super::rdma_sync::RdmaFetch>>,
+    pub rdma_rkey: u32,
+    /// The master sent the dump over TCP while a fetch was running (it
+    /// gave up on RDMA first): the fetch was dropped.
+    pub rdma_overtaken: bool,
 }
 
 /// The length of a diskless transfer's end mark.
@@ -146,7 +155,31 @@ impl Transfer {
             tail: Vec::new(),
             leftover: Vec::new(),
             done: false,
+            rdma_offer: None,
+            rdma: None,
+            rdma_rkey: 0,
+            rdma_overtaken: false,
         }
+    }
+
+    /// An RDMA fetch brought the whole `len`-byte dump.
+    pub fn complete(&mut self, len: u64) {
+        self.size = Some(len);
+        self.received = len;
+        self.done = true;
+    }
+
+    /// Start over from an empty file, waiting for a `$` line (an RDMA
+    /// fetch failed; the master sends the dump over TCP next).
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.rdma = None;
+        self.size = None;
+        self.mark = None;
+        self.received = 0;
+        self.header.clear();
+        self.file
+            .set_len(0)
+            .map_err(|e| format!("Truncating the temp file after a failed RDMA fetch: {e}"))
     }
 
     pub fn is_done(&self) -> bool {
@@ -171,6 +204,21 @@ impl Transfer {
                     let line = String::from_utf8_lossy(&self.header).trim().to_string();
                     self.header.clear();
                     if line.is_empty() {
+                        continue;
+                    }
+                    if line.starts_with('$') && self.rdma.is_some() {
+                        // The master went to TCP before our verdict reached
+                        // it: its bytes win, the fetch goes.
+                        self.rdma_overtaken = true;
+                        self.restart()?;
+                    }
+                    if line.starts_with("+RDMAFULLSYNC") {
+                        let offer = crate::rdma::control::Offer::parse(&line).ok_or_else(|| {
+                            format!("Bad +RDMAFULLSYNC line from MASTER: '{line}'")
+                        })?;
+                        self.rdma_rkey = offer.region.rkey;
+                        self.rdma_offer = Some(offer);
+                        info!("MASTER <-> REPLICA sync: the master offers the dump over RDMA");
                         continue;
                     }
                     if let Some(mark) = line.strip_prefix("$EOF:") {

@@ -9,6 +9,7 @@ pub mod client;
 pub mod feed;
 pub mod master;
 pub mod pubsub;
+pub mod rdma_sync;
 pub mod replication;
 pub mod snapshot;
 pub mod tracking;

@@ -46,6 +46,9 @@ pub enum ReplicaPhase {
     /// The whole diskless transfer is out; the stream starts with its
     /// first REPLCONF ACK (it cannot tell bytes after the end mark apart).
     WaitFirstAck,
+    /// The dump is offered over RDMA; the replica reads it (its
+    /// `REPLCONF rdma-*` messages drive the transfer).
+    RdmaTransfer(Box<super::rdma_sync::RdmaServe>),
     /// Synchronised: receives the stream as it is produced.
     Online,
 }
@@ -61,6 +64,8 @@ pub struct ReplicaLink {
     pub capa_psync2: bool,
     /// REPLCONF capa eof (takes a diskless `$EOF:` transfer).
     pub capa_eof: bool,
+    /// REPLCONF capa rdma (can read its dump over RDMA).
+    pub capa_rdma: bool,
     /// Came with SYNC: gets the payload without +FULLRESYNC.
     pub old_sync: bool,
     /// The offset its snapshot was taken at.
@@ -86,6 +91,7 @@ impl Default for ReplicaLink {
             announced_ip: None,
             capa_psync2: false,
             capa_eof: false,
+            capa_rdma: false,
             old_sync: false,
             initial_offset: 0,
             ack_offset: 0,
@@ -102,6 +108,7 @@ impl ReplicaLink {
         match self.phase {
             ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => "wait_bgsave",
             ReplicaPhase::SendBulk { .. }
+            | ReplicaPhase::RdmaTransfer(_)
             | ReplicaPhase::Streaming
             | ReplicaPhase::WaitFirstAck => "send_bulk",
             ReplicaPhase::Online => "online",
@@ -193,6 +200,9 @@ pub struct Replication {
     pub want_acks: bool,
     /// The running snapshot streams to replicas through this pipe.
     pub rdb_pipe: Option<std::fs::File>,
+    /// The RDMA device opened at start, if any (full syncs over RDMA).
+    pub rdma: Option<crate::rdma::DeviceHandle>,
+    pub rdma_stats: crate::rdma::RdmaStats,
 }
 
 impl Default for Replication {
@@ -212,6 +222,8 @@ impl Default for Replication {
             waiting: Vec::new(),
             want_acks: false,
             rdb_pipe: None,
+            rdma: None,
+            rdma_stats: Default::default(),
         }
     }
 }
@@ -267,6 +279,7 @@ impl Server {
                             ReplicaPhase::WaitBgsaveStart | ReplicaPhase::Online => false,
                             ReplicaPhase::WaitBgsaveEnd
                             | ReplicaPhase::SendBulk { .. }
+                            | ReplicaPhase::RdmaTransfer(_)
                             | ReplicaPhase::Streaming
                             | ReplicaPhase::WaitFirstAck => {
                                 link.pending.extend_from_slice(bytes);
@@ -487,14 +500,18 @@ impl Server {
                     id: self.replid.clone(),
                     offset: self.repl.offset,
                 });
-        // Diskless when every waiting replica can take a `$EOF:` transfer.
+        // Diskless when every waiting replica can take a `$EOF:` transfer
+        // (and none reads its dump over RDMA, which needs the file).
         let all_eof = self.repl.replicas.iter().all(|&id| {
             current
                 .as_deref()
                 .filter(|c| c.id == id)
                 .or_else(|| self.client_by_id(id))
                 .and_then(|c| c.repl.as_ref())
-                .is_none_or(|l| l.capa_eof || !matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+                .is_none_or(|l| {
+                    (l.capa_eof && !self.wants_rdma(l.capa_rdma))
+                        || !matches!(l.phase, ReplicaPhase::WaitBgsaveStart)
+                })
         });
         let mut pipe = None;
         if self.config.repl_diskless_sync && all_eof {
@@ -587,6 +604,30 @@ impl Server {
                 } else {
                     Err(std::io::Error::other("BGSAVE child returned an error"))
                 };
+                let rdma = c
+                    .repl
+                    .as_ref()
+                    .is_some_and(|l| self.wants_rdma(l.capa_rdma));
+                if rdma && ok {
+                    match self.offer_rdma(&path) {
+                        Ok((serve, line)) => {
+                            c.reply.raw(line.as_bytes());
+                            if let Some(l) = c.repl.as_mut() {
+                                l.phase = ReplicaPhase::RdmaTransfer(serve);
+                            }
+                            self.queue_output(slot, &mut c);
+                            self.clients[slot] = Some(c);
+                            continue;
+                        }
+                        Err(e) => {
+                            self.repl.rdma_stats.fallbacks += 1;
+                            warn!(
+                                "Can't offer the dump over RDMA to replica {} ({e}): sending it over TCP",
+                                c.addr
+                            );
+                        }
+                    }
+                }
                 match opened {
                     Ok((len, file)) => {
                         c.reply.raw(format!("${len}\r\n").as_bytes());
@@ -890,6 +931,7 @@ impl Server {
                 *b = resized;
             }
         }
+        self.rdma_serve_cron();
         let ttl = self.config.repl_backlog_ttl;
         if self.master.target.is_some() {
             self.replica_cron();

@@ -62,9 +62,19 @@ pub fn start_kvstore(args: &[&str]) -> ServerProcess {
 
 /// Start kvstore with `dir` as its data directory (kept by the process handle).
 pub fn start_kvstore_in(dir: tempfile::TempDir, args: &[&str]) -> ServerProcess {
+    start_kvstore_env(dir, args, &[])
+}
+
+/// Start kvstore in `dir` with extra environment variables.
+pub fn start_kvstore_env(
+    dir: tempfile::TempDir,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> ServerProcess {
     for _ in 0..5 {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvstore"));
+        cmd.envs(envs.iter().copied());
         cmd.args([
             "--port",
             &port.to_string(),
