@@ -318,6 +318,33 @@ def side_table(records_path, title, rows):
         print(f"| {label} | {k} | {r} | {ratio} |")
 
 
+def sides_table(records_path, title, sides, rows):
+    """Medians [min–max] per measure of SIDE<TAB>NAME<TAB>VALUE records, one
+    column per side (comma-separated SIDES). Each row is LABEL|NAME|FORMAT-SPEC."""
+    vals = {}
+    with open(records_path) as f:
+        for line in f:
+            side, name, v = line.rstrip("\n").split("\t")
+            if v:
+                vals.setdefault((name, side), []).append(float(v))
+    sides = sides.split(",")
+    print(f"## {title}")
+    print()
+    print("| measure | " + " | ".join(sides) + " |")
+    print("| --- |" + " --- |" * len(sides))
+    for row in rows:
+        label, name, spec = row.split("|")
+        cells = []
+        for side in sides:
+            xs = vals.get((name, side), [])
+            if not xs:
+                cells.append("n/a")
+                continue
+            spread = f" [{min(xs):{spec}}–{max(xs):{spec}}]" if len(xs) > 1 else ""
+            cells.append(f"{statistics.median(xs):{spec}}{spread}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
 def main(argv):
     if len(argv) < 2:
         die(f"usage: {argv[0]} SUBCOMMAND ...")
@@ -327,6 +354,8 @@ def main(argv):
             free_ports(int(args[0]))
         elif cmd == "gen-resp" and len(args) == 2:
             gen_resp(int(args[0]), args[1])
+        elif cmd == "sides-table" and len(args) >= 4:
+            sides_table(args[0], args[1], args[2], args[3:])
         elif cmd == "side-table" and len(args) >= 3:
             side_table(args[0], args[1], args[2:])
         elif cmd == "check-csv" and len(args) == 1:

@@ -227,6 +227,24 @@ mod fake_transport {
     }
 
     #[test]
+    fn a_replica_with_a_device_follows_a_redis_master_over_tcp() {
+        // Redis ignores `capa rdma` and sends its dump as always.
+        let Some(redis) = common::start_redis(&[]) else {
+            return;
+        };
+        let mut m = Conn::connect(redis.port);
+        fill(&mut m, 1000);
+        let fabric = tempfile::tempdir().unwrap();
+        let replica = start(fabric.path(), "", &[]);
+        let mut r = Conn::connect(replica.port);
+        r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
+        wait_in_sync(&mut m, &mut r);
+        assert!(digest(&mut m, 1000) == digest(&mut r, 1000));
+        assert_eq!(info(&mut r, "rdma_fullsyncs"), "0");
+        assert_eq!(info(&mut r, "rdma_failures"), "0");
+    }
+
+    #[test]
     fn a_replica_that_vanishes_mid_transfer_leaves_the_master_serving() {
         let fabric = tempfile::tempdir().unwrap();
         let master = start(fabric.path(), "", &[]);

@@ -40,8 +40,9 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 /// `REPLCONF option value [option value …]` — what a replica tells its
-/// master: listening-port, ip-address, capa, ack (no reply), getack,
-/// rdb-only.
+/// master: listening-port, ip-address, capa (eof, psync2, rdma), ack (no
+/// reply), getack, rdb-only; and `REPLCONF rdma-qp|rdma-progress|rdma-done|
+/// rdma-fail …`, an RDMA full sync's messages (no reply).
 pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
     // An RDMA full sync's messages (rdma/control.rs): only from a replica
     // being synchronised, never answered (its dump shares the link).

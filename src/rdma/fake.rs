@@ -709,8 +709,10 @@ fn read_one(
     };
     if link.is_none() {
         match UnixStream::connect(socket_path(fabric, peer.qpn)) {
-            Ok(s) => *link = Some(s),
-            Err(_) => return (WcStatus::RetryExceeded, 0),
+            // A responder that stops answering (a stopped host) ends in
+            // retry-exceeded, as on a wire, instead of holding the NIC.
+            Ok(s) if s.set_read_timeout(Some(RETRY_FOR)).is_ok() => *link = Some(s),
+            _ => return (WcStatus::RetryExceeded, 0),
         }
     }
     let Some(sock) = link.as_ref() else {
