@@ -51,6 +51,18 @@ wait_loaded() {
     done
 }
 
+# wait_synced REPLICA_PORT MASTER_PORT: until the replica's link is up and
+# its offset is the master's.
+wait_synced() {
+    while :; do
+        if [[ $(info_field "$1" replication master_link_status) == up ]] &&
+            [[ $(info_field "$1" replication slave_repl_offset) == $(info_field "$2" replication master_repl_offset) ]]; then
+            return 0
+        fi
+        sleep 0.01
+    done
+}
+
 # start SIDE DIR PORT: a server (kvstore or redis) with the script's
 # SERVER_ARGS, no snapshots, logging to DIR/log; its pid in $pid.
 start() {

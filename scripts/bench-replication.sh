@@ -41,13 +41,7 @@ run_side() { # SIDE
     c0=$(cpu_ticks "$mpid")
     t0=$(now)
     redis-cli -p "$rport" replicaof 127.0.0.1 "$mport" >/dev/null
-    while :; do
-        if [[ $(info_field "$rport" replication master_link_status) == up ]] &&
-            [[ $(info_field "$rport" replication slave_repl_offset) == $(info_field "$mport" replication master_repl_offset) ]]; then
-            break
-        fi
-        sleep 0.01
-    done
+    wait_synced "$rport" "$mport"
     t1=$(now)
     c1=$(cpu_ticks "$mpid")
     [[ $(redis-cli -p "$rport" dbsize) == "$KEYS" ]] || { echo "$side: DBSIZE on the replica is not $KEYS" >&2; exit 1; }

@@ -825,6 +825,34 @@ mod tests {
         (f, map)
     }
 
+    /// A master endpoint with `data` registered and a replica endpoint
+    /// with `slots` slots of `size` bytes, connected both ways.
+    struct Rig {
+        _dir: tempfile::TempDir,
+        _file: (tempfile::NamedTempFile, memmap2::Mmap),
+        m: FakeEndpoint,
+        r: FakeEndpoint,
+        region: RemoteRegion,
+    }
+
+    fn rig(faults: Faults, data: &[u8], slots: usize, size: usize) -> Rig {
+        let (dir, mut m, mut r) = pair(faults);
+        let (f, map) = file_with(data);
+        let region = m
+            .register_file(f.as_file(), map.as_ptr(), map.len())
+            .unwrap();
+        m.connect(&r.local_info()).unwrap();
+        r.connect(&m.local_info()).unwrap();
+        r.alloc_slots(slots, size).unwrap();
+        Rig {
+            _dir: dir,
+            _file: (f, map),
+            m,
+            r,
+            region,
+        }
+    }
+
     /// Wait for `n` completions on the endpoint's fd, as the loop would.
     fn wait(ep: &mut FakeEndpoint, n: usize) -> Vec<Completion> {
         let mut out = Vec::new();
@@ -843,15 +871,14 @@ mod tests {
 
     #[test]
     fn a_read_copies_the_registered_bytes_in_order() {
-        let (_dir, mut m, mut r) = pair(Faults::default());
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        let (f, map) = file_with(&data);
-        let region = m
-            .register_file(f.as_file(), map.as_ptr(), map.len())
-            .unwrap();
-        m.connect(&r.local_info()).unwrap();
-        r.connect(&m.local_info()).unwrap();
-        r.alloc_slots(2, 4096).unwrap();
+        let Rig {
+            _dir,
+            _file,
+            m: _m,
+            mut r,
+            region,
+        } = rig(Faults::default(), &data, 2, 4096);
         r.post_read(10, 0, 4096, region.addr, region.rkey).unwrap();
         r.post_read(11, 1, 4096, region.addr + 4096, region.rkey)
             .unwrap();
@@ -866,14 +893,13 @@ mod tests {
 
     #[test]
     fn bad_keys_and_bounds_fail_and_flush_what_follows() {
-        let (_dir, mut m, mut r) = pair(Faults::default());
-        let (f, map) = file_with(&[7u8; 100]);
-        let region = m
-            .register_file(f.as_file(), map.as_ptr(), map.len())
-            .unwrap();
-        m.connect(&r.local_info()).unwrap();
-        r.connect(&m.local_info()).unwrap();
-        r.alloc_slots(2, 64).unwrap();
+        let Rig {
+            _dir,
+            _file,
+            m: _m,
+            mut r,
+            region,
+        } = rig(Faults::default(), &[7u8; 100], 2, 64);
         r.post_read(1, 0, 64, region.addr + 50, region.rkey)
             .unwrap();
         r.post_read(2, 1, 10, region.addr, region.rkey).unwrap();
@@ -881,14 +907,13 @@ mod tests {
         assert_eq!(c[0].status, WcStatus::RemoteAccess, "past the region's end");
         assert_eq!(c[1].status, WcStatus::Flushed);
 
-        let (_dir, mut m, mut r) = pair(Faults::default());
-        let (f, map) = file_with(&[7u8; 100]);
-        let region = m
-            .register_file(f.as_file(), map.as_ptr(), map.len())
-            .unwrap();
-        m.connect(&r.local_info()).unwrap();
-        r.connect(&m.local_info()).unwrap();
-        r.alloc_slots(1, 64).unwrap();
+        let Rig {
+            _dir,
+            _file,
+            m: _m,
+            mut r,
+            region,
+        } = rig(Faults::default(), &[7u8; 100], 1, 64);
         r.post_read(1, 0, 10, region.addr, region.rkey ^ 0x100)
             .unwrap();
         assert_eq!(
@@ -900,14 +925,13 @@ mod tests {
 
     #[test]
     fn a_deregistered_region_can_no_longer_be_read() {
-        let (_dir, mut m, mut r) = pair(Faults::default());
-        let (f, map) = file_with(&[1u8; 100]);
-        let region = m
-            .register_file(f.as_file(), map.as_ptr(), map.len())
-            .unwrap();
-        m.connect(&r.local_info()).unwrap();
-        r.connect(&m.local_info()).unwrap();
-        r.alloc_slots(1, 64).unwrap();
+        let Rig {
+            _dir,
+            _file,
+            mut m,
+            mut r,
+            region,
+        } = rig(Faults::default(), &[1u8; 100], 1, 64);
         r.post_read(1, 0, 10, region.addr, region.rkey).unwrap();
         assert_eq!(wait(&mut r, 1)[0].status, WcStatus::Success);
         m.deregister(region.rkey).unwrap();
@@ -936,14 +960,13 @@ mod tests {
     #[test]
     fn injected_faults_happen_at_their_read() {
         let faults = Faults::parse("corrupt-at=1,short-at=2").unwrap();
-        let (_dir, mut m, mut r) = pair(faults);
-        let (f, map) = file_with(&[0u8; 300]);
-        let region = m
-            .register_file(f.as_file(), map.as_ptr(), map.len())
-            .unwrap();
-        m.connect(&r.local_info()).unwrap();
-        r.connect(&m.local_info()).unwrap();
-        r.alloc_slots(3, 100).unwrap();
+        let Rig {
+            _dir,
+            _file,
+            m: _m,
+            mut r,
+            region,
+        } = rig(faults, &[0u8; 300], 3, 100);
         for i in 0..3u64 {
             r.post_read(i, i as usize, 100, region.addr + i * 100, region.rkey)
                 .unwrap();

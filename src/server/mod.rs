@@ -28,6 +28,7 @@ use crate::commands;
 use crate::config::Config;
 use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
+use crate::state::replication::ReplicaPhase;
 use crate::state::{ClientState, Server, ShutdownMode};
 pub use client::{Conn, Link};
 
@@ -404,7 +405,7 @@ impl EventLoop {
             return;
         };
         let mut close = false;
-        if writable && client.st.pending_output() > 0 {
+        if writable && client.st.wants_write() {
             close |= !self.write_client(idx, &mut client);
         }
         // A paused client is served again once its output has drained.
@@ -425,7 +426,7 @@ impl EventLoop {
             read_ok = self.read_client(idx, &mut client, peer_closed);
         }
         close |= !read_ok || client.st.close_asap;
-        if client.st.pending_output() > 0 {
+        if client.st.wants_write() {
             if !close {
                 // Written before the loop sleeps, after the feed has gone
                 // to its consumers (see `before_sleep`).
@@ -471,7 +472,7 @@ impl EventLoop {
             };
             client.st.pending_write = false;
             let mut close = client.st.close_asap;
-            if !close && client.st.pending_output() > 0 {
+            if !close && client.st.wants_write() {
                 // Under appendfsync always, what this client was sent this
                 // turn waits for the fsync of this turn's writes.
                 client.st.hold_until(appended, durable);
@@ -779,6 +780,32 @@ impl EventLoop {
         }
         st.reply.clear();
         st.sent = 0;
+        // A replica getting the dump file: from the file to the socket.
+        if let Some(ReplicaPhase::SendBulk { file, remaining }) =
+            st.repl.as_mut().map(|l| &mut l.phase)
+        {
+            match sendfile_bulk(client.link.conn.fd(), file, remaining) {
+                Ok(sent) => self.srv.stats.total_net_output_bytes += sent,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !client.link.write_interest {
+                        client.link.write_interest = true;
+                        return self.set_interest(
+                            idx,
+                            client,
+                            Interest::READABLE | Interest::WRITABLE,
+                        );
+                    }
+                    return true;
+                }
+                Err(e) => {
+                    warn!("SYNC failed for replica {}: sending the dump: {e}", st.addr);
+                    return false;
+                }
+            }
+            // All of it is out: the stream kept meanwhile follows.
+            self.srv.bulk_sent(st);
+            return self.write_client(idx, client);
+        }
         // Drained: whatever time over the soft output limit starts anew.
         st.obuf_soft_since = None;
         if st.reply.buf.capacity() > REPLY_BUF_KEEP {
@@ -966,6 +993,48 @@ fn reject_connection(conn: &Conn, msg: &[u8]) {
 }
 
 /// Poll `fd` for reading under `token`; a failure is logged.
+/// Send what is left of a dump file to a replica's socket with sendfile,
+/// from the file's current offset, until all of it is out (returns the
+/// bytes sent) or the socket is full (`WouldBlock`; `remaining` says how
+/// far it got).
+fn sendfile_bulk(
+    sock: std::os::fd::RawFd,
+    file: &std::fs::File,
+    remaining: &mut u64,
+) -> io::Result<u64> {
+    /// At most this much per call, so one replica cannot hold the loop.
+    const SENDFILE_STEP: u64 = 4 << 20;
+    let mut sent = 0;
+    while *remaining > 0 {
+        // SAFETY: both fds are open for the call; a null offset makes the
+        // kernel use and advance the file's own offset.
+        let n = unsafe {
+            libc::sendfile(
+                sock,
+                file.as_raw_fd(),
+                std::ptr::null_mut(),
+                (*remaining).min(SENDFILE_STEP) as usize,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the dump file is shorter than announced",
+            ));
+        }
+        *remaining -= n as u64;
+        sent += n as u64;
+    }
+    Ok(sent)
+}
+
 fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &str) {
     let res = poll
         .registry()

@@ -412,6 +412,16 @@ impl ClientState {
         self.reply.len() - self.sent
     }
 
+    /// Is there anything to write: replies, or a dump file going to a
+    /// replica with sendfile (which is not output held in memory, so it
+    /// counts against no limit).
+    pub fn wants_write(&self) -> bool {
+        self.pending_output() > 0
+            || self.repl.as_ref().is_some_and(|l| {
+                matches!(l.phase, super::replication::ReplicaPhase::SendBulk { .. })
+            })
+    }
+
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn info_line(&self) -> String {
         let now = Instant::now();

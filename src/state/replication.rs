@@ -13,10 +13,11 @@
 //! (with the replication id and offset in its aux fields, as Redis does),
 //! and the replicas that asked meanwhile get `+FULLRESYNC <id> <offset>`
 //! at once. The stream from that offset on is kept per replica while the
-//! child works and while the file is sent; the file goes out in chunks as
-//! the replica's socket drains (`refill_bulk`, before the loop sleeps), and
-//! then the kept stream, after which the replica is online and gets the
-//! stream as it is produced. Replicas that ask while some other child runs
+//! child works and while the file is sent; the file goes out with sendfile
+//! as the replica's socket drains (the loop's write path), and then the
+//! kept stream (`bulk_sent`), after which the replica is online and gets
+//! the stream as it is produced. A replica that can read the file over RDMA
+//! is offered it instead (`rdma_sync.rs`), with this path as the fallback. Replicas that ask while some other child runs
 //! wait for the next snapshot.
 
 use std::io::Read;
@@ -676,58 +677,30 @@ impl Server {
         }
     }
 
-    /// Before the loop sleeps: top up the output of replicas receiving the
-    /// dump (a chunk whenever what is queued runs low), and put those done
-    /// online with the stream kept for them.
+    /// Before the loop sleeps: pass a diskless transfer on. (A dump file
+    /// goes to its replicas with sendfile as their sockets drain, in the
+    /// loop's write path, and ends in `bulk_sent`.)
     pub fn refill_bulk(&mut self) {
         self.pass_on_diskless();
-        for id in self.repl.replicas.clone() {
-            let Some(slot) = self.client_index(id) else {
-                continue;
-            };
-            let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
-                continue;
-            };
-            if c.pending_output() >= BULK_CHUNK {
-                continue;
-            }
-            let Some(link) = c.repl.as_mut() else {
-                continue;
-            };
-            let ReplicaPhase::SendBulk { file, remaining } = &mut link.phase else {
-                continue;
-            };
-            let want = (*remaining).min(BULK_CHUNK as u64) as usize;
-            let mut chunk = vec![0u8; want];
-            let read = file.read_exact(&mut chunk);
-            match read {
-                Ok(()) => {
-                    *remaining -= want as u64;
-                    c.reply.raw(&chunk);
-                    if *remaining == 0 && link.rdb_only {
-                        // It asked for the dump alone.
-                        c.close_after_reply = true;
-                        link.phase = ReplicaPhase::Online;
-                    } else if *remaining == 0 {
-                        let pending = std::mem::take(&mut link.pending);
-                        c.reply.raw(&pending);
-                        link.phase = ReplicaPhase::Online;
-                        link.ack_time = Instant::now();
-                        info!("Synchronization with replica {} succeeded", c.addr);
-                    }
-                }
-                Err(e) => {
-                    warn!("SYNC failed for replica {}: reading the dump: {e}", c.addr);
-                    c.close_asap = true;
-                    self.to_close.push((slot, id));
-                    continue;
-                }
-            }
-            if !c.pending_write {
-                c.pending_write = true;
-                self.pending_writes.push((slot, id));
-            }
+    }
+
+    /// The whole dump file is out to a replica: it gets the stream kept
+    /// meanwhile and is online (or, with `rdb-only`, is closed once its
+    /// output is written).
+    pub fn bulk_sent(&mut self, c: &mut ClientState) {
+        let Some(link) = c.repl.as_mut() else {
+            return;
+        };
+        if link.rdb_only {
+            c.close_after_reply = true;
+            link.phase = ReplicaPhase::Online;
+            return;
         }
+        let pending = std::mem::take(&mut link.pending);
+        c.reply.raw(&pending);
+        link.phase = ReplicaPhase::Online;
+        link.ack_time = Instant::now();
+        info!("Synchronization with replica {} succeeded", c.addr);
     }
 
     /// A diskless transfer: pass the child's bytes on to the replicas it is
