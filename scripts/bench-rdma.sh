@@ -15,6 +15,10 @@
 # medians [min–max].
 #
 # Usage: scripts/bench-rdma.sh   (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3)
+# On a host with a real device (soft-RoCE counts), build with
+# `cargo build --release --features rdma` and run with
+# KVSTORE_BIN=target/release/kvstore RDMA_REAL=1: the fake is then not
+# named, so both kvstore servers open the first verbs device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
@@ -42,7 +46,7 @@ run_mode() { # MODE
     [[ $mode == kv-tcp ]] && rargs+=(--repl-rdma no)
     rm -rf "$mdir" "$rdir"; mkdir -p "$mdir" "$rdir"
     mport=$(free_port); rport=$(free_port)
-    export KVSTORE_RDMA_FAKE=$fabric
+    if [[ -z ${RDMA_REAL:-} ]]; then export KVSTORE_RDMA_FAKE=$fabric; fi
     SERVER_ARGS=("${margs[@]}")
     start "$side" "$mdir" "$mport"; mpid=$pid
     SERVER_ARGS=("${rargs[@]}")
@@ -53,13 +57,7 @@ run_mode() { # MODE
     c0=$(own_ticks "$mpid"); k0=$(child_ticks "$mpid")
     t0=$(now)
     redis-cli -p "$rport" replicaof 127.0.0.1 "$mport" >/dev/null
-    while :; do
-        if [[ $(info_field "$rport" replication master_link_status) == up ]] &&
-            [[ $(info_field "$rport" replication slave_repl_offset) == $(info_field "$mport" replication master_repl_offset) ]]; then
-            break
-        fi
-        sleep 0.01
-    done
+    wait_synced "$rport" "$mport"
     t1=$(now)
     c1=$(own_ticks "$mpid"); k1=$(child_ticks "$mpid")
     [[ $(redis-cli -p "$rport" dbsize) == "$KEYS" ]] || { echo "$mode: DBSIZE on the replica is not $KEYS" >&2; exit 1; }
