@@ -211,6 +211,34 @@ mod fake_transport {
     }
 
     #[test]
+    fn a_master_that_gives_up_first_sends_tcp_and_the_replica_follows() {
+        // The replica's reads take 3 s each, so it reports no progress for
+        // longer than the master's repl-timeout: the master falls back to
+        // TCP while the fetch still runs, and the replica takes the `$len`
+        // that crosses its work instead of its own verdict.
+        let fabric = tempfile::tempdir().unwrap();
+        let master = start(fabric.path(), "", &["--repl-timeout", "2"]);
+        let mut m = Conn::connect(master.port);
+        fill(&mut m, 50_000);
+        let replica = start(fabric.path(), "delay-us=3000000", &[]);
+        let mut r = Conn::connect(replica.port);
+        r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+        common::wait_for("the offer", 20, || {
+            text(&m.cmd_str(&["INFO", "replication"])).contains("state=send_bulk")
+        });
+        // Kept while the transfer runs, sent after it.
+        for i in 0..100 {
+            m.cmd_str(&["RPUSH", "during", &i.to_string()]);
+        }
+        wait_in_sync(&mut m, &mut r);
+        assert!(digest(&mut m, 50_000) == digest(&mut r, 50_000));
+        assert_eq!(info(&mut m, "rdma_fallbacks"), "1");
+        assert_eq!(info(&mut m, "rdma_fullsyncs"), "0");
+        assert_eq!(info(&mut r, "rdma_failures"), "1");
+        assert_eq!(r.cmd_str(&["LLEN", "during"]), b":100\r\n");
+    }
+
+    #[test]
     fn a_replica_that_does_not_ask_for_rdma_gets_tcp() {
         let fabric = tempfile::tempdir().unwrap();
         let master = start(fabric.path(), "", &[]);
@@ -264,6 +292,13 @@ mod fake_transport {
             info(&mut m, "connected_slaves") == "0"
         });
         assert_eq!(m.cmd_str(&["PING"]), b"+PONG\r\n");
+        // Its region and queue pair went with it (the responder's socket).
+        let left: Vec<_> = std::fs::read_dir(fabric.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "left in the fabric: {left:?}");
         // The region went with the replica: the master can sync another.
         let replica2 = start(fabric.path(), "", &[]);
         let mut r2 = Conn::connect(replica2.port);

@@ -4,6 +4,13 @@
 //! ```text
 //! master → replica, in place of the `$<len>` payload line:
 //!   +RDMAFULLSYNC <len> <crc64 hex> <addr hex> <rkey> <qpn> <psn> <lid> <gid hex> <mtu>
+//! then, once its queue pair is up towards the replica's (reads before it
+//! would be dropped by a QP still in INIT):
+//!   +RDMAREADY
+//! and, once it accepted the replica's verdict, before the command stream:
+//!   +RDMAOK
+//! (or, having given up on RDMA, `$<len>` and the file over TCP: the
+//! replica takes whichever comes, so the two decisions cannot cross).
 //! replica → master, as commands (the master replies to none of them, as
 //! it replies to no REPLCONF ACK, because the payload shares the link):
 //!   REPLCONF rdma-qp <qpn> <psn> <lid> <gid hex> <mtu>
@@ -94,10 +101,13 @@ impl Offer {
         let [len, crc, addr, rkey, qp @ ..] = words.as_slice() else {
             return None;
         };
+        let (len, addr): (u64, u64) = (len.parse().ok()?, u64::from_str_radix(addr, 16).ok()?);
+        // A region must fit in the address space (reads add offsets to it).
+        addr.checked_add(len)?;
         Some(Offer {
             region: RemoteRegion {
-                len: len.parse().ok()?,
-                addr: u64::from_str_radix(addr, 16).ok()?,
+                len,
+                addr,
                 rkey: rkey.parse().ok()?,
             },
             crc: u64::from_str_radix(crc, 16).ok()?,
@@ -229,6 +239,7 @@ mod tests {
             &good.replace(" 4096", " 4000"),
             &good.replace(" 11259375 ", " 16777216 "),
             &format!("{good} extra"),
+            "+RDMAFULLSYNC 100 0123456789abcdef ffffffffffffffff 1 17 11259375 3 fe800000000000000102030405060708 4096",
         ] {
             assert_eq!(Offer::parse(bad), None, "{bad}");
         }

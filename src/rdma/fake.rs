@@ -652,8 +652,10 @@ fn request(shared: Arc<Shared>, slots: Arc<Slots>, fabric: PathBuf, faults: Faul
         let (status, bytes) = if failed {
             (WcStatus::Flushed, 0)
         } else {
-            if !faults.delay.is_zero() {
-                std::thread::sleep(faults.delay);
+            // The injected delay, cut short by a teardown.
+            let until = Instant::now() + faults.delay;
+            while Instant::now() < until && !shutting_down(&shared) {
+                std::thread::sleep(Duration::from_millis(1));
             }
             read_one(
                 &work,
@@ -734,17 +736,24 @@ fn read_one(
     }
     let region = match mapped.entry(work.rkey) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(e) => match open_region(sock, me, work.rkey) {
-            Ok(Some(r)) => e.insert(r),
-            Ok(None) => return (WcStatus::RemoteAccess, 0),
-            Err(_) => return (WcStatus::RetryExceeded, 0),
-        },
+        std::collections::hash_map::Entry::Vacant(e) => {
+            match open_region(sock, shared, me, work.rkey) {
+                Ok(Some(r)) => e.insert(r),
+                Ok(None) => return (WcStatus::RemoteAccess, 0),
+                Err(_) => return (WcStatus::RetryExceeded, 0),
+            }
+        }
     };
     let inside = work.remote_addr >= region.addr
         && work
             .remote_addr
             .checked_add(work.len as u64)
-            .is_some_and(|end| end <= region.addr + region.len);
+            .is_some_and(|end| {
+                region
+                    .addr
+                    .checked_add(region.len)
+                    .is_some_and(|r| end <= r)
+            });
     if !inside || !region.still_valid() {
         return (WcStatus::RemoteAccess, 0);
     }
@@ -764,7 +773,16 @@ fn read_one(
 
 /// Ask the responder for region `rkey`, retrying while its queue pair is
 /// not yet connected to ours. `Ok(None)`: no such region.
-fn open_region(sock: &UnixStream, me: u32, rkey: u32) -> std::io::Result<Option<MappedRegion>> {
+fn shutting_down(shared: &Shared) -> bool {
+    shared.queue.lock().map(|q| q.shutdown).unwrap_or(true)
+}
+
+fn open_region(
+    sock: &UnixStream,
+    shared: &Shared,
+    me: u32,
+    rkey: u32,
+) -> std::io::Result<Option<MappedRegion>> {
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         (&*sock).write_all(format!("OPEN {me} {rkey}\n").as_bytes())?;
@@ -792,7 +810,7 @@ fn open_region(sock: &UnixStream, me: u32, rkey: u32) -> std::io::Result<Option<
                     len,
                 }));
             }
-            Some("NOTREADY") if Instant::now() < deadline => {
+            Some("NOTREADY") if Instant::now() < deadline && !shutting_down(shared) => {
                 std::thread::sleep(Duration::from_millis(1));
             }
             Some("NOTREADY") => {

@@ -306,12 +306,23 @@ impl Serve {
         self.fall_back(format!("connecting the queue pair: {reason}"))
     }
 
-    /// `REPLCONF rdma-progress`.
-    pub fn progress(&mut self, bytes: u64, now: Instant) {
-        if self.state == ServeState::Transferring && bytes > self.progress {
+    /// `REPLCONF rdma-progress`: it resets the timeout only while it
+    /// grows, and may not claim more than the region holds.
+    pub fn progress(&mut self, bytes: u64, now: Instant) -> Vec<ServeAction> {
+        if self.state != ServeState::Transferring {
+            return Vec::new();
+        }
+        if bytes > self.offer.region.len {
+            return self.fall_back(format!(
+                "the replica claims {bytes} bytes of {}",
+                self.offer.region.len
+            ));
+        }
+        if bytes > self.progress {
             self.progress = bytes;
             self.last_progress = now;
         }
+        Vec::new()
     }
 
     /// `REPLCONF rdma-done <len> <crc>`.
@@ -540,7 +551,7 @@ mod tests {
         ));
         let mut s = Serve::new(o, Duration::from_secs(5), t0);
         s.replica_qp(o.qp, t0);
-        s.progress(1, t0 + Duration::from_secs(4));
+        assert_eq!(s.progress(1, t0 + Duration::from_secs(4)), vec![]);
         assert_eq!(s.tick(t0 + Duration::from_secs(8)), vec![]);
         assert!(matches!(
             s.tick(t0 + Duration::from_secs(10)).as_slice(),
@@ -601,7 +612,7 @@ mod tests {
                     2 => s.done(o.region.len, o.crc ^ 1),
                     3 => s.failed("x"),
                     4 => s.connect_failed("x"),
-                    5 => { s.progress(i as u64, now); Vec::new() }
+                    5 => s.progress(i as u64, now),
                     _ => s.tick(now + Duration::from_secs(10)),
                 });
             }

@@ -17,7 +17,9 @@
 //!   completion that lands after the poll raises a fresh event, so nothing
 //!   is lost. mio registers the fd edge-triggered, so `poll` must drain the
 //!   channel and the CQ completely every time it is called.
-//! - Fork safety: BGSAVE forks. The slot ring is an anonymous mapping marked
+//! - Fork safety: BGSAVE forks. `ibv_fork_init` runs before anything else
+//!   (a device whose library refuses it is not used). The slot ring is an
+//!   anonymous mapping marked
 //!   `MADV_DONTFORK`, so a child never gets (copy-on-write or otherwise) the
 //!   pages the NIC writes into; the master's registered file mapping is a
 //!   shared read-only file mapping, which fork does not copy.
@@ -163,6 +165,12 @@ pub fn open_first_device() -> Result<Box<dyn Device>> {
             .map_err(|_| RdmaError(format!("KVSTORE_RDMA_GID_INDEX: not a GID index: {v:?}")))?,
     };
     let wanted = env_var("KVSTORE_RDMA_DEVICE");
+    // BGSAVE and AOF-rewrite children fork while queue pairs and regions
+    // exist: libibverbs makes that safe (MADV_DONTFORK on its own queues;
+    // a no-op on kernels that copy pinned pages on fork). It must come
+    // before any other verbs call.
+    // SAFETY: takes no arguments and touches no verbs object.
+    let fork_rc = unsafe { rdma_mummy_sys::ibv_fork_init() };
 
     let list = match DeviceList::new() {
         Ok(list) => list,
@@ -185,6 +193,12 @@ pub fn open_first_device() -> Result<Box<dyn Device>> {
     };
     if list.is_empty() {
         return Err(RdmaError("no RDMA device found".into()));
+    }
+    if fork_rc != 0 {
+        return Err(RdmaError(format!(
+            "ibv_fork_init failed ({}): RDMA stays off, as this server forks for snapshots",
+            io::Error::from_raw_os_error(fork_rc.abs())
+        )));
     }
     let dev = match &wanted {
         None => list

@@ -276,6 +276,7 @@ impl EventLoop {
                 wake = wake.min(Instant::now() + Duration::from_millis(left_ms));
             }
             let timeout = if self.pending_reads.is_empty()
+                && self.srv.pending_writes.is_empty()
                 && self.srv.unblocked.is_empty()
                 && self.srv.loading.is_none()
             {
@@ -784,8 +785,19 @@ impl EventLoop {
         if let Some(ReplicaPhase::SendBulk { file, remaining }) =
             st.repl.as_mut().map(|l| &mut l.phase)
         {
-            match sendfile_bulk(client.link.conn.fd(), file, remaining) {
-                Ok(sent) => self.srv.stats.total_net_output_bytes += sent,
+            let (sent, result) = sendfile_bulk(client.link.conn.fd(), file, remaining);
+            self.srv.stats.total_net_output_bytes += sent;
+            match result {
+                Ok(Bulk::Done) => {}
+                Ok(Bulk::Budget) => {
+                    // More next turn (the loop does not sleep meanwhile),
+                    // so one fast replica cannot hold the loop.
+                    if !st.pending_write {
+                        st.pending_write = true;
+                        self.srv.pending_writes.push((idx, st.id));
+                    }
+                    return true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !client.link.write_interest {
                         client.link.write_interest = true;
@@ -993,19 +1005,32 @@ fn reject_connection(conn: &Conn, msg: &[u8]) {
 }
 
 /// Poll `fd` for reading under `token`; a failure is logged.
+/// How far `sendfile_bulk` got.
+enum Bulk {
+    /// The whole file is out.
+    Done,
+    /// This turn's budget is spent; the socket may take more.
+    Budget,
+}
+
 /// Send what is left of a dump file to a replica's socket with sendfile,
-/// from the file's current offset, until all of it is out (returns the
-/// bytes sent) or the socket is full (`WouldBlock`; `remaining` says how
-/// far it got).
+/// from the file's current offset, until all of it is out, this turn's
+/// budget is spent, or the socket is full (`WouldBlock`). Returns the bytes
+/// sent either way (`remaining` says how far it got).
 fn sendfile_bulk(
     sock: std::os::fd::RawFd,
     file: &std::fs::File,
     remaining: &mut u64,
-) -> io::Result<u64> {
-    /// At most this much per call, so one replica cannot hold the loop.
+) -> (u64, io::Result<Bulk>) {
+    /// Bytes per sendfile call.
     const SENDFILE_STEP: u64 = 4 << 20;
+    /// Bytes per loop turn for one replica.
+    const SENDFILE_TURN: u64 = 64 << 20;
     let mut sent = 0;
     while *remaining > 0 {
+        if sent >= SENDFILE_TURN {
+            return (sent, Ok(Bulk::Budget));
+        }
         // SAFETY: both fds are open for the call; a null offset makes the
         // kernel use and advance the file's own offset.
         let n = unsafe {
@@ -1021,18 +1046,21 @@ fn sendfile_bulk(
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(e);
+            return (sent, Err(e));
         }
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the dump file is shorter than announced",
-            ));
+            return (
+                sent,
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the dump file is shorter than announced",
+                )),
+            );
         }
         *remaining -= n as u64;
         sent += n as u64;
     }
-    Ok(sent)
+    (sent, Ok(Bulk::Done))
 }
 
 fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &str) {

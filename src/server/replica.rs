@@ -422,10 +422,22 @@ impl EventLoop {
         if let Some(offer) = t.rdma_offer.take() {
             if let Some(fd) = self.srv.rdma_fetch_start(offer, &mut h.outbuf) {
                 super::register_readable(&self.poll, fd, RDMA_TOKEN, "RDMA completion channel");
-                // Completions may have come before the registration.
-                self.rdma_pending = true;
             }
-            h.flush_out()?;
+        }
+        let t = self.srv.master.transfer.as_mut().expect("checked above");
+        if std::mem::take(&mut t.rdma_ready) {
+            self.srv.rdma_fetch_begin(&mut h.outbuf);
+            // Completions may come before the loop polls the fd.
+            self.rdma_pending = true;
+        }
+        h.flush_out()?;
+        if let Some(t) = self.srv.master.transfer.as_mut().filter(|t| t.is_done()) {
+            if let Some((bytes, usec)) = t.rdma_result.take() {
+                let stats = &mut self.srv.repl.rdma_stats;
+                stats.fullsyncs += 1;
+                stats.last_bytes = bytes;
+                stats.last_usec = usec;
+            }
         }
         self.finish_transfer_if_done(h)
     }

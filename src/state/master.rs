@@ -138,6 +138,14 @@ pub struct Transfer {
     /// The master sent the dump over TCP while a fetch was running (it
     /// gave up on RDMA first): the fetch was dropped.
     pub rdma_overtaken: bool,
+    /// `+RDMAREADY`: the master's queue pair is up, reads may start.
+    pub rdma_ready: bool,
+    /// Our `rdma-done` for this many bytes is sent; the transfer is complete
+    /// only when the master confirms with `+RDMAOK` (it may have given up
+    /// on RDMA meanwhile, and then its `$<len>` comes instead).
+    pub rdma_verified: Option<u64>,
+    /// The fetch's size and duration, counted once `+RDMAOK` arrives.
+    pub rdma_result: Option<(u64, u64)>,
 }
 
 /// The length of a diskless transfer's end mark.
@@ -159,6 +167,9 @@ impl Transfer {
             rdma: None,
             rdma_rkey: 0,
             rdma_overtaken: false,
+            rdma_ready: false,
+            rdma_verified: None,
+            rdma_result: None,
         }
     }
 
@@ -173,6 +184,10 @@ impl Transfer {
     /// fetch failed; the master sends the dump over TCP next).
     pub fn restart(&mut self) -> Result<(), String> {
         self.rdma = None;
+        self.rdma_offer = None;
+        self.rdma_ready = false;
+        self.rdma_verified = None;
+        self.rdma_result = None;
         self.size = None;
         self.mark = None;
         self.received = 0;
@@ -206,13 +221,19 @@ impl Transfer {
                     if line.is_empty() {
                         continue;
                     }
-                    if line.starts_with('$') && self.rdma.is_some() {
+                    let rdma_running = self.rdma.is_some()
+                        || self.rdma_offer.is_some()
+                        || self.rdma_verified.is_some();
+                    if line.starts_with('$') && rdma_running {
                         // The master went to TCP before our verdict reached
                         // it: its bytes win, the fetch goes.
                         self.rdma_overtaken = true;
                         self.restart()?;
                     }
                     if line.starts_with("+RDMAFULLSYNC") {
+                        if rdma_running {
+                            return Err("MASTER offered the dump over RDMA twice".into());
+                        }
                         let offer = crate::rdma::control::Offer::parse(&line).ok_or_else(|| {
                             format!("Bad +RDMAFULLSYNC line from MASTER: '{line}'")
                         })?;
@@ -220,6 +241,20 @@ impl Transfer {
                         self.rdma_offer = Some(offer);
                         info!("MASTER <-> REPLICA sync: the master offers the dump over RDMA");
                         continue;
+                    }
+                    if line == "+RDMAREADY" {
+                        // After a failure of ours it is stale: ignored.
+                        self.rdma_ready = self.rdma.is_some();
+                        continue;
+                    }
+                    if line == "+RDMAOK" {
+                        let Some(len) = self.rdma_verified.take() else {
+                            return Err("Unexpected +RDMAOK from MASTER".into());
+                        };
+                        // The command stream follows.
+                        self.complete(len);
+                        self.leftover.extend_from_slice(bytes);
+                        return Ok(());
                     }
                     if let Some(mark) = line.strip_prefix("$EOF:") {
                         if mark.len() != EOF_MARK_LEN {

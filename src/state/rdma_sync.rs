@@ -129,10 +129,7 @@ impl Server {
         };
         let actions = match msg {
             control::Message::Qp(qp) => serve.machine.replica_qp(qp, now),
-            control::Message::Progress(bytes) => {
-                serve.machine.progress(bytes, now);
-                Vec::new()
-            }
+            control::Message::Progress(bytes) => serve.machine.progress(bytes, now),
             control::Message::Done { len, crc } => serve.machine.done(len, crc),
             control::Message::Fail(reason) => serve.machine.failed(&reason),
         };
@@ -149,11 +146,12 @@ impl Server {
                 return;
             };
             match action {
-                ServeAction::Connect(qp) => {
-                    if let Err(e) = serve.endpoint.connect(&qp) {
-                        queue.extend(serve.machine.connect_failed(&e.0));
-                    }
-                }
+                ServeAction::Connect(qp) => match serve.endpoint.connect(&qp) {
+                    // Reads sent before our queue pair is up would be
+                    // dropped: the replica starts on this line.
+                    Ok(()) => client.reply.raw(b"+RDMAREADY\r\n"),
+                    Err(e) => queue.extend(serve.machine.connect_failed(&e.0)),
+                },
                 ServeAction::Release => {
                     let _ = serve.endpoint.deregister(serve.rkey);
                     serve.map = None;
@@ -165,10 +163,11 @@ impl Server {
                     stats.fullsyncs += 1;
                     stats.last_bytes = bytes;
                     stats.last_usec = usec;
-                    let pending = std::mem::take(&mut link.pending);
+                    // Our verdict, then the stream kept since +FULLRESYNC
+                    // (or, for `rdb-only`, the end of the link).
+                    client.reply.raw(b"+RDMAOK\r\n");
                     link.phase = ReplicaPhase::Online;
-                    link.ack_time = Instant::now();
-                    client.reply.raw(&pending);
+                    self.bulk_sent(client);
                     info!(
                         "Synchronization with replica {} succeeded over RDMA ({bytes} bytes in {:.3} s)",
                         client.addr,
@@ -265,9 +264,10 @@ fn queue_command(out: &mut Vec<u8>, args: &[Vec<u8>]) {
 
 impl Server {
     /// The master offered its dump over RDMA (`+RDMAFULLSYNC`): open an
-    /// endpoint, send our queue pair (into `out`, the link's output), and
-    /// post the first reads. Returns the completion fd for the loop to
-    /// poll, or `None` when RDMA cannot be used (the master was told).
+    /// endpoint and send our queue pair (into `out`, the link's output);
+    /// the reads start at `+RDMAREADY` (`rdma_fetch_begin`). Returns the
+    /// completion fd for the loop to poll, or `None` when RDMA cannot be
+    /// used (the master was told).
     pub fn rdma_fetch_start(&mut self, offer: Offer, out: &mut Vec<u8>) -> Option<RawFd> {
         match self.open_fetch(offer) {
             Ok((fetch, fd)) => {
@@ -280,16 +280,6 @@ impl Server {
                     "MASTER <-> REPLICA sync: receiving {} bytes from master over RDMA",
                     offer.region.len
                 );
-                let actions = self
-                    .master
-                    .transfer
-                    .as_mut()
-                    .and_then(|t| t.rdma.as_mut())
-                    .map(|f| f.machine.start())
-                    .unwrap_or_default();
-                if self.run_fetch_actions(actions, out) == FetchOutcome::Failed {
-                    return None;
-                }
                 Some(fd)
             }
             Err(e) => {
@@ -329,6 +319,18 @@ impl Server {
         ))
     }
 
+    /// `+RDMAREADY`: the master's queue pair is up; post the first reads.
+    pub fn rdma_fetch_begin(&mut self, out: &mut Vec<u8>) -> FetchOutcome {
+        let now = Instant::now();
+        let Some(fetch) = self.master.transfer.as_mut().and_then(|t| t.rdma.as_mut()) else {
+            return FetchOutcome::Failed;
+        };
+        // The timeout counts from the first reads, not from the offer.
+        fetch.last_report = now;
+        let actions = fetch.machine.start();
+        self.run_fetch_actions(actions, out)
+    }
+
     /// Completions are waiting (the loop saw the fd): handle them all.
     pub fn rdma_fetch_poll(&mut self, out: &mut Vec<u8>) -> FetchOutcome {
         let Some(fetch) = self.master.transfer.as_mut().and_then(|t| t.rdma.as_mut()) else {
@@ -339,6 +341,11 @@ impl Server {
         match fetch.endpoint.poll(&mut completions) {
             Ok(()) => {
                 let now = Instant::now();
+                if !completions.is_empty() {
+                    // The link is alive, if quiet: the master sends nothing
+                    // on TCP while the replica reads.
+                    self.master.last_io = now;
+                }
                 for c in completions {
                     actions.extend(fetch.machine.completion(c, now));
                 }
@@ -403,14 +410,13 @@ impl Server {
                 FetchAction::Done { len, crc } => {
                     queue_command(out, &control::done_command(len, crc));
                     let usec = fetch.started.elapsed().as_micros() as u64;
+                    // The transfer is complete at the master's +RDMAOK (it
+                    // may have gone to TCP meanwhile: then `$<len>` comes).
                     t.rdma = None;
-                    t.complete(len);
-                    let stats = &mut self.repl.rdma_stats;
-                    stats.fullsyncs += 1;
-                    stats.last_bytes = len;
-                    stats.last_usec = usec;
+                    t.rdma_verified = Some(len);
+                    t.rdma_result = Some((len, usec));
                     info!(
-                        "MASTER <-> REPLICA sync: received {len} bytes over RDMA in {:.3} s",
+                        "MASTER <-> REPLICA sync: received {len} bytes over RDMA in {:.3} s, checked",
                         usec as f64 / 1e6
                     );
                     return FetchOutcome::Done;
@@ -420,8 +426,11 @@ impl Server {
                     // Dropping the endpoint destroys the queue pair: reads
                     // still in flight are flushed, the slots are freed.
                     t.rdma = None;
-                    if let Err(e) = t.restart() {
-                        warn!("{e}");
+                    // Unless the master's TCP transfer already began.
+                    if t.size.is_none() {
+                        if let Err(e) = t.restart() {
+                            warn!("{e}");
+                        }
                     }
                     self.repl.rdma_stats.failures += 1;
                     warn!("RDMA full sync failed ({reason}): waiting for the dump over TCP");
