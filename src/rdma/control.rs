@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! master → replica, in place of the `$<len>` payload line:
-//!   +RDMAFULLSYNC <len> <crc64 hex> <addr hex> <rkey> <qpn> <psn> <lid> <gid hex> <mtu>
+//!   +RDMAFULLSYNC <len> <crc64 hex> <addr hex> <rkey> <qpn> <psn> <lid> <gid hex> <mtu> <rd_atomic>
 //! then, once its queue pair is up towards the replica's (reads before it
 //! would be dropped by a QP still in INIT):
 //!   +RDMAREADY
@@ -13,7 +13,7 @@
 //! replica takes whichever comes, so the two decisions cannot cross).
 //! replica → master, as commands (the master replies to none of them, as
 //! it replies to no REPLCONF ACK, because the payload shares the link):
-//!   REPLCONF rdma-qp <qpn> <psn> <lid> <gid hex> <mtu>
+//!   REPLCONF rdma-qp <qpn> <psn> <lid> <gid hex> <mtu> <rd_atomic>
 //!   REPLCONF rdma-progress <bytes>
 //!   REPLCONF rdma-done <len> <crc64 hex>
 //!   REPLCONF rdma-fail <reason>
@@ -51,21 +51,22 @@ fn parse_gid(s: &str) -> Option<[u8; 16]> {
     Some(gid)
 }
 
-/// The words of a QP description: qpn psn lid gid mtu.
+/// The words of a QP description: qpn psn lid gid mtu rd_atomic.
 fn qp_words(qp: &QpInfo) -> String {
     format!(
-        "{} {} {} {} {}",
+        "{} {} {} {} {} {}",
         qp.qpn,
         qp.psn,
         qp.lid,
         hex16(&qp.gid),
-        qp.mtu
+        qp.mtu,
+        qp.rd_atomic
     )
 }
 
-/// A QP from its five words.
+/// A QP from its six words.
 pub fn parse_qp(words: &[&str]) -> Option<QpInfo> {
-    let [qpn, psn, lid, gid, mtu] = words else {
+    let [qpn, psn, lid, gid, mtu, rd_atomic] = words else {
         return None;
     };
     let mtu: u32 = mtu.parse().ok()?;
@@ -78,6 +79,7 @@ pub fn parse_qp(words: &[&str]) -> Option<QpInfo> {
         lid: lid.parse().ok()?,
         gid: parse_gid(gid)?,
         mtu,
+        rd_atomic: rd_atomic.parse().ok().filter(|d| *d > 0)?,
     })
 }
 
@@ -212,6 +214,7 @@ mod tests {
                 lid: 3,
                 gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
                 mtu: 4096,
+                rd_atomic: 16,
             },
         }
     }
@@ -239,7 +242,7 @@ mod tests {
             &good.replace(" 4096", " 4000"),
             &good.replace(" 11259375 ", " 16777216 "),
             &format!("{good} extra"),
-            "+RDMAFULLSYNC 100 0123456789abcdef ffffffffffffffff 1 17 11259375 3 fe800000000000000102030405060708 4096",
+            "+RDMAFULLSYNC 100 0123456789abcdef ffffffffffffffff 1 17 11259375 3 fe800000000000000102030405060708 4096 16",
         ] {
             assert_eq!(Offer::parse(bad), None, "{bad}");
         }

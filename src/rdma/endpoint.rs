@@ -30,6 +30,10 @@ pub struct QpInfo {
     pub gid: [u8; 16],
     /// Path MTU in bytes (256 … 4096).
     pub mtu: u32,
+    /// RDMA reads this queue pair serves in flight as a responder (its
+    /// device's limit, at most 16): the peer's initiator depth may not
+    /// exceed it, or the responder NAKs.
+    pub rd_atomic: u8,
 }
 
 /// A region the peer may read: where it is, its key, how long it is.

@@ -253,6 +253,7 @@ impl FakeEndpoint {
             lid: 1,
             gid: [0; 16],
             mtu: 4096,
+            rd_atomic: 16,
         };
         Ok(FakeEndpoint {
             info,

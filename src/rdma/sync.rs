@@ -381,6 +381,7 @@ mod tests {
                 lid: 3,
                 gid: [0; 16],
                 mtu: 1024,
+                rd_atomic: 16,
             },
         }
     }

@@ -349,6 +349,7 @@ impl Device for VerbsDevice {
             lid: self.lid,
             gid: self.gid,
             mtu: self.mtu,
+            rd_atomic: self.max_dest_rd_atomic,
         };
         Ok(Box::new(VerbsEndpoint {
             qp,
@@ -524,7 +525,8 @@ impl Endpoint for VerbsEndpoint {
             .setup_retry_cnt(RETRY_CNT)
             .setup_rnr_retry(RNR_RETRY)
             .setup_sq_psn(self.info.psn)
-            .setup_max_read_atomic(self.max_rd_atomic);
+            // No more reads in flight than the peer serves.
+            .setup_max_read_atomic(self.max_rd_atomic.min(peer.rd_atomic).max(1));
         self.qp
             .modify(&rts)
             .map_err(|e| chain("ibv_modify_qp(RTS)", &e))?;
