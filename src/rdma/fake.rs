@@ -798,7 +798,8 @@ fn open_region(
                 let file = File::from(fds.pop().expect("two fds"));
                 // SAFETY: the responder maps its file read-only too and
                 // never truncates it while registered.
-                let map = unsafe { memmap2::Mmap::map(&file) }?;
+                // Populated up front, as a NIC's DMA would not page-fault.
+                let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }?;
                 // SAFETY: the flag memfd is one byte, only ever rewritten.
                 let valid = unsafe { memmap2::Mmap::map(&valid) }?;
                 if (map.len() as u64) < len {
