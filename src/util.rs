@@ -323,6 +323,40 @@ pub fn random_u64() -> u64 {
 }
 
 /// `n` random hex digits (run ids, replication ids).
+/// Append `bytes` quoted as Redis's `sdscatrepr` does (MONITOR lines,
+/// CONFIG REWRITE values, AOF manifest names).
+pub fn cat_repr(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
+/// `s` quoted as Redis's `sdscatrepr` does.
+pub fn repr(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    cat_repr(&mut out, s.as_bytes());
+    // Only ASCII comes out: every other byte is escaped.
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A replication id as Redis makes them: 40 hex digits
+/// (CONFIG_RUN_ID_SIZE).
+pub fn is_replication_id(id: &str) -> bool {
+    id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 pub fn random_hex(n: usize) -> String {
     let mut s = String::with_capacity(n);
     while s.len() < n {

@@ -436,6 +436,16 @@ fn kvstore_replicates_kvstore_in_a_chain_and_promotion_keeps_the_history() {
 
 #[test]
 fn a_replica_restarted_from_its_dump_continues_with_psync() {
+    replica_restarted_from_its_dump("SAVE");
+}
+
+#[test]
+fn a_replica_restarted_from_its_bgsave_dump_continues_with_psync() {
+    // BGSAVE's child records the history too (it once wrote none).
+    replica_restarted_from_its_dump("BGSAVE");
+}
+
+fn replica_restarted_from_its_dump(save: &str) {
     let Some(redis) = start_redis_master() else {
         return;
     };
@@ -451,7 +461,15 @@ fn a_replica_restarted_from_its_dump_continues_with_psync() {
     wait_in_sync(&mut m, &mut r);
     // The dump records the master's id, the offset and the stream's
     // database; the replica stops and starts again from it.
-    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    if save == "SAVE" {
+        assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+    } else {
+        assert_eq!(r.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+        common::wait_for("the BGSAVE to end", 20, || {
+            r.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+        });
+        assert_eq!(r.info_field("persistence", "rdb_last_bgsave_status"), "ok");
+    }
     let dir = {
         let mut kv = kv;
         let _ = r.try_cmd_str(&["SHUTDOWN", "NOSAVE"]);

@@ -155,10 +155,12 @@ fn rerun_postponed(srv: &mut Server, id: u64) {
     let Some((slot, mut client)) = srv.take_client(id) else {
         return;
     };
+    // Taken, not copied: `unblock` does not need it (a postponed SET of a
+    // big value is not copied again).
     let argv = client
         .blocked
-        .as_ref()
-        .map(|b| b.argv.clone())
+        .as_mut()
+        .map(|b| std::mem::take(&mut b.argv))
         .unwrap_or_default();
     unblock(srv, &mut client);
     if !argv.is_empty() {

@@ -107,7 +107,8 @@ pub struct EventLoop {
     /// even without an event (some may predate the registration).
     rdma_pending: bool,
     /// The diskless transfer pipe registered for wake-ups (its descriptor).
-    rdb_pipe_watched: Option<std::os::fd::RawFd>,
+    /// The diskless pipe registered in the poll: its fd and generation.
+    rdb_pipe_watched: Option<(std::os::fd::RawFd, u64)>,
 }
 
 impl EventLoop {
@@ -754,15 +755,7 @@ impl EventLoop {
                 match e.kind() {
                     io::ErrorKind::WouldBlock => {
                         self.resume_if_drained(idx, client);
-                        if !client.link.write_interest {
-                            client.link.write_interest = true;
-                            return self.set_interest(
-                                idx,
-                                client,
-                                Interest::READABLE | Interest::WRITABLE,
-                            );
-                        }
-                        return true;
+                        return self.wait_writable(idx, client);
                     }
                     io::ErrorKind::Interrupted => continue,
                     _ => {
@@ -799,15 +792,7 @@ impl EventLoop {
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if !client.link.write_interest {
-                        client.link.write_interest = true;
-                        return self.set_interest(
-                            idx,
-                            client,
-                            Interest::READABLE | Interest::WRITABLE,
-                        );
-                    }
-                    return true;
+                    return self.wait_writable(idx, client);
                 }
                 Err(e) => {
                     warn!("SYNC failed for replica {}: sending the dump: {e}", st.addr);
@@ -847,6 +832,16 @@ impl EventLoop {
     }
 
     /// Change what the client's socket is polled for. False if that failed.
+    /// The socket is full: ask for the writable event that resumes the
+    /// write (once). Returns false when the client must be closed.
+    fn wait_writable(&mut self, idx: usize, client: &mut Client) -> bool {
+        if client.link.write_interest {
+            return true;
+        }
+        client.link.write_interest = true;
+        self.set_interest(idx, client, Interest::READABLE | Interest::WRITABLE)
+    }
+
     fn set_interest(&mut self, idx: usize, client: &mut Client, interest: Interest) -> bool {
         let res = match &mut client.link.conn {
             Conn::Tcp(s) => self.poll.registry().reregister(s, Token(idx), interest),
@@ -877,12 +872,18 @@ impl EventLoop {
     /// Register a new diskless transfer pipe, so that its data wakes the
     /// loop.
     fn watch_rdb_pipe(&mut self) {
-        let fd = self.srv.repl.rdb_pipe.as_ref().map(AsRawFd::as_raw_fd);
-        if fd != self.rdb_pipe_watched {
-            if let Some(fd) = fd {
+        let generation = self.srv.repl.rdb_pipe_generation;
+        let pipe = self
+            .srv
+            .repl
+            .rdb_pipe
+            .as_ref()
+            .map(|p| (p.as_raw_fd(), generation));
+        if pipe != self.rdb_pipe_watched {
+            if let Some((fd, _)) = pipe {
                 register_readable(&self.poll, fd, RDB_PIPE_TOKEN, "diskless transfer pipe");
             }
-            self.rdb_pipe_watched = fd;
+            self.rdb_pipe_watched = pipe;
         }
     }
 

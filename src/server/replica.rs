@@ -356,8 +356,13 @@ impl EventLoop {
     fn psync_reply(&mut self, line: &str) -> Result<(), String> {
         if let Some(rest) = line.strip_prefix("+FULLRESYNC ") {
             let mut parts = rest.split(' ');
-            let (Some(id), Some(off)) = (parts.next(), parts.next().and_then(|o| o.parse().ok()))
-            else {
+            let (Some(id), Some(off)) = (
+                parts.next().filter(|id| crate::util::is_replication_id(id)),
+                parts
+                    .next()
+                    .and_then(|o| o.parse::<i64>().ok())
+                    .filter(|o| (0..i64::MAX).contains(o)),
+            ) else {
                 return Err(format!(
                     "Master replied with a wrong +FULLRESYNC reply: '{line}'"
                 ));
@@ -379,6 +384,11 @@ impl EventLoop {
         }
         if let Some(rest) = line.strip_prefix("+CONTINUE") {
             let new_id = rest.trim();
+            if !new_id.is_empty() && !crate::util::is_replication_id(new_id) {
+                return Err(format!(
+                    "Master replied with a wrong +CONTINUE reply: '{line}'"
+                ));
+            }
             info!("Successful partial resynchronization with master.");
             if !new_id.is_empty() && new_id != self.srv.replid {
                 // The master's history got a new id (it was promoted): keep

@@ -297,7 +297,10 @@ impl Transfer {
                 self.leftover.extend_from_slice(&bytes[take..]);
             }
         } else if let Some(mark) = &self.mark {
-            self.tail.extend_from_slice(&bytes[..take]);
+            // Only the last bytes can hold the mark.
+            let chunk = &bytes[..take];
+            self.tail
+                .extend_from_slice(&chunk[chunk.len().saturating_sub(EOF_MARK_LEN)..]);
             if self.tail.len() > EOF_MARK_LEN {
                 self.tail.drain(..self.tail.len() - EOF_MARK_LEN);
             }
@@ -548,10 +551,20 @@ impl Server {
     /// continue with PSYNC; a master keeps it as its second id, so that its
     /// former replicas can continue.
     pub fn restore_replication_history(&mut self, repl: rdb::ReplInfo) {
+        // The fields come from a file (or a master's payload): a history
+        // that cannot be real is not taken.
+        if !crate::util::is_replication_id(&repl.id) || !(0..i64::MAX).contains(&repl.offset) {
+            warn!("Ignoring the dump's replication history: id or offset out of range");
+            return;
+        }
         if self.master.target.is_some() {
             self.replid = repl.id;
             self.repl.offset = repl.offset;
-            self.master.stream_db = repl.stream_db.max(0) as usize;
+            // A database this server does not have streams into database 0.
+            self.master.stream_db = usize::try_from(repl.stream_db)
+                .ok()
+                .filter(|&db| db < self.dbs.len())
+                .unwrap_or(0);
         } else {
             self.repl.replid2 = repl.id;
             self.repl.second_offset = repl.offset + 1;

@@ -201,6 +201,9 @@ pub struct Replication {
     pub want_acks: bool,
     /// The running snapshot streams to replicas through this pipe.
     pub rdb_pipe: Option<std::fs::File>,
+    /// Counts the pipes made, so the loop registers a new one even when it
+    /// reuses the old one's fd number.
+    pub rdb_pipe_generation: u64,
     /// The RDMA device opened at start, if any (full syncs over RDMA).
     pub rdma: Option<crate::rdma::DeviceHandle>,
     pub rdma_stats: crate::rdma::RdmaStats,
@@ -223,6 +226,7 @@ impl Default for Replication {
             waiting: Vec::new(),
             want_acks: false,
             rdb_pipe: None,
+            rdb_pipe_generation: 0,
             rdma: None,
             rdma_stats: Default::default(),
         }
@@ -491,16 +495,6 @@ impl Server {
         self.flush_feed();
         // The next stream bytes start with a SELECT for every replica.
         self.repl.cursor = FeedCursor::default();
-        // Where the stream stands: a replica's sub-replicas continue in its
-        // master client's database (a master's stream starts with SELECT).
-        let repl_info =
-            super::snapshot::save_options(self)
-                .repl
-                .unwrap_or(crate::persistence::rdb::ReplInfo {
-                    stream_db: 0,
-                    id: self.replid.clone(),
-                    offset: self.repl.offset,
-                });
         // Diskless when every waiting replica can take a `$EOF:` transfer
         // (and none reads its dump over RDMA, which needs the file).
         let all_eof = self.repl.replicas.iter().all(|&id| {
@@ -528,11 +522,12 @@ impl Server {
             Some((r, w)) => (Some(r), Some(w)),
             None => (None, None),
         };
-        if let Err(e) = super::snapshot::bgsave_with(self, Some(repl_info), child_end) {
+        if let Err(e) = super::snapshot::bgsave_with(self, child_end) {
             warn!("Can't start the snapshot for replicas: {e}");
             return;
         }
         let diskless = read_end.is_some();
+        self.repl.rdb_pipe_generation += u64::from(read_end.is_some());
         self.repl.rdb_pipe = read_end;
         self.repl.rdb_for_replicas = true;
         let offset = self.repl.offset;
@@ -782,6 +777,9 @@ impl Server {
             Err(e) => {
                 warn!("Diskless rdb transfer: reading from the child: {e}");
                 self.repl.rdb_pipe = None;
+                // Nobody reads the pipe any more: the child would block on
+                // it for ever, holding the one child slot.
+                super::snapshot::kill_child(self);
                 self.drop_replicas_where(|p| matches!(p, ReplicaPhase::Streaming));
             }
         }

@@ -117,16 +117,15 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
 /// BGSAVE: fork a child that writes the snapshot from the copy-on-write
 /// image of memory; the parent goes back to serving at once.
 pub fn bgsave(srv: &mut Server) -> Result<(), String> {
-    bgsave_with(srv, None, None)
+    bgsave_with(srv, None)
 }
 
-/// BGSAVE, recording where in the replication stream the image is taken
-/// (`repl`), as a snapshot for replicas does; with `to_pipe`, the child
-/// writes the image into that pipe, framed by a `$EOF:<mark>` line and the
-/// mark (a diskless synchronisation), instead of the dump file.
+/// BGSAVE; with `to_pipe`, the child writes the image into that pipe,
+/// framed by a `$EOF:<mark>` line and the mark (a diskless
+/// synchronisation), instead of the dump file. Either way the image records
+/// where in the replication stream it was taken (`save_options`).
 pub fn bgsave_with(
     srv: &mut Server,
-    repl: Option<rdb::ReplInfo>,
     to_pipe: Option<(std::fs::File, Vec<u8>)>,
 ) -> Result<(), String> {
     if srv.snapshot.child.is_some() {
@@ -169,8 +168,7 @@ pub fn bgsave_with(
         drop(errors_rd);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
-        let mut opts = save_options(srv);
-        opts.repl = repl;
+        let opts = save_options(srv);
         let written = match to_pipe {
             Some((pipe, mark)) => write_framed(&srv.dbs, &opts, pipe, &mark),
             None => rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive),
