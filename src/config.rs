@@ -1497,7 +1497,10 @@ impl Config {
             // start elsewhere with another dataset.
             "dir" => {
                 let abs = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
-                (vec![line(&repr(&abs.display().to_string()))], true)
+                (
+                    vec![line(&crate::util::repr(&abs.display().to_string()))],
+                    true,
+                )
             }
             "save" if value.is_empty() => (vec!["save \"\"".to_string()], true),
             "save" => {
@@ -1511,7 +1514,7 @@ impl Config {
             "bind" if value == "* -::*" => (Vec::new(), false),
             "bind" if value.is_empty() => (vec![line("\"\"")], true),
             "bind" => (vec![line(&value)], true),
-            "notify-keyspace-events" => (vec![line(&repr(&value))], !value.is_empty()),
+            "notify-keyspace-events" => (vec![line(&crate::util::repr(&value))], !value.is_empty()),
             "client-output-buffer-limit" => {
                 // One line per class, each forced on its own.
                 let classes = ["normal", "replica", "pubsub"];
@@ -1536,7 +1539,7 @@ impl Config {
             "replicaof" if value.is_empty() => (Vec::new(), false),
             // Strings Redis leaves out when unset (NULL by default).
             "unixsocket" | "pidfile" | "requirepass" if value.is_empty() => (Vec::new(), false),
-            _ if QUOTED_OPTIONS.contains(&name) => (vec![line(&repr(&value))], force),
+            _ if QUOTED_OPTIONS.contains(&name) => (vec![line(&crate::util::repr(&value))], force),
             _ if MEMORY_OPTIONS.contains(&name) => {
                 let text = match value.parse::<u64>() {
                     Ok(bytes) => format_memory(bytes),
@@ -1729,28 +1732,6 @@ fn format_memory(bytes: u64) -> String {
         b if b % KB == 0 => format!("{}kb", b / KB),
         b => b.to_string(),
     }
-}
-
-/// A string as Redis's sdscatrepr writes it: always quoted, with `\\`,
-/// `\"`, `\n`, `\r`, `\t`, `\a`, `\b` escapes and `\xHH` for other
-/// non-printable bytes.
-fn repr(v: &str) -> String {
-    let mut s = String::from("\"");
-    for &b in v.as_bytes() {
-        match b {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            7 => s.push_str("\\a"),
-            8 => s.push_str("\\b"),
-            b if b.is_ascii_graphic() || b == b' ' => s.push(b as char),
-            b => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s.push('"');
-    s
 }
 
 /// One `name value` line of a config file; several-word options are written

@@ -564,8 +564,7 @@ fn replies_match_redis() {
                                         open(conns, m);
                                         let (ka, kb) = conns[m].as_mut().unwrap();
                                         let c = if side == 0 { ka } else { kb };
-                                        let reply = c.cmd_str(&["CLIENT", "ID"]);
-                                        reply[1..reply.len() - 2].to_vec()
+                                        c.client_id().into_bytes()
                                     }
                                     None => arg.clone(),
                                 })

@@ -487,17 +487,36 @@ fn prefix_collision(
         let end = p.iter().position(|&b| b == 0).unwrap_or(p.len());
         String::from_utf8_lossy(&p[..end]).to_string()
     };
+    // The client's own prefixes never overlap one another, so only the one
+    // just before `p` in order (which `p` may start with) and the one just
+    // after (which may start with `p`) can overlap it.
+    let existing_overlap = |p: &[u8]| {
+        let t = current?;
+        use std::ops::Bound::{Included, Unbounded};
+        let before = t
+            .prefixes
+            .range::<[u8], _>((Unbounded, Included(p)))
+            .next_back();
+        let after = t.prefixes.range::<[u8], _>((Included(p), Unbounded)).next();
+        before
+            .filter(|e| p.starts_with(e))
+            .or(after.filter(|e| e.starts_with(p)))
+    };
+    // Among the new ones, overlapping prefixes sort next to each other: the
+    // pairwise search (for Redis's choice of pair) only runs when one exists.
+    let mut sorted = prefixes.to_vec();
+    sorted.sort_unstable();
+    let new_overlap = sorted.windows(2).any(|w| overlap(w[0], w[1]));
     for (i, p) in prefixes.iter().enumerate() {
-        if let Some(existing) = current
-            .into_iter()
-            .flat_map(|t| t.prefixes.iter())
-            .find(|e| overlap(e, p))
-        {
+        if let Some(existing) = existing_overlap(p) {
             return Some(format!(
                 "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
                 show(p),
                 show(existing)
             ));
+        }
+        if !new_overlap {
+            continue;
         }
         if let Some(other) = prefixes[i + 1..].iter().find(|o| overlap(p, o)) {
             return Some(format!(

@@ -79,9 +79,6 @@ pub const ALLOW_BUSY: u32 = 1 << 23;
 /// May delete any number of expired keys it meets (SCAN, RANDOMKEY):
 /// their DELs are propagated unwrapped.
 pub const TOUCHES_ARBITRARY_KEYS: u32 = 1 << 24;
-/// Has subcommands (CLIENT, CONFIG, …), dispatched to as their own
-/// commands. Not a Redis flag; COMMAND INFO does not show it.
-pub const CONTAINER: u32 = 1 << 25;
 
 /// The flags COMMAND INFO shows, in Redis's order (the others are hidden,
 /// as Redis hides them).
@@ -588,7 +585,12 @@ pub fn call(
     );
     srv.dirty += dirty;
     // A tracking client may now cache the keys this read returned.
-    if cmd.flags & READONLY != 0 && cmd.flags & PUBSUB == 0 && client.tracking.is_some() {
+    if cmd.flags & READONLY != 0
+        && client
+            .tracking
+            .as_ref()
+            .is_some_and(|t| t.remembers_reads())
+    {
         let keys = meta::get_keys(cmd.meta, argv);
         srv.tracking_remember_keys(client, keys.iter().map(|&(pos, _)| argv[pos]));
     }

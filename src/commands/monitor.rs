@@ -22,25 +22,6 @@ pub fn monitor(c: &mut Ctx, _argv: &[&[u8]]) {
     c.cl.reply.ok();
 }
 
-/// Append `bytes` quoted as Redis's `sdscatrepr` does.
-pub fn cat_repr(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    for &b in bytes {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x07 => out.extend_from_slice(b"\\a"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-        }
-    }
-    out.push(b'"');
-}
-
 /// Arguments MONITOR and SLOWLOG must not show (Redis's
 /// redactClientCommandArgument): AUTH's, and HELLO's AUTH pair.
 pub fn redacted(cmd: &str, argv: &[&[u8]], i: usize) -> bool {
@@ -71,9 +52,9 @@ pub fn feed_monitors(srv: &mut Server, client: &ClientState, db: usize, argv: &[
             line.push(b' ');
         }
         if redacted(name, argv, i) {
-            cat_repr(&mut line, b"(redacted)");
+            crate::util::cat_repr(&mut line, b"(redacted)");
         } else {
-            cat_repr(&mut line, a);
+            crate::util::cat_repr(&mut line, a);
         }
     }
     line.extend_from_slice(b"\r\n");

@@ -55,11 +55,14 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
         }
         match crate::rdma::control::Message::parse(&argv[1..]) {
             Some(msg) => c.srv.rdma_replica_message(c.cl, msg),
-            None => tracing::warn!(
-                "Bad REPLCONF {} from replica {}",
-                String::from_utf8_lossy(argv[1]),
-                c.cl.addr
-            ),
+            // A message we cannot read ends the RDMA attempt at once
+            // (the master falls back to TCP) instead of at the timeout.
+            None => {
+                let what = String::from_utf8_lossy(argv[1]).to_string();
+                tracing::warn!("Bad REPLCONF {what} from replica {}", c.cl.addr);
+                let msg = crate::rdma::control::Message::Fail(format!("malformed {what}"));
+                c.srv.rdma_replica_message(c.cl, msg);
+            }
         }
         return;
     }

@@ -74,7 +74,7 @@ macro_rules! cmd {
         CommandSpec {
             name: $meta.name,
             arity: $meta.arity,
-            flags: $meta.flags | CONTAINER,
+            flags: $meta.flags,
             handler: $h,
             meta: &$meta,
             subcommands: &[$(cmd!($sub, $h)),+],

@@ -89,26 +89,6 @@ fn needs_repr(name: &str) -> bool {
     })
 }
 
-/// A name quoted as Redis's sdscatrepr does.
-fn repr(name: &str) -> String {
-    let mut out = String::from("\"");
-    for b in name.bytes() {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            0x07 => out.push_str("\\a"),
-            0x08 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
-    out
-}
-
 impl Manifest {
     /// Parse a manifest as Redis's aofLoadManifestFromFile does; errors are
     /// its messages, with the line when there is one.
@@ -220,7 +200,7 @@ impl Manifest {
             .chain(self.incrs.iter());
         for f in files {
             let name = if needs_repr(&f.name) {
-                repr(&f.name)
+                crate::util::repr(&f.name)
             } else {
                 f.name.clone()
             };

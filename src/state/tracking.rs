@@ -42,6 +42,16 @@ pub struct ClientTracking {
     pub prefixes: BTreeSet<Vec<u8>>,
 }
 
+impl ClientTracking {
+    /// Does a read by this client make it a holder of the keys read (the
+    /// default mode: not BCAST, and OPTIN/OPTOUT with CLIENT CACHING
+    /// allowing it)?
+    pub fn remembers_reads(&self) -> bool {
+        // OPTIN wants CACHING yes, OPTOUT wants it not given.
+        !self.bcast && (!self.optin || self.caching) && (!self.optout || !self.caching)
+    }
+}
+
 /// Keys changed under one BCAST prefix this loop turn, and its clients.
 #[derive(Debug, Default)]
 struct Bcast {
@@ -149,15 +159,24 @@ impl Server {
         client: &ClientState,
         keys: impl Iterator<Item = &'k [u8]>,
     ) {
-        let Some(t) = client.tracking.as_ref().filter(|t| !t.bcast) else {
-            return;
-        };
-        if (t.optin && !t.caching) || (t.optout && t.caching) {
+        if !client
+            .tracking
+            .as_ref()
+            .is_some_and(|t| t.remembers_reads())
+        {
             return;
         }
         for key in keys {
-            let ids = self.tracking.table.entry(key.to_vec()).or_default();
-            if ids.insert(client.id) {
+            let added = match self.tracking.table.get_mut(key) {
+                Some(ids) => ids.insert(client.id),
+                None => {
+                    self.tracking
+                        .table
+                        .insert(key.to_vec(), BTreeSet::from([client.id]));
+                    true
+                }
+            };
+            if added {
                 self.tracking.total_items += 1;
             }
         }
@@ -303,19 +322,25 @@ impl Server {
             self.tracking_effort = 0;
             return;
         }
-        let mut effort = 100 * (self.tracking_effort + 1);
-        while effort > 0 {
-            effort -= 1;
-            let Some(key) = self.tracking.table.keys().next().cloned() else {
-                break;
-            };
+        let effort = 100 * (self.tracking_effort as usize + 1);
+        let excess = (self.tracking.table.len() as u64 - max) as usize;
+        // The victims in one pass over the table (picking them one at a
+        // time would rescan the emptied front of the table for each).
+        let victims: Vec<Vec<u8>> = self
+            .tracking
+            .table
+            .keys()
+            .take(effort.min(excess))
+            .cloned()
+            .collect();
+        for key in victims {
             self.tracking_invalidate_key(&key, false);
-            if self.tracking.table.len() as u64 <= max {
-                self.tracking_effort = 0;
-                return;
-            }
         }
-        self.tracking_effort += 1;
+        if self.tracking.table.len() as u64 <= max {
+            self.tracking_effort = 0;
+        } else {
+            self.tracking_effort += 1;
+        }
     }
 
     /// Send an invalidation on behalf of tracking client `id` (in the
@@ -453,11 +478,7 @@ fn redir_broken(redirect: u64) -> Vec<u8> {
 /// A RESP array of bulk strings.
 fn key_array<'k>(keys: impl Iterator<Item = &'k [u8]>) -> Vec<u8> {
     let keys: Vec<&[u8]> = keys.collect();
-    let mut out = format!("*{}\r\n", keys.len()).into_bytes();
-    for k in keys {
-        out.extend_from_slice(format!("${}\r\n", k.len()).as_bytes());
-        out.extend_from_slice(k);
-        out.extend_from_slice(b"\r\n");
-    }
+    let mut out = Vec::new();
+    super::feed::encode_command(&keys, &mut out);
     out
 }

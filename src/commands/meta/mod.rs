@@ -223,7 +223,10 @@ fn keys_from_specs(meta: &CommandMeta, argv: &[&[u8]]) -> Option<Vec<KeyRef>> {
                 let numkeys = argv
                     .get(at as usize)
                     .and_then(|a| crate::util::parse_i64(a))
-                    .filter(|&n| n >= 0)?;
+                    // More keys than arguments is refused below anyway;
+                    // bounding it here keeps `first + numkeys` from
+                    // overflowing on a client's i64::MAX.
+                    .filter(|&n| (0..=argc).contains(&n))?;
                 first += firstkey as i64;
                 (first + numkeys - 1, step as i64)
             }
