@@ -134,14 +134,15 @@ mod fake_transport {
     /// A full sync of `strings` + collections with the replica's faults;
     /// writes made during the transfer must arrive too. Returns both
     /// connections for further checks.
-    fn sync_with(faults: &str, strings: usize) -> (ServerProcess, ServerProcess, Conn, Conn) {
+    fn sync_with(
+        faults: &str,
+        strings: usize,
+    ) -> (tempfile::TempDir, ServerProcess, ServerProcess, Conn, Conn) {
         let fabric = tempfile::tempdir().unwrap();
         let master = start(fabric.path(), "", &[]);
         let mut m = Conn::connect(master.port);
         fill(&mut m, strings);
-        // Leaked on purpose: the fabric must outlive both servers.
-        let fabric = fabric.keep();
-        let replica = start(&fabric, faults, &[]);
+        let replica = start(fabric.path(), faults, &[]);
         let mut r = Conn::connect(replica.port);
         assert_eq!(info(&mut r, "rdma_device"), "fake");
         r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
@@ -159,14 +160,15 @@ mod fake_transport {
             "datasets differ"
         );
         assert_eq!(r.cmd_str(&["GET", "counter"]), b"$3\r\n200\r\n");
-        (master, replica, m, r)
+        // The fabric goes last, after both servers (reverse binding order).
+        (fabric, master, replica, m, r)
     }
 
     #[test]
     fn a_replica_takes_its_full_sync_over_rdma_and_then_the_stream() {
         let keys = 1_000_000;
         let t = std::time::Instant::now();
-        let (_master, _replica, mut m, mut r) = sync_with("", keys);
+        let (_fabric, _master, _replica, mut m, mut r) = sync_with("", keys);
         println!("{keys} keys: synced and compared in {:?}", t.elapsed());
         assert_eq!(info(&mut m, "rdma_fullsyncs"), "1");
         assert_eq!(info(&mut m, "rdma_fallbacks"), "0");
@@ -182,7 +184,7 @@ mod fake_transport {
 
     /// Each fault ends in a TCP full sync of the same file, data equal.
     fn falls_back(faults: &str) {
-        let (_master, _replica, mut m, mut r) = sync_with(faults, 50_000);
+        let (_fabric, _master, _replica, mut m, mut r) = sync_with(faults, 50_000);
         assert_eq!(info(&mut m, "rdma_fullsyncs"), "0", "{faults}");
         assert_eq!(info(&mut m, "rdma_fallbacks"), "1", "{faults}");
         assert_eq!(info(&mut m, "rdma_failures"), "1", "{faults}");

@@ -130,8 +130,9 @@ pub trait Endpoint {
         rkey: u32,
     ) -> Result<()>;
 
-    /// The first `len` bytes of slot `slot`, whose read has completed.
-    fn slot(&self, slot: usize, len: usize) -> &[u8];
+    /// The first `len` bytes of slot `slot`, whose read has completed;
+    /// `None` when there is no such slot or it is shorter than `len`.
+    fn slot(&self, slot: usize, len: usize) -> Option<&[u8]>;
 
     /// The fd that becomes readable when completions are waiting (the
     /// completion channel). The loop registers it; it is edge-triggered

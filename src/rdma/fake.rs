@@ -390,12 +390,13 @@ impl Endpoint for FakeEndpoint {
         Ok(())
     }
 
-    fn slot(&self, slot: usize, len: usize) -> &[u8] {
-        match &self.slots {
-            // SAFETY: the caller owns a completed slot (endpoint.rs rule).
-            Some(s) if slot < s.count() => unsafe { &s.slot_mut(slot)[..len.min(s.size)] },
-            _ => &[],
-        }
+    fn slot(&self, slot: usize, len: usize) -> Option<&[u8]> {
+        let s = self
+            .slots
+            .as_ref()
+            .filter(|s| slot < s.count() && len <= s.size)?;
+        // SAFETY: the caller owns a completed slot (endpoint.rs rule).
+        Some(unsafe { &s.slot_mut(slot)[..len] })
     }
 
     fn completion_fd(&self) -> RawFd {
@@ -907,8 +908,10 @@ mod tests {
         assert!(c
             .iter()
             .all(|c| c.status == WcStatus::Success && c.bytes == 4096));
-        assert_eq!(r.slot(0, 4096), &data[..4096]);
-        assert_eq!(r.slot(1, 4096), &data[4096..8192]);
+        assert_eq!(r.slot(0, 4096), Some(&data[..4096]));
+        assert_eq!(r.slot(1, 4096), Some(&data[4096..8192]));
+        assert_eq!(r.slot(1, 4097), None, "longer than a slot");
+        assert_eq!(r.slot(2, 1), None, "no such slot");
     }
 
     #[test]
@@ -993,7 +996,7 @@ mod tests {
         }
         let c = wait(&mut r, 3);
         assert_eq!(c[0].bytes, 100);
-        assert_eq!(r.slot(1, 1), &[0x20]);
+        assert_eq!(r.slot(1, 1), Some(&[0x20][..]));
         assert_eq!(c[2].bytes, 99);
         assert!(Faults::parse("bogus=1").is_err());
     }

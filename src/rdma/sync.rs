@@ -132,8 +132,9 @@ impl Fetch {
         });
     }
 
-    /// The first reads, one per slot.
-    pub fn start(&mut self) -> Vec<FetchAction> {
+    /// The first reads, one per slot (the timeout counts from `now`).
+    pub fn start(&mut self, now: Instant) -> Vec<FetchAction> {
+        self.last_progress = now;
         let mut out = Vec::new();
         for slot in 0..self.slots.len() {
             self.post_into(slot, &mut out);
@@ -155,12 +156,15 @@ impl Fetch {
 
     /// A completion from the device.
     pub fn completion(&mut self, c: Completion, now: Instant) -> Vec<FetchAction> {
-        let slot = self.slots.iter().position(|s| *s == Some(c.wr_id));
-        let owned = slot.is_some_and(|s| !self.completed.values().any(|&v| v == s));
-        if !owned {
+        // Ours only if posted and not already completed.
+        let Some(slot) = self
+            .slots
+            .iter()
+            .position(|s| *s == Some(c.wr_id))
+            .filter(|s| !self.completed.values().any(|v| v == s))
+        else {
             return self.fail(format!("unexpected completion of work request {}", c.wr_id));
-        }
-        let slot = slot.expect("checked above");
+        };
         self.outstanding -= 1;
         if self.state != FetchState::Fetching {
             // After a failure the device hands back what was in flight.
@@ -386,6 +390,17 @@ mod tests {
         }
     }
 
+    /// A fetch of `data` with a 1 s timeout.
+    fn fetch_of(data: &[u8], window: usize, chunk: usize) -> Fetch {
+        Fetch::new(
+            offer_for(data),
+            window,
+            chunk,
+            Duration::from_secs(1),
+            Instant::now(),
+        )
+    }
+
     /// What can happen to a posted read in the simulation.
     #[derive(Debug, Clone, Copy)]
     enum Fate {
@@ -415,7 +430,7 @@ mod tests {
         let mut file = vec![0u8; data.len()];
         let mut crc = 0u64;
         let mut fails = 0;
-        let mut actions = f.start();
+        let mut actions = f.start(Instant::now());
         let mut step = 0;
         loop {
             for a in std::mem::take(&mut actions) {
@@ -494,15 +509,9 @@ mod tests {
     #[test]
     fn the_window_keeps_every_slot_busy() {
         let data = vec![1u8; 100];
-        let mut f = Fetch::new(
-            offer_for(&data),
-            4,
-            10,
-            Duration::from_secs(1),
-            Instant::now(),
-        );
+        let mut f = fetch_of(&data, 4, 10);
         let posts = f
-            .start()
+            .start(Instant::now())
             .iter()
             .filter(|a| matches!(a, FetchAction::PostRead { .. }))
             .count();
@@ -513,14 +522,8 @@ mod tests {
     #[test]
     fn a_stray_completion_fails_the_fetch() {
         let data = vec![1u8; 100];
-        let mut f = Fetch::new(
-            offer_for(&data),
-            2,
-            10,
-            Duration::from_secs(1),
-            Instant::now(),
-        );
-        f.start();
+        let mut f = fetch_of(&data, 2, 10);
+        f.start(Instant::now());
         let out = f.completion(
             Completion {
                 wr_id: 99,

@@ -27,17 +27,14 @@
 //!   MRs, then the slot MR before its mapping is unmapped, then the CQ, then
 //!   the channel.
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::raw::c_void;
 use std::ptr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rdma_mummy_sys::{
     ibv_ack_cq_events, ibv_cq, ibv_get_cq_event, ibv_mtu, ibv_req_notify_cq, ibv_wc_status,
@@ -137,13 +134,8 @@ fn wc_status(status: u32) -> WcStatus {
 }
 
 /// A random 24-bit packet sequence number.
-fn random_psn(salt: u32) -> u32 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u32(salt);
-    if let Ok(d) = SystemTime::now().duration_since(UNIX_EPOCH) {
-        h.write_u128(d.as_nanos());
-    }
-    (h.finish() as u32) & 0x00ff_ffff
+fn random_psn() -> u32 {
+    (crate::util::random_u64() as u32) & 0x00ff_ffff
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -345,7 +337,7 @@ impl Device for VerbsDevice {
         let qpn = qp.qp_number();
         let info = QpInfo {
             qpn,
-            psn: random_psn(qpn),
+            psn: random_psn(),
             lid: self.lid,
             gid: self.gid,
             mtu: self.mtu,
@@ -639,17 +631,16 @@ impl Endpoint for VerbsEndpoint {
     /// Like the fake: no slots, or a slot out of range, gives an empty
     /// slice, and `len` is clamped to the slot size (a caller bug either way,
     /// but not one worth a panic on the event loop).
-    fn slot(&self, slot: usize, len: usize) -> &[u8] {
-        let ring = match self.slots.as_ref() {
-            Some(r) if slot < r.count => r,
-            _ => return &[],
-        };
-        let len = len.min(ring.size);
+    fn slot(&self, slot: usize, len: usize) -> Option<&[u8]> {
+        let ring = self
+            .slots
+            .as_ref()
+            .filter(|r| slot < r.count && len <= r.size)?;
         // SAFETY: slot < count and len <= size, so the range lies inside the
         // live mapping; the caller only asks for slots whose read has
         // completed (endpoint.rs ownership rule), so the device is not
         // writing them while this shared borrow of `self` lives.
-        unsafe { std::slice::from_raw_parts(ring.map.ptr.add(slot * ring.size), len) }
+        Some(unsafe { std::slice::from_raw_parts(ring.map.ptr.add(slot * ring.size), len) })
     }
 
     fn completion_fd(&self) -> RawFd {
@@ -744,7 +735,7 @@ mod tests {
             wc_status(ibv_wc_status::IBV_WC_GENERAL_ERR),
             WcStatus::Other(ibv_wc_status::IBV_WC_GENERAL_ERR)
         );
-        assert!(random_psn(7) <= 0x00ff_ffff);
+        assert!(random_psn() <= 0x00ff_ffff);
     }
 
     #[test]

@@ -325,9 +325,9 @@ impl Server {
         let Some(fetch) = self.master.transfer.as_mut().and_then(|t| t.rdma.as_mut()) else {
             return FetchOutcome::Failed;
         };
-        // The timeout counts from the first reads, not from the offer.
+        // The timeout and the progress reports count from the first reads.
         fetch.last_report = now;
-        let actions = fetch.machine.start();
+        let actions = fetch.machine.start(now);
         self.run_fetch_actions(actions, out)
     }
 
@@ -396,7 +396,10 @@ impl Server {
                     }
                 }
                 FetchAction::Write { slot, offset, len } => {
-                    let bytes = fetch.endpoint.slot(slot, len);
+                    let Some(bytes) = fetch.endpoint.slot(slot, len) else {
+                        queue.extend(fetch.machine.abort("a slot shorter than its chunk"));
+                        continue;
+                    };
                     let payload = fetch.payload_len.saturating_sub(offset).min(len as u64);
                     fetch.crc = crc64(fetch.crc, &bytes[..payload as usize]);
                     if let Err(e) = t.file.write_all_at(bytes, offset) {
