@@ -288,45 +288,47 @@ def memory_table(records_path):
         print(f"- note: {note}")
 
 
-def side_table(records_path, title, rows):
-    """Medians [min–max] per measure of SIDE<TAB>NAME<TAB>VALUE records, kvstore
-    beside redis. Each row is LABEL|NAME|FORMAT-SPEC."""
+def read_records(records_path):
+    """SIDE<TAB>NAME<TAB>VALUE records as {(name, side): [values]}."""
     vals = {}
     with open(records_path) as f:
         for line in f:
             side, name, v = line.rstrip("\n").split("\t")
             if v:
                 vals.setdefault((name, side), []).append(float(v))
+    return vals
 
-    def cell(name, side, spec):
-        xs = vals.get((name, side), [])
-        if not xs:
-            return "n/a", None
-        m = statistics.median(xs)
-        spread = f" [{min(xs):{spec}}–{max(xs):{spec}}]" if len(xs) > 1 else ""
-        return f"{m:{spec}}{spread}", m
 
+def median_cell(vals, name, side, spec):
+    """'median [min–max]' of one measure of one side, and the median."""
+    xs = vals.get((name, side), [])
+    if not xs:
+        return "n/a", None
+    m = statistics.median(xs)
+    spread = f" [{min(xs):{spec}}–{max(xs):{spec}}]" if len(xs) > 1 else ""
+    return f"{m:{spec}}{spread}", m
+
+
+def side_table(records_path, title, rows):
+    """Medians [min–max] per measure, kvstore beside redis with their ratio.
+    Each row is LABEL|NAME|FORMAT-SPEC."""
+    vals = read_records(records_path)
     print(f"## {title}")
     print()
     print("| measure | kvstore | redis | ratio |")
     print("| --- | --- | --- | --- |")
     for row in rows:
         label, name, spec = row.split("|")
-        k, km = cell(name, "kvstore", spec)
-        r, rm = cell(name, "redis", spec)
+        k, km = median_cell(vals, name, "kvstore", spec)
+        r, rm = median_cell(vals, name, "redis", spec)
         ratio = f"{km / rm:.2f}" if km is not None and rm else "-"
         print(f"| {label} | {k} | {r} | {ratio} |")
 
 
 def sides_table(records_path, title, sides, rows):
-    """Medians [min–max] per measure of SIDE<TAB>NAME<TAB>VALUE records, one
-    column per side (comma-separated SIDES). Each row is LABEL|NAME|FORMAT-SPEC."""
-    vals = {}
-    with open(records_path) as f:
-        for line in f:
-            side, name, v = line.rstrip("\n").split("\t")
-            if v:
-                vals.setdefault((name, side), []).append(float(v))
+    """Medians [min–max] per measure, one column per side (comma-separated
+    SIDES). Each row is LABEL|NAME|FORMAT-SPEC."""
+    vals = read_records(records_path)
     sides = sides.split(",")
     print(f"## {title}")
     print()
@@ -334,14 +336,7 @@ def sides_table(records_path, title, sides, rows):
     print("| --- |" + " --- |" * len(sides))
     for row in rows:
         label, name, spec = row.split("|")
-        cells = []
-        for side in sides:
-            xs = vals.get((name, side), [])
-            if not xs:
-                cells.append("n/a")
-                continue
-            spread = f" [{min(xs):{spec}}–{max(xs):{spec}}]" if len(xs) > 1 else ""
-            cells.append(f"{statistics.median(xs):{spec}}{spread}")
+        cells = [median_cell(vals, name, side, spec)[0] for side in sides]
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
