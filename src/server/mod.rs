@@ -785,10 +785,7 @@ impl EventLoop {
                 Ok(Bulk::Budget) => {
                     // More next turn (the loop does not sleep meanwhile),
                     // so one fast replica cannot hold the loop.
-                    if !st.pending_write {
-                        st.pending_write = true;
-                        self.srv.pending_writes.push((idx, st.id));
-                    }
+                    st.queue_write(&mut self.srv.pending_writes);
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

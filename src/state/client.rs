@@ -408,6 +408,14 @@ impl ClientState {
     }
 
     /// Bytes of reply not yet written.
+    /// Queue this client (by its slot and id) to be written before the
+    /// loop sleeps, once.
+    pub fn queue_write(&mut self, pending_writes: &mut Vec<(usize, u64)>) {
+        if !std::mem::replace(&mut self.pending_write, true) {
+            pending_writes.push((self.slot, self.id));
+        }
+    }
+
     pub fn pending_output(&self) -> usize {
         self.reply.len() - self.sent
     }

@@ -495,10 +495,7 @@ impl Server {
             return;
         }
         c.reply.raw(&ack);
-        if !c.pending_write {
-            c.pending_write = true;
-            self.pending_writes.push((slot, id));
-        }
+        c.queue_write(&mut self.pending_writes);
     }
 
     /// REPLICAOF host port: follow a new master.

@@ -172,10 +172,7 @@ impl Server {
             return;
         };
         c.reply.raw(bytes);
-        if !c.pending_write {
-            c.pending_write = true;
-            self.pending_writes.push((slot, id));
-        }
+        c.queue_write(&mut self.pending_writes);
         let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
         let used = c.pending_output() as u64;
         // Only a client near its limit pays for reading the clock.
@@ -279,12 +276,10 @@ impl Server {
     /// an unblocked reply, a released AOF hold) to be written before the
     /// loop sleeps; nothing when the slot now holds another client.
     pub fn queue_write_of(&mut self, slot: usize, id: u64) {
-        let Some(c) = self.client_at(slot, id) else {
-            return;
-        };
-        if !c.pending_write {
-            c.pending_write = true;
-            self.pending_writes.push((slot, id));
+        // The slab and the queue are separate fields: borrowed apart.
+        let c = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut());
+        if let Some(c) = c.filter(|c| c.id == id) {
+            c.queue_write(&mut self.pending_writes);
         }
     }
 

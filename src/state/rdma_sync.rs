@@ -216,10 +216,7 @@ impl Server {
                     if c.close_asap {
                         self.to_close.push((slot, id));
                     }
-                    if !c.pending_write {
-                        c.pending_write = true;
-                        self.pending_writes.push((slot, id));
-                    }
+                    c.queue_write(&mut self.pending_writes);
                 }
             }
             self.clients[slot] = Some(c);
@@ -341,11 +338,6 @@ impl Server {
         match fetch.endpoint.poll(&mut completions) {
             Ok(()) => {
                 let now = Instant::now();
-                if !completions.is_empty() {
-                    // The link is alive, if quiet: the master sends nothing
-                    // on TCP while the replica reads.
-                    self.master.last_io = now;
-                }
                 for c in completions {
                     actions.extend(fetch.machine.completion(c, now));
                 }

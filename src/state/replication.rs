@@ -550,7 +550,7 @@ impl Server {
                 .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
             {
                 self.begin_full_sync(&mut c, offset);
-                self.queue_output(slot, &mut c);
+                c.queue_write(&mut self.pending_writes);
             }
             self.clients[slot] = Some(c);
         }
@@ -611,7 +611,7 @@ impl Server {
                             if let Some(l) = c.repl.as_mut() {
                                 l.phase = ReplicaPhase::RdmaTransfer(serve);
                             }
-                            self.queue_output(slot, &mut c);
+                            c.queue_write(&mut self.pending_writes);
                             self.clients[slot] = Some(c);
                             continue;
                         }
@@ -633,7 +633,7 @@ impl Server {
                                 remaining: len,
                             };
                         }
-                        self.queue_output(slot, &mut c);
+                        c.queue_write(&mut self.pending_writes);
                     }
                     Err(e) => {
                         warn!("SYNC failed for replica {}: {e}", c.addr);
@@ -748,7 +748,7 @@ impl Server {
                     });
                     if early {
                         self.replica_acked(&mut c);
-                        self.queue_output(slot, &mut c);
+                        c.queue_write(&mut self.pending_writes);
                     }
                     self.clients[slot] = Some(c);
                 }
@@ -762,13 +762,10 @@ impl Server {
                 }
             }
             Ok(n) => {
-                for &(slot, id) in &targets {
+                for &(slot, _) in &targets {
                     if let Some(c) = self.clients[slot].as_deref_mut() {
                         c.reply.raw(&buf[..n]);
-                        if !c.pending_write {
-                            c.pending_write = true;
-                            self.pending_writes.push((slot, id));
-                        }
+                        c.queue_write(&mut self.pending_writes);
                     }
                 }
             }
@@ -822,14 +819,6 @@ impl Server {
         }
     }
 
-    /// Queue a client (out of the slab) for writing.
-    fn queue_output(&mut self, slot: usize, c: &mut ClientState) {
-        if !c.pending_write {
-            c.pending_write = true;
-            self.pending_writes.push((slot, c.id));
-        }
-    }
-
     /// A replica went away.
     pub fn detach_replica(&mut self, client: &mut ClientState) {
         if client.repl.take().is_none() {
@@ -870,12 +859,13 @@ impl Server {
                 continue;
             };
             match link.phase {
-                ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => {
+                // Newlines keep the link alive while the replica waits,
+                // or reads its dump over RDMA (nothing else flows on TCP).
+                ReplicaPhase::WaitBgsaveStart
+                | ReplicaPhase::WaitBgsaveEnd
+                | ReplicaPhase::RdmaTransfer(_) => {
                     c.reply.raw(b"\n");
-                    if !c.pending_write {
-                        c.pending_write = true;
-                        self.pending_writes.push((slot, id));
-                    }
+                    c.queue_write(&mut self.pending_writes);
                 }
                 // A SYNC replica never sends ACKs (Redis spares it too).
                 ReplicaPhase::Online
