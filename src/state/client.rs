@@ -350,15 +350,19 @@ impl ClientState {
     /// past its soft bytes for its seconds (Redis's
     /// `checkClientOutputBufferLimits`)? Remembers when the soft limit was
     /// first passed, and forgets it once the output is back under it.
+    /// Output held for this client: its replies, and for a syncing replica
+    /// the stream kept for it (Redis keeps that in the reply list too).
+    pub fn output_used(&self) -> u64 {
+        let kept = self.repl.as_ref().map_or(0, |l| l.pending.len());
+        (self.pending_output() + kept) as u64
+    }
+
     pub fn output_limit_reached(
         &mut self,
         limit: crate::config::BufferLimit,
         now: Instant,
     ) -> bool {
-        // A syncing replica's kept stream is output too (Redis keeps it in
-        // the reply list).
-        let kept = self.repl.as_ref().map_or(0, |l| l.pending.len());
-        let used = (self.pending_output() + kept) as u64;
+        let used = self.output_used();
         if limit.hard > 0 && used >= limit.hard {
             return true;
         }

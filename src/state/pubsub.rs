@@ -173,19 +173,35 @@ impl Server {
         };
         c.reply.raw(bytes);
         c.queue_write(&mut self.pending_writes);
+        self.enforce_output_limit(slot, id);
+    }
+
+    /// Output for client `id` (in the slab) grew: close it if that took it
+    /// over its class's limit. Only a client near its limit pays for
+    /// reading the clock.
+    pub fn enforce_output_limit(&mut self, slot: usize, id: u64) {
+        let Some(c) = self
+            .clients
+            .get_mut(slot)
+            .and_then(|c| c.as_deref_mut())
+            .filter(|c| c.id == id && !c.close_asap)
+        else {
+            return;
+        };
         let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
-        let used = c.pending_output() as u64;
-        // Only a client near its limit pays for reading the clock.
+        let used = c.output_used();
         let near = |l: u64| l > 0 && used >= l;
-        if near(limit.hard) || near(limit.soft) {
-            if c.output_limit_reached(limit, std::time::Instant::now()) {
-                let mut c = self.clients[slot].take().expect("just used");
-                self.close_for_output_limit(&mut c);
-                self.to_close.push((slot, id));
-                self.clients[slot] = Some(c);
-            }
-        } else {
+        if !near(limit.hard) && !near(limit.soft) {
             c.obuf_soft_since = None;
+            return;
+        }
+        if c.output_limit_reached(limit, std::time::Instant::now()) {
+            let Some(mut c) = self.clients[slot].take() else {
+                return;
+            };
+            self.close_for_output_limit(&mut c);
+            self.to_close.push((slot, id));
+            self.clients[slot] = Some(c);
         }
     }
 

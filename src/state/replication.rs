@@ -262,53 +262,34 @@ impl Server {
     /// Bytes for the replication stream (the feed's units, a PING): into
     /// the backlog and to every replica, kept for those still syncing.
     pub fn append_to_replication(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() || self.repl.backlog.is_none() {
+        let Some(backlog) = self.repl.backlog.as_mut() else {
+            return;
+        };
+        if bytes.is_empty() {
             return;
         }
-        if let Some(b) = self.repl.backlog.as_mut() {
-            b.append(bytes);
-        }
+        backlog.append(bytes);
         self.repl.offset += bytes.len() as i64;
         for i in 0..self.repl.replicas.len() {
             let id = self.repl.replicas[i];
             let Some(slot) = self.client_index(id) else {
                 continue;
             };
-            let limit = self.config.client_output_buffer_limit
-                [crate::config::ClientClass::Replica as usize];
-            let mut over_limit = false;
-            let online = match self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) {
-                Some(c) => {
-                    let kept = match c.repl.as_mut() {
-                        Some(link) => match link.phase {
-                            ReplicaPhase::WaitBgsaveStart | ReplicaPhase::Online => false,
-                            ReplicaPhase::WaitBgsaveEnd
-                            | ReplicaPhase::SendBulk { .. }
-                            | ReplicaPhase::RdmaTransfer(_)
-                            | ReplicaPhase::Streaming
-                            | ReplicaPhase::WaitFirstAck => {
-                                link.pending.extend_from_slice(bytes);
-                                true
-                            }
-                        },
-                        None => false,
-                    };
-                    // What is kept for it counts against its output limit.
-                    over_limit =
-                        kept && !c.close_asap && c.output_limit_reached(limit, Instant::now());
-                    c.repl
-                        .as_ref()
-                        .is_some_and(|l| matches!(l.phase, ReplicaPhase::Online))
-                }
-                None => false,
+            let Some(link) = self.clients[slot]
+                .as_deref_mut()
+                .and_then(|c| c.repl.as_mut())
+            else {
+                continue;
             };
-            if over_limit {
-                let mut c = self.clients[slot].take().expect("just used");
-                self.close_for_output_limit(&mut c);
-                self.to_close.push((slot, id));
-                self.clients[slot] = Some(c);
-            } else if online {
-                self.push_output(slot, id, bytes);
+            match link.phase {
+                ReplicaPhase::WaitBgsaveStart => {}
+                ReplicaPhase::Online => self.push_output(slot, id, bytes),
+                // Kept until its snapshot is through; it counts against
+                // its output limit.
+                _ => {
+                    link.pending.extend_from_slice(bytes);
+                    self.enforce_output_limit(slot, id);
+                }
             }
         }
     }
