@@ -77,17 +77,26 @@ impl EventLoop {
 
     /// Close the handshake or the master client, whichever exists.
     pub(super) fn drop_master_link(&mut self) {
-        if let Some(h) = self.handshake.take() {
-            let mut stream = h.stream;
-            let _ = self.poll.registry().deregister(&mut stream);
-        }
-        if let Some(transfer) = self.srv.master.transfer.take() {
-            let _ = std::fs::remove_file(&transfer.tmp_path);
-        }
         if let Some(id) = self.srv.master.client_id.take() {
-            if let Some(slot) = self.srv.client_index(id) {
-                self.srv.to_close.push((slot, id));
-            }
+            self.srv.close_client_asap(id);
+        }
+        match self.handshake.take() {
+            Some(h) => self.abandon_handshake(h),
+            None => self.abandon_handshake_state(),
+        }
+    }
+
+    /// The handshake (or transfer) failed or is dropped: its socket and
+    /// temporary dump go, and the link is tried again in a second.
+    fn abandon_handshake(&mut self, h: Handshake) {
+        let mut stream = h.stream;
+        let _ = self.poll.registry().deregister(&mut stream);
+        self.abandon_handshake_state();
+    }
+
+    fn abandon_handshake_state(&mut self) {
+        if let Some(t) = self.srv.master.transfer.take() {
+            let _ = std::fs::remove_file(&t.tmp_path);
         }
         self.srv.master.link_lost();
     }
@@ -159,12 +168,7 @@ impl EventLoop {
             Ok(Next::Online(leftover)) => self.master_link_online(h, leftover),
             Err(e) => {
                 warn!("{e}");
-                let mut stream = h.stream;
-                let _ = self.poll.registry().deregister(&mut stream);
-                if let Some(t) = self.srv.master.transfer.take() {
-                    let _ = std::fs::remove_file(&t.tmp_path);
-                }
-                self.srv.master.link_lost();
+                self.abandon_handshake(h);
             }
         }
     }
@@ -514,9 +518,7 @@ impl EventLoop {
             }
             Err(e) => {
                 warn!("{e}");
-                let mut stream = h.stream;
-                let _ = self.poll.registry().deregister(&mut stream);
-                self.srv.master.link_lost();
+                self.abandon_handshake(h);
             }
         }
     }
