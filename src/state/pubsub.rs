@@ -163,12 +163,7 @@ impl Server {
     /// (Redis's closeClientOnOutputBufferLimitReached), so a receiver that
     /// does not read is cut off instead of growing without bound.
     pub fn push_output(&mut self, slot: usize, id: u64, bytes: &[u8]) {
-        let Some(c) = self
-            .clients
-            .get_mut(slot)
-            .and_then(|c| c.as_deref_mut())
-            .filter(|c| c.id == id && !c.close_asap)
-        else {
+        let Some(c) = open_client(&mut self.clients, slot, id) else {
             return;
         };
         c.reply.raw(bytes);
@@ -180,12 +175,7 @@ impl Server {
     /// over its class's limit. Only a client near its limit pays for
     /// reading the clock.
     pub fn enforce_output_limit(&mut self, slot: usize, id: u64) {
-        let Some(c) = self
-            .clients
-            .get_mut(slot)
-            .and_then(|c| c.as_deref_mut())
-            .filter(|c| c.id == id && !c.close_asap)
-        else {
+        let Some(c) = open_client(&mut self.clients, slot, id) else {
             return;
         };
         let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
@@ -307,4 +297,17 @@ impl Server {
             .as_deref_mut()
             .filter(|c| c.id == id)
     }
+}
+
+/// Client `id` at `slot` of the slab, unless it is gone or closing (a free
+/// function, so the slab is borrowed apart from the server's other fields).
+fn open_client(
+    clients: &mut [Option<Box<ClientState>>],
+    slot: usize,
+    id: u64,
+) -> Option<&mut ClientState> {
+    clients
+        .get_mut(slot)?
+        .as_deref_mut()
+        .filter(|c| c.id == id && !c.close_asap)
 }
