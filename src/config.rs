@@ -109,7 +109,10 @@ pub struct Config {
     pub repl_rdma: bool,
     /// How a replica loads a full sync: `disabled` and `on-empty-db` in
     /// place of its dataset (clients get -LOADING), `swapdb` aside while
-    /// the old dataset goes on serving.
+    /// the old dataset goes on serving. The dump is always written to a
+    /// temporary file; it is loaded from there as it arrives when that
+    /// costs the old dataset nothing (it is empty, or `swapdb`), else once
+    /// it is complete.
     pub repl_diskless_load: String,
     pub repl_diskless_sync_delay: i64,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
@@ -1193,7 +1196,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         "repl-diskless-load",
         "disabled",
         true,
-        "How a replica loads a full sync: disabled / on-empty-db (in place; clients get LOADING) or swapdb (aside, while the old dataset serves reads).",
+        "How a replica loads a full sync: disabled / on-empty-db (in place; clients get LOADING) or swapdb (aside, while the old dataset serves reads). The dump is loaded from its temporary file as it arrives when the dataset is empty or with swapdb, else once it is complete.",
         |c| c.repl_diskless_load.clone(),
         |c, v| {
             let v = v.to_ascii_lowercase();

@@ -309,6 +309,21 @@ impl Rng {
 }
 
 /// Random bytes from the kernel (seeds, run ids).
+/// Hint that the cache line at `p` will be read soon (a batch of lookups
+/// starts its cache misses together instead of one after another).
+#[inline(always)]
+pub fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults, whatever the
+    // address, and reads nothing into the program.
+    #[allow(unused_unsafe)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 pub fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
     // SAFETY: getrandom writes at most buf.len() bytes into buf.

@@ -834,3 +834,77 @@ fn swapdb_loading_serves_the_old_dataset_until_the_new_one_is_whole() {
     assert_eq!(master.join().unwrap(), 2);
     assert_eq!(c.cmd_str(&["GET", "kept"]), b"$3\r\nyes\r\n");
 }
+
+/// Names in the replica's directory that start with `prefix`.
+fn files_starting(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+#[test]
+fn an_empty_replica_loads_the_dump_as_it_arrives_and_drops_a_cut_one() {
+    // A master that writes its snapshot slowly (3,000 keys of 1 kB, 1 ms
+    // each: 64 kB reach the replica every 65 ms).
+    let mut master = start_kvstore(&["--rdb-key-save-delay", "1000"]);
+    let mut m = Conn::connect(master.port);
+    let mut pipeline = Vec::new();
+    let filler = "v".repeat(1000);
+    for i in 0..3000 {
+        let (k, v) = (format!("key:{i}"), format!("{i}:{filler}"));
+        pipeline.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n${}\r\n{k}\r\n${}\r\n{v}\r\n",
+                k.len(),
+                v.len()
+            )
+            .as_bytes(),
+        );
+    }
+    m.send_raw(&pipeline);
+    for _ in 0..3000 {
+        assert_eq!(m.read_reply(), b"+OK\r\n");
+    }
+    let kv = start_kvstore(&[]);
+    let mut r = Conn::connect(kv.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    // Keys load while the transfer is still running.
+    common::wait_for("keys loaded during the transfer", 20, || {
+        r.info_field("replication", "master_sync_in_progress") == "1"
+            && r.info_field("persistence", "loading") == "1"
+            && r.info_field("persistence", "loading_loaded_bytes")
+                .parse::<u64>()
+                .unwrap_or(0)
+                > 1000
+    });
+    assert!(r.cmd_str(&["GET", "key:1"]).starts_with(b"-LOADING"));
+    // The master dies mid-transfer: what was loaded goes, with the file.
+    let _ = master.child.kill();
+    let _ = master.child.wait();
+    common::wait_for("the cut transfer to be dropped", 10, || {
+        r.info_field("persistence", "loading") == "0"
+    });
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":0\r\n");
+    assert_eq!(r.info_field("replication", "master_link_status"), "down");
+    assert!(files_starting(kv.dir.path(), "temp-").is_empty());
+    assert!(files_starting(kv.dir.path(), "dump.rdb").is_empty());
+    // From a master that finishes, the replica has it all, and the dump.
+    let master = start_kvstore(&[]);
+    let mut m = Conn::connect(master.port);
+    m.send_raw(&pipeline);
+    for _ in 0..3000 {
+        assert_eq!(m.read_reply(), b"+OK\r\n");
+    }
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":3000\r\n");
+    assert_eq!(
+        r.cmd_str(&["GET", "key:2999"]),
+        format!("$1005\r\n2999:{filler}\r\n").as_bytes()
+    );
+    assert!(files_starting(kv.dir.path(), "temp-").is_empty());
+    assert_eq!(files_starting(kv.dir.path(), "dump.rdb"), ["dump.rdb"]);
+}

@@ -305,8 +305,43 @@ impl Table {
 
     /// Insert `entry`, replacing and returning any entry with the same key.
     pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
-        self.rehash_step();
         let h = self.hash(entry.key());
+        self.insert_hashed(entry, h)
+    }
+
+    /// The bucket an entry with hash `h` goes to, if there is an array.
+    #[inline]
+    fn insert_bucket(&self, h: u64) -> Option<*const Link> {
+        let tab = &self.tabs[self.rehash_idx.is_some() as usize];
+        (!tab.is_empty()).then(|| tab.as_ptr().wrapping_add((h as usize) & (tab.len() - 1)))
+    }
+
+    /// Hint that the bucket of hash `h` is read soon. With `prefetch_chain`
+    /// this lets a batch of inserts (the RDB loader's) wait for their cache
+    /// misses together: every bucket first, then the entry each points at.
+    #[inline]
+    pub fn prefetch_bucket(&self, h: u64) {
+        if let Some(b) = self.insert_bucket(h) {
+            crate::util::prefetch_read(b as *const u8);
+        }
+    }
+
+    /// Hint that the first entry in the chain of hash `h` is read soon
+    /// (after `prefetch_bucket`, once the bucket is likely cached).
+    #[inline]
+    pub fn prefetch_chain(&self, h: u64) {
+        if let Some(b) = self.insert_bucket(h) {
+            // SAFETY: `b` is a slot of the current bucket array.
+            let head = unsafe { *b };
+            if !head.is_null() {
+                crate::util::prefetch_read(head);
+            }
+        }
+    }
+
+    /// `insert` of an entry whose key hashes to `h` (from `hash`).
+    pub fn insert_hashed(&mut self, entry: Entry, h: u64) -> Option<Entry> {
+        self.rehash_step();
         if let Some(link) = self.find_link(entry.key(), h) {
             // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
             return Some(unsafe { self.replace_at(link, entry) });
@@ -594,8 +629,16 @@ impl Table {
 
     /// Iterate over every entry (not for the hot path: KEYS, SAVE, tests).
     pub fn for_each<'t>(&'t self, f: &mut dyn FnMut(&'t Entry)) {
+        /// Buckets ahead whose first entry is fetched early: a walk of a
+        /// large table is a cache miss per chain, and this overlaps them.
+        const AHEAD: usize = 16;
         for tab in &self.tabs {
-            for slot in tab.iter() {
+            for (i, slot) in tab.iter().enumerate() {
+                if let Some(&ahead) = tab.get(i + AHEAD) {
+                    if !ahead.is_null() {
+                        crate::util::prefetch_read(ahead);
+                    }
+                }
                 let mut link = slot as *const Link;
                 // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 unsafe {

@@ -239,7 +239,7 @@ impl EventLoop {
             }
             if self.srv.loading.is_some() {
                 // A full sync's dump: its end (or failure) is the link's.
-                let synced = self.srv.master.state == crate::state::master::LinkState::Loading;
+                let synced = self.srv.master.loads_sync();
                 match crate::state::snapshot::continue_loading(
                     &mut self.srv,
                     commands::replay_aof_command,
@@ -279,7 +279,7 @@ impl EventLoop {
             let timeout = if self.pending_reads.is_empty()
                 && self.srv.pending_writes.is_empty()
                 && self.srv.unblocked.is_empty()
-                && self.srv.loading.is_none()
+                && self.srv.loading.as_ref().is_none_or(|l| l.waiting())
             {
                 wake.saturating_duration_since(Instant::now())
             } else {

@@ -98,6 +98,14 @@ impl EventLoop {
         if let Some(t) = self.srv.master.transfer.take() {
             let _ = std::fs::remove_file(&t.tmp_path);
         }
+        if self.srv.master.streamed_dump.is_some() {
+            // The dump was loading as it arrived: what was loaded goes.
+            self.srv.loading = None;
+            let _ = crate::state::master::finish_synced_load(
+                &mut self.srv,
+                Err("the transfer was interrupted".into()),
+            );
+        }
         self.srv.master.link_lost();
     }
 
@@ -429,6 +437,19 @@ impl EventLoop {
         let Some(t) = self.srv.master.transfer.as_mut() else {
             return Ok(None);
         };
+        if std::mem::take(&mut t.payload_begun) {
+            let tmp = t.tmp_path.clone();
+            if crate::state::master::streams_sync_load(&self.srv) {
+                crate::state::master::begin_streamed_load(&mut self.srv, &tmp)?;
+                if let Some(t) = self.srv.master.transfer.as_mut() {
+                    t.streamed = true;
+                }
+            }
+        }
+        crate::state::master::streamed_load_progress(&mut self.srv);
+        let Some(t) = self.srv.master.transfer.as_mut() else {
+            return Ok(None);
+        };
         if std::mem::take(&mut t.rdma_overtaken) {
             self.srv.repl.rdma_stats.failures += 1;
             warn!("MASTER <-> REPLICA sync: the master sends the dump over TCP; the RDMA fetch is dropped");
@@ -495,12 +516,24 @@ impl EventLoop {
         }
         let mut t = self.srv.master.transfer.take().expect("checked");
         let leftover = t.take_leftover();
-        t.finish()?;
+        if let Err(e) = t.finish() {
+            let _ = std::fs::remove_file(&t.tmp_path);
+            return Err(e);
+        }
         info!(
             "MASTER <-> REPLICA sync: received {} bytes of payload",
             t.received
         );
-        crate::state::master::begin_synced_load(&mut self.srv, &t.tmp_path)?;
+        if t.streamed {
+            // The load, which followed the transfer, may finish.
+            let (len, complete) = t.loadable();
+            if let Some(load) = self.srv.loading.as_mut() {
+                load.grown(len, complete, Some(len));
+            }
+            self.srv.master.state = LinkState::Loading;
+        } else {
+            crate::state::master::begin_synced_load(&mut self.srv, &t.tmp_path)?;
+        }
         Ok(Some(leftover))
     }
 

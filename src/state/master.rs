@@ -64,6 +64,9 @@ pub struct MasterState {
     pub stream_db: usize,
     /// The AOF was on before a full sync's load: start it again after.
     pub aof_to_restart: bool,
+    /// The temporary dump being loaded as it is received; it becomes the
+    /// dump file once loaded, and goes if the sync fails.
+    pub streamed_dump: Option<PathBuf>,
 }
 
 impl Default for MasterState {
@@ -80,6 +83,7 @@ impl Default for MasterState {
             full_sync_from: None,
             stream_db: 0,
             aof_to_restart: false,
+            streamed_dump: None,
         }
     }
 }
@@ -109,6 +113,12 @@ impl MasterState {
     pub fn is_syncing(&self) -> bool {
         self.target.is_some() && self.state != LinkState::Connected
     }
+
+    /// Is the dataset being loaded from the master (received, or still
+    /// arriving)?
+    pub fn loads_sync(&self) -> bool {
+        self.state == LinkState::Loading || self.streamed_dump.is_some()
+    }
 }
 
 /// The dump being received: into a temporary file, sized by the `$len`
@@ -129,6 +139,13 @@ pub struct Transfer {
     /// Bytes after the payload (the stream that follows).
     leftover: Vec<u8>,
     done: bool,
+    /// The file is complete and on disk (`finish`).
+    finished: bool,
+    /// The `$` line just arrived: the loop decides whether to load the
+    /// dump as it arrives.
+    pub payload_begun: bool,
+    /// The dump is loaded as it arrives.
+    pub streamed: bool,
     /// The master offered the dump over RDMA (`+RDMAFULLSYNC`): the loop
     /// starts the fetch.
     pub rdma_offer: Option<crate::rdma::control::Offer>,
@@ -163,6 +180,9 @@ impl Transfer {
             tail: Vec::new(),
             leftover: Vec::new(),
             done: false,
+            finished: false,
+            payload_begun: false,
+            streamed: false,
             rdma_offer: None,
             rdma: None,
             rdma_rkey: 0,
@@ -199,6 +219,16 @@ impl Transfer {
 
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// How much of the dump the file holds (not counting what may be the
+    /// end mark), and whether that is all of it.
+    pub fn loadable(&self) -> (u64, bool) {
+        if self.mark.is_some() && !self.finished {
+            (self.received.saturating_sub(EOF_MARK_LEN as u64), false)
+        } else {
+            (self.received, self.finished)
+        }
     }
 
     pub fn take_leftover(&mut self) -> Vec<u8> {
@@ -261,9 +291,11 @@ impl Transfer {
                             return Err(format!("Bad EOF mark from MASTER: '{line}'"));
                         }
                         self.mark = Some(mark.as_bytes().to_vec());
+                        self.payload_begun = true;
                         info!("MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk");
                     } else if let Some(n) = line.strip_prefix('$').and_then(|n| n.parse().ok()) {
                         self.size = Some(n);
+                        self.payload_begun = true;
                         info!("MASTER <-> REPLICA sync: receiving {n} bytes from master to disk");
                     } else if line.starts_with('-') {
                         return Err(format!("MASTER aborted replication with an error: {line}"));
@@ -321,15 +353,15 @@ impl Transfer {
         }
         self.file
             .sync_all()
-            .map_err(|e| format!("Syncing the received dump to disk: {e}"))
+            .map_err(|e| format!("Syncing the received dump to disk: {e}"))?;
+        self.finished = true;
+        Ok(())
     }
 }
 
 /// A complete dump from the master: it becomes the dump file and starts
 /// loading in place of the dataset, in slices of the loop (clients get
-/// `-LOADING`); `finish_synced_load` follows. The AOF is stopped meanwhile
-/// and started again after, as Redis does, so that its first base is the
-/// new dataset, never the old history followed by the new stream.
+/// `-LOADING`); `finish_synced_load` follows.
 pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
     let path = srv.config.dir.join(&srv.config.dbfilename);
     std::fs::rename(tmp_path, &path).map_err(|e| {
@@ -339,9 +371,58 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
             path.display()
         )
     })?;
-    // As Redis's replicationAttachToNewMaster: our replicas and our old
-    // history go (whatever happens to the load), and no snapshot child of
-    // the old dataset may publish it over the new dump.
+    prepare_synced_load(srv);
+    srv.master.state = LinkState::Loading;
+    if let Err(e) = super::snapshot::begin_rdb_load(srv, path) {
+        // The failure is reported by the caller, from `e`.
+        let _ = finish_synced_load(srv, Err(e.clone()));
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Should the dump that begins to arrive be loaded as it arrives? Yes when
+/// that costs the old dataset nothing: it is empty, or it goes on serving
+/// while the new one is built aside (`repl-diskless-load swapdb`). The dump
+/// is written to its temporary file all the same, and loaded from there.
+pub fn streams_sync_load(srv: &Server) -> bool {
+    srv.config.repl_diskless_load == "swapdb" || srv.dbs.iter().all(|db| db.main.is_empty())
+}
+
+/// The dump from the master begins to arrive: load it from its temporary
+/// file as it grows (`streamed_load_progress` says how far), in place of
+/// the dataset or aside; `finish_synced_load` follows once it is complete
+/// and loaded, and renames it over the dump file.
+pub fn begin_streamed_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
+    prepare_synced_load(srv);
+    srv.master.streamed_dump = Some(tmp_path.to_path_buf());
+    if let Err(e) = super::snapshot::begin_growing_rdb_load(srv, tmp_path.to_path_buf()) {
+        let _ = finish_synced_load(srv, Err(e.clone()));
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// More of a streamed dump arrived, or all of it: the load may go on.
+pub fn streamed_load_progress(srv: &mut Server) {
+    let Some(t) = srv.master.transfer.as_ref().filter(|t| t.streamed) else {
+        return;
+    };
+    let (available, complete) = t.loadable();
+    let size = t.size;
+    if let Some(load) = srv.loading.as_mut() {
+        load.grown(available, complete, size);
+    }
+}
+
+/// Before a full sync's dump is loaded, as Redis's
+/// replicationAttachToNewMaster and readSyncBulkPayload: our replicas and
+/// our old history go (whatever happens to the load), no snapshot child of
+/// the old dataset may publish it over the new dump, the AOF stops (and
+/// starts again after, so that its first base is the new dataset, never the
+/// old history followed by the new stream), and the old dataset is flushed
+/// or set aside.
+fn prepare_synced_load(srv: &mut Server) {
     srv.disconnect_replicas();
     srv.repl.backlog = None;
     super::snapshot::kill_child(srv);
@@ -369,13 +450,6 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
         srv.tracking_invalidate_all();
         info!("MASTER <-> REPLICA sync: Loading DB in memory");
     }
-    srv.master.state = LinkState::Loading;
-    if let Err(e) = super::snapshot::begin_rdb_load(srv, path) {
-        // The failure is reported by the caller, from `e`.
-        let _ = finish_synced_load(srv, Err(e.clone()));
-        return Err(e);
-    }
-    Ok(())
 }
 
 /// The synchronised dump is loaded (or failed to): this server's history
@@ -384,6 +458,25 @@ pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result
 pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Result<(), String> {
     let restart = std::mem::take(&mut srv.master.aof_to_restart);
     let aside = srv.loading_into.take();
+    // A dump loaded as it arrived becomes the dump file now it is whole
+    // (where it cannot, the dataset is still good: the old dump stays, as
+    // after Redis's diskless load).
+    if let Some(tmp) = srv.master.streamed_dump.take() {
+        let path = srv.config.dir.join(&srv.config.dbfilename);
+        let renamed = result.is_ok() && {
+            let r = std::fs::rename(&tmp, &path);
+            if let Err(e) = &r {
+                warn!(
+                    "Failed trying to rename the temp DB into {}: {e}",
+                    path.display()
+                );
+            }
+            r.is_ok()
+        };
+        if !renamed {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
     if let Err(e) = result {
         match aside {
             // The old dataset stays; what was built aside goes.

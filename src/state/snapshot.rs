@@ -368,8 +368,10 @@ pub type Replay = fn(&mut Server, &mut ClientState, &[&[u8]]) -> Result<(), Stri
 
 /// What part of the current file is being loaded.
 pub enum LoadPhase {
+    /// A dump still arriving, before its header did.
+    Header,
     /// An RDB image (a dump, an AOF base, an old AOF's RDB preamble).
-    Rdb(rdb::LoadState),
+    Rdb(Box<rdb::LoadState>),
     /// A command log, from this offset.
     Commands { pos: usize },
 }
@@ -395,6 +397,17 @@ pub struct AsyncLoad {
     pub expired: u64,
     /// Offset of the MULTI of a transaction not yet closed by EXEC.
     multi_start: Option<usize>,
+    /// The dump is still arriving (a replica loads its master's dump as
+    /// it is received).
+    growing: Option<Growing>,
+}
+
+/// A dump file still being written: how much of it is there to load, and
+/// whether that is all of it.
+struct Growing {
+    file: std::fs::File,
+    available: usize,
+    complete: bool,
 }
 
 impl AsyncLoad {
@@ -430,12 +443,37 @@ impl AsyncLoad {
             keys: 0,
             expired: 0,
             multi_start: None,
+            growing: None,
+        }
+    }
+
+    /// Has the load consumed all that arrived of a dump still arriving?
+    /// (The loop then sleeps until more does.)
+    pub fn waiting(&self) -> bool {
+        let Some(g) = self.growing.as_ref().filter(|g| !g.complete) else {
+            return false;
+        };
+        match &self.phase {
+            LoadPhase::Header => g.available < rdb::HEADER_LEN,
+            LoadPhase::Rdb(st) => st.loaded_bytes() >= g.available || st.needs() > g.available,
+            LoadPhase::Commands { .. } => false,
+        }
+    }
+
+    /// More of the dump arrived (`available` bytes in all; `total` when
+    /// known), or all of it (`complete`).
+    pub fn grown(&mut self, available: u64, complete: bool, total: Option<u64>) {
+        if let Some(g) = self.growing.as_mut() {
+            g.available = available as usize;
+            g.complete = complete;
+            self.total_bytes = total.unwrap_or(available).max(available);
         }
     }
 
     /// Bytes consumed so far, all files together.
     pub fn loaded_bytes(&self) -> u64 {
         let here = match &self.phase {
+            LoadPhase::Header => 0,
             LoadPhase::Rdb(st) => st.loaded_bytes(),
             LoadPhase::Commands { pos } => *pos,
         };
@@ -445,9 +483,27 @@ impl AsyncLoad {
 
 fn map_file(path: &std::path::Path) -> Result<memmap2::Mmap, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    map_open_file(&file)
+}
+
+fn map_open_file(file: &std::fs::File) -> Result<memmap2::Mmap, String> {
     // SAFETY: read-only mapping; kvstore replaces dumps and AOF bases by
-    // rename, and only appends to incremental files after loading ended.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())
+    // rename, only appends to incremental files after loading ended, and
+    // only appends to a dump still arriving, whose loader reads no further
+    // than what was written.
+    unsafe { memmap2::Mmap::map(file) }.map_err(|e| e.to_string())
+}
+
+/// Map a dump still arriving again once it grew past the map (a map is of
+/// the file as it was).
+fn remap_grown(load: &mut AsyncLoad) -> Result<(), String> {
+    if let Some(g) = &load.growing {
+        if load.map.len() < g.available {
+            load.map = map_open_file(&g.file)
+                .map_err(|e| format!("mapping {}: {e}", load.path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The client AOF commands run as. It may never block: a blocking command
@@ -463,7 +519,7 @@ fn first_phase(map: &memmap2::Mmap, path: &std::path::Path) -> Result<LoadPhase,
     if crate::persistence::aof::is_rdb(map) {
         let st =
             rdb::load_begin(map).map_err(|e| format!("Bad RDB file {}: {e}", path.display()))?;
-        Ok(LoadPhase::Rdb(st))
+        Ok(LoadPhase::Rdb(Box::new(st)))
     } else {
         Ok(LoadPhase::Commands { pos: 0 })
     }
@@ -500,12 +556,33 @@ pub fn begin_rdb_load(srv: &mut Server, path: std::path::PathBuf) -> Result<(), 
     let total = map.len() as u64;
     srv.loading = Some(AsyncLoad::new(
         map,
-        LoadPhase::Rdb(state),
+        LoadPhase::Rdb(Box::new(state)),
         path,
         Default::default(),
         false,
         total,
     ));
+    Ok(())
+}
+
+/// Start loading the dump at `path` while it is still being written (a
+/// replica's full sync): `AsyncLoad::grown` says how far it got, the load
+/// follows in slices of the loop and ends once the dump is complete.
+pub fn begin_growing_rdb_load(srv: &mut Server, path: std::path::PathBuf) -> Result<(), String> {
+    let file =
+        std::fs::File::open(&path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    // SAFETY: read-only mapping of what was written so far; the loader
+    // reads only the part `grown` said is there, which is never rewritten.
+    let map = unsafe { memmap2::Mmap::map(&file) }
+        .map_err(|e| format!("mapping {}: {e}", path.display()))?;
+    info!("Loading RDB {} as it is received", path.display());
+    let mut load = AsyncLoad::new(map, LoadPhase::Header, path, Default::default(), false, 0);
+    load.growing = Some(Growing {
+        file,
+        available: 0,
+        complete: false,
+    });
+    srv.loading = Some(load);
     Ok(())
 }
 
@@ -598,7 +675,21 @@ pub fn continue_loading(srv: &mut Server, replay: Replay) -> Result<bool, String
 /// One slice of the current file; moves on to the next file at its end.
 fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<bool, String> {
     let name = load.file_name();
+    remap_grown(load)?;
     match &mut load.phase {
+        LoadPhase::Header => {
+            let g = load
+                .growing
+                .as_ref()
+                .expect("only a dump still arriving waits");
+            if g.available < rdb::HEADER_LEN && !g.complete {
+                return Ok(true);
+            }
+            let st = rdb::load_begin(&load.map[..])
+                .map_err(|e| format!("Bad RDB file {}: {e}", load.path.display()))?;
+            load.phase = LoadPhase::Rdb(Box::new(st));
+            Ok(true)
+        }
         LoadPhase::Rdb(st) => {
             let opts = rdb::LoadOptions::from_config(&srv.config);
             // Into the dataset being built aside (async loading), or the
@@ -607,7 +698,12 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                 Some(aside) => aside,
                 None => &mut srv.dbs,
             };
-            if let Err(e) = rdb::load_step(dbs, &opts, &load.map, st, LOAD_SLICE_KEYS) {
+            let (data, complete) = match &load.growing {
+                Some(g) => (&load.map[..g.available.min(load.map.len())], g.complete),
+                None => (&load.map[..], true),
+            };
+            if let Err(e) = rdb::load_step_partial(dbs, &opts, data, complete, st, LOAD_SLICE_KEYS)
+            {
                 return Err(if load.aof {
                     format!("Error reading the RDB base file {name}, AOF loading aborted: {e}")
                 } else {

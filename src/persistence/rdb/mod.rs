@@ -13,7 +13,10 @@ mod save;
 use crate::config::Config;
 use crate::db::NodeLimit;
 
-pub use load::{load_begin, load_bytes, load_file, load_step, LoadState, LoadStats};
+pub use load::{
+    load_begin, load_bytes, load_file, load_step, load_step_partial, LoadState, LoadStats,
+    HEADER_LEN,
+};
 pub use save::{save_to_file, write_rdb};
 
 pub const RDB_VERSION: u32 = 10;
