@@ -11,19 +11,24 @@
 # ROUNDS rounds (default 3), interleaved, alternating who goes first; the
 # table shows medians with the min–max spread.
 #
-# Usage: scripts/bench-replication.sh   (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3 SET_REQUESTS=2000000)
+# Both replicas use DISKLESS_LOAD for repl-diskless-load (default disabled,
+# Redis's default: Redis then writes the dump to disk and loads it once it
+# is complete; on-empty-db makes it load from the socket as it arrives).
+#
+# Usage: scripts/bench-replication.sh   (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3 SET_REQUESTS=2000000 DISKLESS_LOAD=disabled)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
 VALUE_SIZE=${VALUE_SIZE:-100}
 ROUNDS=${ROUNDS:-3}
 SET_REQUESTS=${SET_REQUESTS:-2000000}
+DISKLESS_LOAD=${DISKLESS_LOAD:-disabled}
 source scripts/bench-common.sh
 
 echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
 gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
 
-SERVER_ARGS=(--appendonly no --repl-diskless-sync yes --repl-diskless-sync-delay 0)
+SERVER_ARGS=(--appendonly no --repl-diskless-sync yes --repl-diskless-sync-delay 0 --repl-diskless-load "$DISKLESS_LOAD")
 
 # cpu_ticks PID: utime+stime of the process and its reaped children.
 cpu_ticks() { awk '{ print $14 + $15 + $16 + $17 }' "/proc/$1/stat"; }
@@ -61,7 +66,7 @@ run_side() { # SIDE
 run_rounds
 
 python3 "$HELPER" side-table "$results" \
-    "Full sync to a fresh replica: $KEYS keys, $VALUE_SIZE-byte values, diskless, median of $ROUNDS rounds [min–max]" \
+    "Full sync to a fresh replica: $KEYS keys, $VALUE_SIZE-byte values, diskless, repl-diskless-load $DISKLESS_LOAD, median of $ROUNDS rounds [min–max]" \
     "seconds from REPLICAOF to in sync|sync_s|.2f" \
     "master CPU seconds during the sync (children included)|sync_cpu_s|.2f" \
     "master peak RSS MB|master_peak_rss_mb|,.0f" \
