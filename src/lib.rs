@@ -23,6 +23,7 @@ pub mod net;
 pub mod persistence;
 pub mod protocol;
 pub mod rdma;
+pub mod scripting;
 pub mod server;
 pub mod state;
 pub mod util;
@@ -30,5 +31,7 @@ pub mod util;
 /// The Redis version whose behaviour we implement (reported by INFO/HELLO, and
 /// what clients use for feature detection).
 pub const REDIS_VERSION: &str = "7.0.15";
+/// The same as a number (Redis's REDIS_VERSION_NUM: 0x00MMmmpp).
+pub const REDIS_VERSION_NUM: u32 = 0x0007_000f;
 /// kvstore's own version.
 pub const KVSTORE_VERSION: &str = env!("CARGO_PKG_VERSION");

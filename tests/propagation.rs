@@ -377,3 +377,43 @@ fn feed_matches_what_redis_streams_to_a_replica() {
         theirs.join("\n  ")
     );
 }
+
+#[test]
+fn scripts_propagate_their_effects_not_themselves() {
+    let mut h = Harness::new();
+    // One write: the command alone, rewritten as any write is.
+    h.run(&[
+        "EVAL",
+        "return redis.call('set', KEYS[1], 'v', 'EX', 100)",
+        "1",
+        "k",
+    ]);
+    let one = h.take();
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert!(one[0].starts_with("0:SET k v PXAT "), "{one:?}");
+    // Several writes: one transaction, in the databases they ran in.
+    h.run(&[
+        "EVAL",
+        "redis.call('incr', 'a'); redis.call('select', 2); redis.call('incrbyfloat', 'f', '1.5'); return redis.call('get', 'a')",
+        "0",
+    ]);
+    assert_eq!(
+        h.take(),
+        ["0:MULTI", "0:incr a", "2:SET f 1.5 KEEPTTL", "2:EXEC"]
+    );
+    // Reads and refused writes propagate nothing; REPL_NONE silences.
+    h.run(&["EVAL", "return redis.call('get', 'a')", "0"]);
+    h.run(&[
+        "EVAL",
+        "redis.set_repl(redis.REPL_NONE); redis.call('set', 'q', '1'); return 1",
+        "0",
+    ]);
+    h.run(&["EVAL_RO", "return redis.pcall('set', 'x', '1')", "0"]);
+    assert_eq!(h.take(), Vec::<String>::new());
+    assert_eq!(h.run(&["GET", "q"]), "$1\r\n1\r\n");
+    // EVALSHA of a cached script behaves the same.
+    let sha = h.run(&["SCRIPT", "LOAD", "return redis.call('del', KEYS[1])"]);
+    let sha = sha.lines().nth(1).unwrap().to_string();
+    h.run(&["EVALSHA", &sha, "1", "k"]);
+    assert_eq!(h.take(), ["0:del k"]);
+}

@@ -27,6 +27,7 @@ pub mod meta;
 pub mod monitor;
 pub mod pubsub;
 pub mod replication;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod slowlog;

@@ -5,8 +5,9 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, server as srvc,
-    set as se, slowlog as sl, sort as so, string as st, transaction as tx, zset as z,
+    keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
+    server as srvc, set as se, slowlog as sl, sort as so, string as st, transaction as tx,
+    zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -282,6 +283,22 @@ pub static COMMANDS: &[CommandSpec] = &[
             m::COMMAND_GETKEYS,
             m::COMMAND_GETKEYSANDFLAGS,
             m::COMMAND_HELP
+        ]
+    ),
+    // scripting
+    cmd!(m::EVAL, sc::eval),
+    cmd!(m::EVAL_RO, sc::eval_ro),
+    cmd!(m::EVALSHA, sc::evalsha),
+    cmd!(m::EVALSHA_RO, sc::evalsha_ro),
+    cmd!(
+        m::SCRIPT,
+        sc::script,
+        [
+            m::SCRIPT_EXISTS,
+            m::SCRIPT_FLUSH,
+            m::SCRIPT_HELP,
+            m::SCRIPT_KILL,
+            m::SCRIPT_LOAD
         ]
     ),
     cmd!(

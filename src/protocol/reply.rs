@@ -337,6 +337,35 @@ impl Reply {
         }
     }
 
+    /// A verbatim string of format `fmt` (three bytes, e.g. `txt`, `mkd`):
+    /// `=len\r\nfmt:…` in RESP3, a bulk string in RESP2.
+    pub fn verbatim_with(&mut self, fmt: &[u8], text: &[u8]) {
+        if self.is_resp3() {
+            self.header(b'=', text.len() as i64 + 4);
+            let mut f = [b' '; 3];
+            for (d, s) in f.iter_mut().zip(fmt) {
+                *d = *s;
+            }
+            self.buf.extend_from_slice(&f);
+            self.buf.push(b':');
+            self.buf.extend_from_slice(text);
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text);
+        }
+    }
+
+    /// A big number: `(digits` in RESP3, a bulk string in RESP2.
+    pub fn big_number(&mut self, digits: &[u8]) {
+        if self.is_resp3() {
+            self.buf.push(b'(');
+            self.buf.extend_from_slice(digits);
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(digits);
+        }
+    }
+
     pub fn bulk_str(&mut self, s: &str) {
         self.bulk(s.as_bytes());
     }

@@ -150,6 +150,11 @@ pub struct Server {
     pub loading_into: Option<Vec<Db>>,
     pub rdb_last_load_keys: u64,
     pub rdb_last_load_expired: u64,
+    /// The Lua interpreter and the script cache (EVAL, SCRIPT).
+    pub scripts: crate::scripting::Engine,
+    /// The client scripts run their commands as (Redis's lua client);
+    /// made on the first script.
+    pub script_client: Option<Box<ClientState>>,
     /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
     /// (slot, client id) so a slot reused in between is left alone.
     pub to_close: Vec<(usize, u64)>,
@@ -272,6 +277,8 @@ impl Server {
             config,
             dbs,
             loading_into: None,
+            scripts: crate::scripting::Engine::new(),
+            script_client: None,
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,

@@ -1,0 +1,368 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT (Redis's eval.c and
+//! script.c).
+//!
+//! The interpreter, its sandbox and the conversions are `crate::scripting`;
+//! here a script is checked against the server before it runs (its shebang
+//! flags against a read-only replica, a disk error, `maxmemory`, `*_RO`),
+//! and its `redis.call`s run as Redis's script client: through `call`,
+//! past the client gates, with the checks Redis applies to a command from
+//! a script. Replication is by effects: the EVAL itself is never
+//! propagated, the writes it makes are, as one MULTI/EXEC unit when there
+//! are several (the feed's execution unit of the EVAL holds them).
+//!
+//! A script runs to its end on the loop thread: there is no `-BUSY` for
+//! other clients while a long one runs, so SCRIPT KILL always finds none.
+
+use super::*;
+use crate::protocol::reply::Proto;
+use crate::scripting::{Host, RunOptions, ScriptFlags, REPL_AOF, REPL_REPLICA};
+
+const ERR_NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// EVAL script numkeys [key ...] [arg ...]
+pub fn eval(c: &mut Ctx, argv: &[&[u8]]) {
+    eval_generic(c, argv, Source::Body, Mode::ReadWrite);
+}
+
+/// EVAL_RO: as EVAL, but the script may not write.
+pub fn eval_ro(c: &mut Ctx, argv: &[&[u8]]) {
+    eval_generic(c, argv, Source::Body, Mode::ReadOnly);
+}
+
+/// EVALSHA sha1 numkeys [key ...] [arg ...]: a script from the cache.
+pub fn evalsha(c: &mut Ctx, argv: &[&[u8]]) {
+    eval_generic(c, argv, Source::Sha, Mode::ReadWrite);
+}
+
+/// EVALSHA_RO: as EVALSHA, but the script may not write.
+pub fn evalsha_ro(c: &mut Ctx, argv: &[&[u8]]) {
+    eval_generic(c, argv, Source::Sha, Mode::ReadOnly);
+}
+
+/// What EVAL's first argument is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Body,
+    Sha,
+}
+
+/// The `_RO` variants refuse scripts that may write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// The family's one implementation (Redis's evalGenericCommand).
+fn eval_generic(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode) {
+    // MONITOR shows the EVAL before the commands it runs.
+    if !c.srv.monitors.is_empty() {
+        monitor::feed_monitors(c.srv, c.cl, c.cl.db, argv);
+    }
+    if source == Source::Sha && argv[1].len() != 40 {
+        return c.cl.reply.error(ERR_NOSCRIPT);
+    }
+    let Some(numkeys) = parse_i64(argv[2]) else {
+        return c.cl.reply.error(ERR_NOT_INT);
+    };
+    if numkeys > argv.len() as i64 - 3 {
+        return c
+            .cl
+            .reply
+            .error("ERR Number of keys can't be greater than number of args");
+    }
+    if numkeys < 0 {
+        return c.cl.reply.error("ERR Number of keys can't be negative");
+    }
+    let sha = match source {
+        Source::Sha => String::from_utf8_lossy(argv[1]).to_ascii_lowercase(),
+        Source::Body => match c.srv.scripts.create(argv[1]) {
+            Ok(sha) => sha,
+            Err(e) => return c.cl.reply.error(&e),
+        },
+    };
+    let Some(flags) = c.srv.scripts.get(sha.as_bytes()).map(|s| s.flags) else {
+        return c.cl.reply.error(ERR_NOSCRIPT);
+    };
+    if let Err(e) = refused_before_run(c.srv, c.cl, flags, mode) {
+        return c.cl.reply.error(&e);
+    }
+    let numkeys = numkeys as usize;
+    let (keys, args) = argv[3..].split_at(numkeys);
+    run_script(c, &sha, flags, mode, keys, args);
+}
+
+/// Must this client obey, whatever the server's state (Redis's
+/// mustObeyClient): our master's stream, or an AOF being replayed.
+fn must_obey(client: &ClientState) -> bool {
+    client.kind == crate::state::ClientKind::Master || client.id == 0
+}
+
+/// Why a script may not start (Redis's scriptPrepareForRun): the checks a
+/// command's flags get, made from what the script declares.
+fn refused_before_run(
+    srv: &Server,
+    caller: &ClientState,
+    flags: ScriptFlags,
+    mode: Mode,
+) -> Result<(), String> {
+    let running_stale = srv.master.is_syncing() && !srv.config.replica_serve_stale_data;
+    let obey = must_obey(caller);
+    if flags.compat {
+        if running_stale {
+            return Err(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                    .into(),
+            );
+        }
+        return Ok(());
+    }
+    if running_stale && !flags.allow_stale {
+        return Err("MASTERDOWN Link with MASTER is down, replica-serve-stale-data is set to 'no' and 'allow-stale' flag is not set on the script.".into());
+    }
+    if !flags.no_writes {
+        if srv.master.target.is_some() && srv.config.replica_read_only && !obey {
+            return Err("READONLY Can not run script with write flag on readonly replica".into());
+        }
+        if !obey {
+            if crate::state::snapshot::writes_refused(srv) {
+                return Err("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts.".into());
+            }
+            if srv.aof_write_error().is_some() {
+                return Err(format!("MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {}", srv.aof.last_write_error));
+            }
+        }
+        if mode == Mode::ReadOnly {
+            return Err("ERR Can not execute a script with write flag using *_ro command.".into());
+        }
+        if srv.master.target.is_none() && !srv.enough_good_replicas() {
+            return Err("NOREPLICAS Not enough good replicas to write.".into());
+        }
+    }
+    if over_maxmemory(srv) && !(flags.allow_oom || flags.no_writes) {
+        return Err("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into());
+    }
+    Ok(())
+}
+
+fn over_maxmemory(srv: &Server) -> bool {
+    srv.config.maxmemory > 0 && srv.used_memory() as u64 > srv.config.maxmemory
+}
+
+/// Run the cached script `sha` for the calling client.
+fn run_script(
+    c: &mut Ctx,
+    sha: &str,
+    flags: ScriptFlags,
+    mode: Mode,
+    keys: &[&[u8]],
+    args: &[&[u8]],
+) {
+    let mut engine = std::mem::take(&mut c.srv.scripts);
+    let mut client = match c.srv.script_client.take() {
+        Some(client) => client,
+        None => {
+            let id = c.srv.next_client_id;
+            c.srv.next_client_id += 1;
+            let mut client =
+                ClientState::new(id, -1, "lua".into(), String::new(), false, true, true);
+            // Blocking commands answer at once inside a script.
+            client.deny_blocking = true;
+            Box::new(client)
+        }
+    };
+    // The script starts in its caller's database; a SELECT inside it is
+    // its own.
+    client.db = c.cl.db;
+    let verbosity = match c.srv.config.loglevel.as_str() {
+        "debug" => 0,
+        "verbose" => 1,
+        "notice" => 2,
+        _ => 3,
+    };
+    let read_only = mode == Mode::ReadOnly || (!flags.compat && flags.no_writes);
+    let mut host = ScriptHost {
+        obey: must_obey(c.cl),
+        srv: c.srv,
+        client: &mut client,
+        read_only,
+        allow_oom: !flags.compat && flags.allow_oom,
+        oom_at_start: false,
+        write_dirty: false,
+        repl: REPL_AOF | REPL_REPLICA,
+    };
+    host.oom_at_start = over_maxmemory(host.srv);
+    engine.run(
+        sha,
+        keys,
+        args,
+        RunOptions { verbosity },
+        &mut host,
+        &mut c.cl.reply,
+    );
+    client.reply.clear();
+    client.reply.error_codes.clear();
+    c.srv.script_client = Some(client);
+    c.srv.scripts = engine;
+}
+
+/// The script client's view of the server, for `redis.call`.
+struct ScriptHost<'a> {
+    srv: &'a mut Server,
+    client: &'a mut ClientState,
+    /// The caller must be obeyed (our master, the AOF).
+    obey: bool,
+    /// EVAL_RO, or a script declared `no-writes`.
+    read_only: bool,
+    allow_oom: bool,
+    /// Over `maxmemory` when the script started.
+    oom_at_start: bool,
+    /// A write command ran: later writes may not be refused for the
+    /// server's state (the script cannot be half applied).
+    write_dirty: bool,
+    /// Where writes propagate (`redis.set_repl`).
+    repl: i32,
+}
+
+impl ScriptHost<'_> {
+    /// Why a command from the script is refused (Redis's scriptCall checks).
+    fn refusal(&self, cmd: &'static CommandSpec, argv: &[&[u8]]) -> Option<String> {
+        let argc = argv.len() as i32;
+        if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
+            return Some("Wrong number of args calling Redis command from script".into());
+        }
+        if cmd.flags & NOSCRIPT != 0 {
+            return Some("This Redis command is not allowed from script".into());
+        }
+        let srv = &*self.srv;
+        if srv.master.is_syncing() && !srv.config.replica_serve_stale_data && cmd.flags & STALE == 0
+        {
+            return Some("Can not execute the command on a stale replica".into());
+        }
+        if self.read_only && cmd.flags & (WRITE | MAY_REPLICATE) != 0 {
+            return Some("Write commands are not allowed from read-only scripts.".into());
+        }
+        if cmd.flags & WRITE != 0 && !self.write_dirty {
+            if srv.master.target.is_some() && srv.config.replica_read_only && !self.obey {
+                return Some("-READONLY You can't write against a read only replica.".into());
+            }
+            if crate::state::snapshot::writes_refused(srv) {
+                return Some(format!("-{ERR_MISCONF}"));
+            }
+            if let Some(e) = srv.aof_write_error() {
+                return Some(format!("-{e}"));
+            }
+            if !srv.enough_good_replicas() {
+                return Some("-NOREPLICAS Not enough good replicas to write.".into());
+            }
+        }
+        if !self.allow_oom
+            && !self.obey
+            && !self.write_dirty
+            && self.oom_at_start
+            && cmd.flags & DENYOOM != 0
+        {
+            return Some(format!("-{ERR_OOM}"));
+        }
+        None
+    }
+}
+
+impl Host for ScriptHost<'_> {
+    fn call(&mut self, argv: &[&[u8]], resp: u8) -> Result<Vec<u8>, String> {
+        let Some(cmd) = lookup_command(argv[0]).and_then(|base| base.resolve(argv).ok()) else {
+            return Err("Unknown Redis command called from script".into());
+        };
+        if let Some(e) = self.refusal(cmd, argv) {
+            return Err(e);
+        }
+        if cmd.flags & WRITE != 0 {
+            self.write_dirty = true;
+        }
+        self.client.reply.proto = if resp == 3 {
+            Proto::Resp3
+        } else {
+            Proto::Resp2
+        };
+        self.client.last_cmd = cmd.name;
+        // REPL_NONE: this command's effects go nowhere. (The feed has one
+        // stream for the AOF and replicas, so REPL_AOF or REPL_REPLICA
+        // alone propagate to both.)
+        let silent = self.repl & (REPL_AOF | REPL_REPLICA) == 0;
+        if silent {
+            self.srv.feed.suspend();
+        }
+        call(self.srv, self.client, cmd, argv, false);
+        if silent {
+            self.srv.feed.resume();
+        }
+        self.client.reply.error_codes.clear();
+        Ok(self.client.reply.take_bytes())
+    }
+
+    fn set_repl(&mut self, flags: i32) {
+        self.repl = flags;
+    }
+
+    fn command_exists(&self, argv: &[&[u8]]) -> bool {
+        lookup_command(argv[0]).is_some_and(|base| base.resolve(argv).is_ok())
+    }
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP
+pub fn script(c: &mut Ctx, argv: &[&[u8]]) {
+    match subcommand(c) {
+        "help" => reply_help(c, SCRIPT_HELP),
+        "load" => match c.srv.scripts.create(argv[2]) {
+            Ok(sha) => c.cl.reply.bulk(sha.as_bytes()),
+            Err(e) => c.cl.reply.error(&e),
+        },
+        "exists" => {
+            c.cl.reply.array(argv.len() - 2);
+            for sha in &argv[2..] {
+                let found = c.srv.scripts.get(sha).is_some();
+                c.cl.reply.int(found as i64);
+            }
+        }
+        "flush" => {
+            if argv.len() == 3 && !eq_ic(argv[2], "sync") && !eq_ic(argv[2], "async") {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+            if argv.len() > 3 {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+            }
+            c.srv.scripts.reset();
+            c.cl.reply.ok();
+        }
+        // Scripts run to their end before anything else is served, so no
+        // script is ever running when SCRIPT KILL is read.
+        _ => {
+            c.cl.reply
+                .error("NOTBUSY No scripts in execution right now.")
+        }
+    }
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Print this help.",
+];
