@@ -22,6 +22,9 @@ pub struct Config {
     pub tcp_keepalive: i64,
     pub timeout: i64,
     pub hz: i64,
+    /// Milliseconds a script runs before it is reported slow (Redis's
+    /// busy-reply-threshold, alias lua-time-limit); 0 never.
+    pub busy_reply_threshold: i64,
     pub databases: usize,
     pub requirepass: String,
     pub maxclients: i64,
@@ -132,6 +135,7 @@ impl Default for Config {
             tcp_keepalive: 0,
             timeout: 0,
             hz: 0,
+            busy_reply_threshold: 0,
             databases: 0,
             requirepass: String::new(),
             maxclients: 0,
@@ -677,6 +681,17 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Close a client after this many idle seconds (0: never).",
         |c| c.timeout.to_string(),
         |c, v| c.timeout = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    aliased(
+        opt!(
+            "busy-reply-threshold",
+            "5000",
+            true,
+            "Milliseconds after which a running script is logged as slow (and a termination signal stops it); 0 never.",
+            |c| c.busy_reply_threshold.to_string(),
+            |c, v| c.busy_reply_threshold = parse_int(v, 0, i64::MAX)?
+        ),
+        "lua-time-limit",
     ),
     opt!(
         "hz",

@@ -91,3 +91,33 @@ fn redis_py_lock_acquires_extends_and_releases() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_script_that_never_ends_does_not_keep_the_server_from_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("script.log");
+    let log_arg = log_path.to_string_lossy().into_owned();
+    let mut kv = common::start_kvstore_in(
+        dir,
+        &["--busy-reply-threshold", "100", "--logfile", &log_arg],
+    );
+    let mut c = Conn::connect(kv.port);
+    c.send(&[b"EVAL", b"local n = 0 while true do n = n + 1 end", b"0"]);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    // SAFETY: kill(2) on our own child process.
+    unsafe { libc::kill(kv.child.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = kv.child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not stop while a script looped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("Slow script detected"), "{log}");
+}

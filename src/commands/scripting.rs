@@ -11,7 +11,9 @@
 //! are several (the feed's execution unit of the EVAL holds them).
 //!
 //! A script runs to its end on the loop thread: there is no `-BUSY` for
-//! other clients while a long one runs, so SCRIPT KILL always finds none.
+//! other clients while a long one runs, so SCRIPT KILL always finds none;
+//! past `busy-reply-threshold` it is logged as slow, and a SIGTERM/SIGINT
+//! stops it so that the server can shut down.
 
 use super::*;
 use crate::protocol::reply::Proto;
@@ -181,6 +183,7 @@ fn run_script(
         _ => 3,
     };
     let read_only = mode == Mode::ReadOnly || (!flags.compat && flags.no_writes);
+    let threshold = c.srv.config.busy_reply_threshold.max(0) as u64;
     let mut host = ScriptHost {
         obey: must_obey(c.cl),
         srv: c.srv,
@@ -196,7 +199,10 @@ fn run_script(
         sha,
         keys,
         args,
-        RunOptions { verbosity },
+        RunOptions {
+            verbosity,
+            slow_after: (threshold > 0).then(|| std::time::Duration::from_millis(threshold)),
+        },
         &mut host,
         &mut c.cl.reply,
     );
@@ -306,6 +312,12 @@ impl Host for ScriptHost<'_> {
 
     fn command_exists(&self, argv: &[&[u8]]) -> bool {
         lookup_command(argv[0]).is_some_and(|base| base.resolve(argv).is_ok())
+    }
+
+    fn must_stop(&self) -> bool {
+        self.srv
+            .stop_signal
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -32,6 +32,7 @@
 //! proxies as Redis's read-only tables would. `print`, `dofile`,
 //! `loadfile` and `debug` are not there.
 
+mod bit;
 pub mod convert;
 
 use std::collections::HashMap;
@@ -53,6 +54,8 @@ pub trait Host {
     fn set_repl(&mut self, flags: i32);
     /// Is `argv` a command this server has (`redis.acl_check_cmd`)?
     fn command_exists(&self, argv: &[&[u8]]) -> bool;
+    /// Must a slow script stop now (the server was asked to shut down)?
+    fn must_stop(&self) -> bool;
 }
 
 /// The flags a script declares in its shebang (`#!lua flags=…`).
@@ -81,7 +84,14 @@ pub struct RunOptions {
     /// The server's `loglevel` (0 debug … 3 warning): `redis.log` below it
     /// is dropped.
     pub verbosity: i32,
+    /// After this long a script is reported slow and checked, every
+    /// `HOOK_INSTRUCTIONS`, for a request to stop (`busy-reply-threshold`;
+    /// `None`: never).
+    pub slow_after: Option<std::time::Duration>,
 }
+
+/// VM instructions between two checks of a slow script (Redis's count).
+const HOOK_INSTRUCTIONS: c_int = 100_000;
 
 /// Log levels of `redis.log` (Redis's LL_*).
 const LL_DEBUG: i32 = 0;
@@ -95,6 +105,11 @@ pub const REPL_REPLICA: i32 = 2;
 /// through the registry.
 struct RunCtx<'a> {
     host: &'a mut dyn Host,
+    sha: &'a str,
+    started: std::time::Instant,
+    slow_after: Option<std::time::Duration>,
+    /// Reported slow once already.
+    slow: bool,
     /// The protocol `redis.call` replies are read in (`redis.setresp`).
     resp: u8,
     verbosity: i32,
@@ -246,6 +261,10 @@ impl Engine {
         let name = format!("f_{sha}\0");
         let mut ctx = RunCtx {
             host,
+            sha,
+            started: std::time::Instant::now(),
+            slow_after: options.slow_after,
+            slow: false,
             resp: 2,
             verbosity: options.verbosity,
             rand: &mut self.rand,
@@ -255,6 +274,14 @@ impl Engine {
         unsafe {
             ffi::lua_pushlightuserdata(l, &mut ctx as *mut RunCtx as *mut c_void);
             ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, RUN_CTX.as_ptr());
+            if options.slow_after.is_some() {
+                ffi::lua_sethook(
+                    l,
+                    Some(slow_script_hook),
+                    ffi::LUA_MASKCOUNT,
+                    HOOK_INSTRUCTIONS,
+                );
+            }
             ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, ERR_HANDLER.as_ptr());
             ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, name.as_ptr() as *const c_char);
             if ffi::lua_type(l, -1) != ffi::LUA_TFUNCTION {
@@ -275,12 +302,46 @@ impl Engine {
                 }
                 ffi::lua_pop(l, 1); // the error handler
             }
+            ffi::lua_sethook(l, None, 0, 0);
             ffi::lua_pushnil(l);
             ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, RUN_CTX.as_ptr());
             // A little garbage collection per script, as Redis's
             // LUA_GC_CYCLE_PERIOD, so a full cycle never lands at once.
             ffi::lua_gc(l, ffi::LUA_GCSTEP, 1);
         }
+    }
+}
+
+/// The count hook of a script that may run long: past `slow_after` it is
+/// logged once as slow, and stopped if the server was asked to shut down
+/// (a signal): the script cannot be served SCRIPT KILL while it runs, but
+/// it never keeps a server from stopping.
+unsafe extern "C-unwind" fn slow_script_hook(l: *mut lua_State, _ar: *mut ffi::lua_Debug) {
+    let ctx = run_ctx(l);
+    if ctx.is_null() {
+        return;
+    }
+    let Some(limit) = (*ctx).slow_after else {
+        return;
+    };
+    let elapsed = (*ctx).started.elapsed();
+    if elapsed < limit {
+        return;
+    }
+    if !(*ctx).slow {
+        (*ctx).slow = true;
+        tracing::warn!(
+            "Slow script detected: still in execution after {} milliseconds (script {}); it runs to its end unless the server is told to shut down",
+            elapsed.as_millis(),
+            (*ctx).sha
+        );
+    }
+    if (*ctx).host.must_stop() {
+        tracing::warn!("Lua script killed: the server is shutting down.");
+        // From now on every line raises, so a pcall in the script cannot
+        // catch the kill and go on.
+        ffi::lua_sethook(l, Some(slow_script_hook), ffi::LUA_MASKLINE, 0);
+        raise(l, "Script killed: the server is shutting down");
     }
 }
 
@@ -945,7 +1006,7 @@ local function view(t)
   mt.__metatable = mview
   return p
 end
-for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine'}) do
+for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit'}) do
   G[name] = view(G[name])
 end
 local smt = getmetatable('')
@@ -1022,6 +1083,9 @@ unsafe fn new_state() -> *mut lua_State {
     set_fn(l, c"replicate_commands", redis_replicate_commands);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"redis".as_ptr());
 
+    bit::open(l);
+    ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"bit".as_ptr());
+
     ffi::lua_getfield(l, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
     set_fn(l, c"random", math_random);
     set_fn(l, c"randomseed", math_randomseed);
@@ -1075,6 +1139,7 @@ mod tests {
     struct FakeHost {
         reply: Result<Vec<u8>, String>,
         calls: Vec<Vec<Vec<u8>>>,
+        stop: bool,
     }
 
     impl Host for FakeHost {
@@ -1086,12 +1151,16 @@ mod tests {
         fn command_exists(&self, argv: &[&[u8]]) -> bool {
             argv[0] == b"get"
         }
+        fn must_stop(&self) -> bool {
+            self.stop
+        }
     }
 
     fn eval_with(engine: &mut Engine, body: &str, reply: &[u8], keys: &[&[u8]]) -> String {
         let mut host = FakeHost {
             reply: Ok(reply.to_vec()),
             calls: Vec::new(),
+            stop: false,
         };
         let mut out = Reply::new(Proto::Resp2);
         match engine.create(body.as_bytes()) {
@@ -1099,7 +1168,10 @@ mod tests {
                 &sha,
                 keys,
                 &[b"a1"],
-                RunOptions { verbosity: 2 },
+                RunOptions {
+                    verbosity: 2,
+                    slow_after: None,
+                },
                 &mut host,
                 &mut out,
             ),
@@ -1240,6 +1312,62 @@ mod tests {
             parse_shebang(b"#!lua name=x\n").unwrap_err(),
             "ERR Unknown lua shebang option: name=x"
         );
+    }
+
+    #[test]
+    fn a_slow_script_stops_when_the_server_must() {
+        let mut engine = Engine::new();
+        let body = b"local n = 0; while true do pcall(function() n = n + 1 end) end";
+        let sha = engine.create(body).unwrap();
+        let mut host = FakeHost {
+            reply: Ok(b"+OK\r\n".to_vec()),
+            calls: Vec::new(),
+            stop: true,
+        };
+        let mut out = Reply::new(Proto::Resp2);
+        let options = RunOptions {
+            verbosity: 2,
+            slow_after: Some(std::time::Duration::from_millis(20)),
+        };
+        engine.run(&sha, &[], &[], options, &mut host, &mut out);
+        let got = String::from_utf8(out.take_bytes()).unwrap();
+        assert!(
+            got.starts_with("-ERR Script killed: the server is shutting down"),
+            "{got}"
+        );
+        // The interpreter is fine afterwards.
+        let sha = engine.create(b"return 7").unwrap();
+        engine.run(&sha, &[], &[], options, &mut host, &mut out);
+        assert_eq!(out.take_bytes(), b":7\r\n");
+    }
+
+    #[test]
+    fn bit_operations_are_luabitop() {
+        assert_eq!(eval("return bit.band(0xff, 0x0f)"), ":15\r\n");
+        assert_eq!(eval("return bit.bor(1, 2, 4)"), ":7\r\n");
+        assert_eq!(eval("return bit.bxor(5, 3)"), ":6\r\n");
+        assert_eq!(eval("return bit.bnot(0)"), ":-1\r\n");
+        assert_eq!(eval("return bit.tobit(0xffffffff)"), ":-1\r\n");
+        assert_eq!(eval("return bit.lshift(1, 31)"), ":-2147483648\r\n");
+        assert_eq!(eval("return bit.rshift(-1, 28)"), ":15\r\n");
+        assert_eq!(eval("return bit.arshift(-256, 4)"), ":-16\r\n");
+        assert_eq!(
+            eval("return bit.rol(0x12345678, 8)"),
+            format!(":{}\r\n", 0x34567812)
+        );
+        assert_eq!(
+            eval("return bit.ror(0x12345678, 8)"),
+            format!(":{}\r\n", 0x78123456)
+        );
+        assert_eq!(
+            eval("return bit.bswap(0x12345678)"),
+            format!(":{}\r\n", 0x78563412)
+        );
+        assert_eq!(eval("return bit.tohex(255)"), "$8\r\n000000ff\r\n");
+        assert_eq!(eval("return bit.tohex(-1, -4)"), "$4\r\nFFFF\r\n");
+        assert!(eval("return bit.band('x')")
+            .contains("bad argument #1 to 'band' (number expected, got string)"));
+        assert!(eval("bit.band = nil").contains("Attempt to modify a readonly table"));
     }
 
     #[test]

@@ -149,6 +149,9 @@ impl EventLoop {
         poll.registry()
             .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
         let mut srv = Server::new(config);
+        for sig in [SIGTERM, SIGINT] {
+            signal_hook::flag::register(sig, srv.stop_signal.clone())?;
+        }
         // RDMA is found at start, once: its absence is said once and
         // turns RDMA full syncs off (REPLCONF capa rdma is not sent, no
         // dump is offered).

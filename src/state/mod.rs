@@ -155,6 +155,9 @@ pub struct Server {
     /// The client scripts run their commands as (Redis's lua client);
     /// made on the first script.
     pub script_client: Option<Box<ClientState>>,
+    /// Set by SIGTERM/SIGINT as they arrive (the loop also hears them as
+    /// events): a script running long checks it to stop.
+    pub stop_signal: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Clients to close at the next opportunity (CLIENT KILL, timeouts), as
     /// (slot, client id) so a slot reused in between is left alone.
     pub to_close: Vec<(usize, u64)>,
@@ -279,6 +282,7 @@ impl Server {
             loading_into: None,
             scripts: crate::scripting::Engine::new(),
             script_client: None,
+            stop_signal: Default::default(),
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,
