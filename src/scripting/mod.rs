@@ -33,6 +33,7 @@
 //! `loadfile` and `debug` are not there.
 
 mod bit;
+mod cjson;
 pub mod convert;
 
 use std::collections::HashMap;
@@ -1006,7 +1007,7 @@ local function view(t)
   mt.__metatable = mview
   return p
 end
-for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit'}) do
+for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson'}) do
   G[name] = view(G[name])
 end
 local smt = getmetatable('')
@@ -1085,6 +1086,8 @@ unsafe fn new_state() -> *mut lua_State {
 
     bit::open(l);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"bit".as_ptr());
+    cjson::open(l);
+    ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"cjson".as_ptr());
 
     ffi::lua_getfield(l, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
     set_fn(l, c"random", math_random);
