@@ -34,6 +34,7 @@
 
 mod bit;
 mod cjson;
+mod cmsgpack;
 pub mod convert;
 
 use std::collections::HashMap;
@@ -1007,7 +1008,7 @@ local function view(t)
   mt.__metatable = mview
   return p
 end
-for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson'}) do
+for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson', 'cmsgpack'}) do
   G[name] = view(G[name])
 end
 local smt = getmetatable('')
@@ -1088,6 +1089,8 @@ unsafe fn new_state() -> *mut lua_State {
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"bit".as_ptr());
     cjson::open(l);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"cjson".as_ptr());
+    cmsgpack::open(l);
+    ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"cmsgpack".as_ptr());
 
     ffi::lua_getfield(l, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
     set_fn(l, c"random", math_random);
