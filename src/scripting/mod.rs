@@ -36,6 +36,7 @@ mod bit;
 mod cjson;
 mod cmsgpack;
 pub mod convert;
+mod structlib;
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -1008,7 +1009,7 @@ local function view(t)
   mt.__metatable = mview
   return p
 end
-for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson', 'cmsgpack'}) do
+for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'struct'}) do
   G[name] = view(G[name])
 end
 local smt = getmetatable('')
@@ -1091,6 +1092,8 @@ unsafe fn new_state() -> *mut lua_State {
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"cjson".as_ptr());
     cmsgpack::open(l);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"cmsgpack".as_ptr());
+    structlib::open(l);
+    ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"struct".as_ptr());
 
     ffi::lua_getfield(l, ffi::LUA_GLOBALSINDEX, c"math".as_ptr());
     set_fn(l, c"random", math_random);
