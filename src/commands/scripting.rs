@@ -160,7 +160,9 @@ fn run_script(
     keys: &[&[u8]],
     args: &[&[u8]],
 ) {
-    let mut engine = std::mem::take(&mut c.srv.scripts);
+    // The engine leaves the server while it runs the script, whose
+    // commands need the server (INFO inside a script sees a placeholder).
+    let mut engine = std::mem::replace(&mut c.srv.scripts, crate::scripting::Engine::placeholder());
     let mut client = match c.srv.script_client.take() {
         Some(client) => client,
         None => {

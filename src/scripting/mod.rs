@@ -39,7 +39,7 @@ pub mod convert;
 mod structlib;
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, CStr};
 
 use ffi::lua_State;
 use mlua_sys as ffi;
@@ -79,6 +79,8 @@ pub struct ScriptFlags {
 pub struct Script {
     pub body: Vec<u8>,
     pub flags: ScriptFlags,
+    /// The compiled function's reference in the registry.
+    func: c_int,
 }
 
 /// How a script runs.
@@ -120,8 +122,14 @@ struct RunCtx<'a> {
     rand: &'a mut u64,
 }
 
+thread_local! {
+    /// The script running on this thread (the loop's), or null: what the
+    /// C functions reach the host through.
+    static RUN_CTX: std::cell::Cell<*mut RunCtx<'static>> =
+        const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
+
 /// Registry keys.
-const RUN_CTX: &CStr = c"__kvstore_run_ctx";
 /// Proxy → the table it guards.
 const PROTECTED: &CStr = c"__kvstore_protected";
 /// The real globals table (KEYS and ARGV are set there).
@@ -131,18 +139,17 @@ const ERR_HANDLER: &CStr = c"__redis__err__handler";
 /// The Lua interpreter and the scripts it has compiled.
 pub struct Engine {
     lua: *mut lua_State,
+    /// Registry references of the error handler and the real globals.
+    err_handler: c_int,
+    globals: c_int,
+    /// Scripts run since the last garbage-collection step.
+    runs_since_gc: u32,
     scripts: HashMap<String, Script>,
     /// Bytes of the cached bodies and their names.
     scripts_mem: usize,
     /// rand48 state of `math.random`, which, as in Redis, goes on from
     /// script to script.
     rand: u64,
-}
-
-impl Default for Engine {
-    fn default() -> Self {
-        Engine::new()
-    }
 }
 
 impl Drop for Engine {
@@ -157,12 +164,44 @@ impl Drop for Engine {
 /// rand48's starting state (Redis's X0, X1, X2).
 const RAND48_INIT: u64 = 0x1234_ABCD_330E;
 
+/// Every this many scripts the collector takes as many steps (Redis's
+/// LUA_GC_CYCLE_PERIOD), so a full cycle never lands on one script.
+const GC_PERIOD: u32 = 50;
+
 impl Engine {
+    // No Default: `mem::take` would build a whole interpreter to stand in
+    // (see `placeholder`).
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Engine {
         // SAFETY: a fresh state, set up before anything else touches it.
-        let lua = unsafe { new_state() };
+        let (lua, err_handler, globals) = unsafe {
+            let l = new_state();
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, ERR_HANDLER.as_ptr());
+            let err_handler = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, REAL_GLOBALS.as_ptr());
+            let globals = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+            (l, err_handler, globals)
+        };
         Engine {
             lua,
+            err_handler,
+            globals,
+            runs_since_gc: 0,
+            scripts: HashMap::new(),
+            scripts_mem: 0,
+            rand: RAND48_INIT,
+        }
+    }
+
+    /// What stands in the server's place for the engine while a script
+    /// runs (the engine is taken out to run it): no interpreter, no
+    /// scripts, nothing allocated.
+    pub fn placeholder() -> Engine {
+        Engine {
+            lua: std::ptr::null_mut(),
+            err_handler: 0,
+            globals: 0,
+            runs_since_gc: 0,
             scripts: HashMap::new(),
             scripts_mem: 0,
             rand: RAND48_INIT,
@@ -195,6 +234,9 @@ impl Engine {
 
     /// Memory of the interpreter (INFO used_memory_lua).
     pub fn memory(&self) -> usize {
+        if self.lua.is_null() {
+            return 0;
+        }
         // SAFETY: the state is ours.
         unsafe {
             ffi::lua_gc(self.lua, ffi::LUA_GCCOUNT, 0) as usize * 1024
@@ -218,9 +260,8 @@ impl Engine {
         // The shebang line goes, its line feed stays, so line numbers in
         // errors are the user's.
         let code = &body[shebang_len..];
-        let name = format!("f_{sha}\0");
         // SAFETY: the state is ours; the chunk is compiled, not run.
-        unsafe {
+        let func = unsafe {
             let l = self.lua;
             if ffi::luaL_loadbuffer(
                 l,
@@ -236,14 +277,15 @@ impl Engine {
             // The script sees the sandboxed globals.
             ffi::lua_pushvalue(l, ffi::LUA_GLOBALSINDEX);
             ffi::lua_setfenv(l, -2);
-            ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, name.as_ptr() as *const c_char);
-        }
+            ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX)
+        };
         self.scripts_mem += body.len() + sha.len();
         self.scripts.insert(
             sha.clone(),
             Script {
                 body: body.to_vec(),
                 flags,
+                func,
             },
         );
         Ok(sha)
@@ -261,7 +303,9 @@ impl Engine {
         out: &mut Reply,
     ) {
         let l = self.lua;
-        let name = format!("f_{sha}\0");
+        let Some(func) = self.scripts.get(sha).map(|s| s.func) else {
+            return out.error("NOSCRIPT No matching script. Please use EVAL.");
+        };
         let mut ctx = RunCtx {
             host,
             sha,
@@ -272,11 +316,11 @@ impl Engine {
             verbosity: options.verbosity,
             rand: &mut self.rand,
         };
-        // SAFETY: the state is ours; `ctx` outlives the call and is
-        // removed from the registry before it goes.
+        // SAFETY: the state is ours; `ctx` outlives the call, and the
+        // thread-local pointer to it is cleared before it goes.
         unsafe {
-            ffi::lua_pushlightuserdata(l, &mut ctx as *mut RunCtx as *mut c_void);
-            ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, RUN_CTX.as_ptr());
+            let ctx_ptr: *mut RunCtx = &mut ctx;
+            RUN_CTX.with(|c| c.set(ctx_ptr.cast()));
             if options.slow_after.is_some() {
                 ffi::lua_sethook(
                     l,
@@ -285,32 +329,34 @@ impl Engine {
                     HOOK_INSTRUCTIONS,
                 );
             }
-            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, ERR_HANDLER.as_ptr());
-            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, name.as_ptr() as *const c_char);
-            if ffi::lua_type(l, -1) != ffi::LUA_TFUNCTION {
-                ffi::lua_pop(l, 2);
-                out.error("NOSCRIPT No matching script. Please use EVAL.");
+            ffi::lua_rawgeti(
+                l,
+                ffi::LUA_REGISTRYINDEX,
+                self.err_handler as ffi::lua_Integer,
+            );
+            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, func as ffi::lua_Integer);
+            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.globals as ffi::lua_Integer);
+            push_array(l, keys);
+            ffi::lua_setfield(l, -2, c"KEYS".as_ptr());
+            push_array(l, args);
+            ffi::lua_setfield(l, -2, c"ARGV".as_ptr());
+            ffi::lua_pop(l, 1);
+            let err = ffi::lua_pcall(l, 0, 1, -2);
+            if err != 0 {
+                reply_with_run_error(l, sha, out);
             } else {
-                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, REAL_GLOBALS.as_ptr());
-                push_array(l, keys);
-                ffi::lua_setfield(l, -2, c"KEYS".as_ptr());
-                push_array(l, args);
-                ffi::lua_setfield(l, -2, c"ARGV".as_ptr());
-                ffi::lua_pop(l, 1);
-                let err = ffi::lua_pcall(l, 0, 1, -2);
-                if err != 0 {
-                    reply_with_run_error(l, sha, out);
-                } else {
-                    convert::lua_to_reply(l, out, ctx.resp == 3);
-                }
-                ffi::lua_pop(l, 1); // the error handler
+                convert::lua_to_reply(l, out, ctx.resp == 3);
             }
-            ffi::lua_sethook(l, None, 0, 0);
-            ffi::lua_pushnil(l);
-            ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, RUN_CTX.as_ptr());
-            // A little garbage collection per script, as Redis's
-            // LUA_GC_CYCLE_PERIOD, so a full cycle never lands at once.
-            ffi::lua_gc(l, ffi::LUA_GCSTEP, 1);
+            ffi::lua_pop(l, 1); // the error handler
+            if options.slow_after.is_some() {
+                ffi::lua_sethook(l, None, 0, 0);
+            }
+            RUN_CTX.with(|c| c.set(std::ptr::null_mut()));
+            self.runs_since_gc += 1;
+            if self.runs_since_gc == GC_PERIOD {
+                self.runs_since_gc = 0;
+                ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int);
+            }
         }
     }
 }
@@ -454,12 +500,10 @@ unsafe fn push_array(l: *mut lua_State, items: &[&[u8]]) {
 /// The running script's context, or null outside a run.
 ///
 /// # Safety
-/// `l` is the engine's state; the pointer is valid while the run lasts.
-unsafe fn run_ctx(l: *mut lua_State) -> *mut RunCtx<'static> {
-    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RUN_CTX.as_ptr());
-    let p = ffi::lua_touserdata(l, -1) as *mut RunCtx<'static>;
-    ffi::lua_pop(l, 1);
-    p
+/// Called from a C function of the engine's state on the loop thread; the
+/// pointer is valid while the run lasts.
+unsafe fn run_ctx(_l: *mut lua_State) -> *mut RunCtx<'static> {
+    RUN_CTX.with(|c| c.get())
 }
 
 /// Push the `{err="CODE message"}` table Redis uses for errors (its
