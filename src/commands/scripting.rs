@@ -163,6 +163,21 @@ fn run_script(
     // The engine leaves the server while it runs the script, whose
     // commands need the server (INFO inside a script sees a placeholder).
     let mut engine = std::mem::replace(&mut c.srv.scripts, crate::scripting::Engine::placeholder());
+    with_script_host(c, flags, mode, |host, options, out| {
+        engine.run(sha, keys, args, options, host, out)
+    });
+    c.srv.scripts = engine;
+}
+
+/// Run `body` with a host for `redis.call` (the script client, set up as
+/// Redis sets up its script client for a run), the run's options, and the
+/// caller's reply.
+fn with_script_host(
+    c: &mut Ctx,
+    flags: ScriptFlags,
+    mode: Mode,
+    body: impl FnOnce(&mut dyn Host, RunOptions, &mut crate::protocol::reply::Reply),
+) {
     let mut client = match c.srv.script_client.take() {
         Some(client) => client,
         None => {
@@ -186,6 +201,10 @@ fn run_script(
     };
     let read_only = mode == Mode::ReadOnly || (!flags.compat && flags.no_writes);
     let threshold = c.srv.config.busy_reply_threshold.max(0) as u64;
+    let options = RunOptions {
+        verbosity,
+        slow_after: (threshold > 0).then(|| std::time::Duration::from_millis(threshold)),
+    };
     let mut host = ScriptHost {
         obey: must_obey(c.cl),
         srv: c.srv,
@@ -197,21 +216,10 @@ fn run_script(
         repl: REPL_AOF | REPL_REPLICA,
     };
     host.oom_at_start = over_maxmemory(host.srv);
-    engine.run(
-        sha,
-        keys,
-        args,
-        RunOptions {
-            verbosity,
-            slow_after: (threshold > 0).then(|| std::time::Duration::from_millis(threshold)),
-        },
-        &mut host,
-        &mut c.cl.reply,
-    );
+    body(&mut host, options, &mut c.cl.reply);
     client.reply.clear();
     client.reply.error_codes.clear();
     c.srv.script_client = Some(client);
-    c.srv.scripts = engine;
 }
 
 /// The script client's view of the server, for `redis.call`.
@@ -377,6 +385,258 @@ const SCRIPT_HELP: &[&str] = &[
     "    Kill the currently executing Lua script.",
     "LOAD <script>",
     "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// FCALL function numkeys [key ...] [arg ...]
+pub fn fcall(c: &mut Ctx, argv: &[&[u8]]) {
+    fcall_generic(c, argv, Mode::ReadWrite);
+}
+
+/// FCALL_RO: as FCALL, for functions flagged `no-writes`.
+pub fn fcall_ro(c: &mut Ctx, argv: &[&[u8]]) {
+    fcall_generic(c, argv, Mode::ReadOnly);
+}
+
+/// Redis's fcallCommandGeneric.
+fn fcall_generic(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
+    if !c.srv.monitors.is_empty() {
+        monitor::feed_monitors(c.srv, c.cl, c.cl.db, argv);
+    }
+    let Some(flags) = c.srv.functions.get(argv[1]).map(|f| f.flags) else {
+        return c.cl.reply.error("ERR Function not found");
+    };
+    let Some(numkeys) = parse_i64(argv[2]) else {
+        return c.cl.reply.error("ERR Bad number of keys provided");
+    };
+    if numkeys > argv.len() as i64 - 3 {
+        return c
+            .cl
+            .reply
+            .error("ERR Number of keys can't be greater than number of args");
+    }
+    if numkeys < 0 {
+        return c.cl.reply.error("ERR Number of keys can't be negative");
+    }
+    if let Err(e) = refused_before_run(c.srv, c.cl, flags, mode) {
+        return c.cl.reply.error(&e);
+    }
+    let name = String::from_utf8_lossy(argv[1]).into_owned();
+    let (keys, args) = argv[3..].split_at(numkeys as usize);
+    let mut functions = std::mem::replace(
+        &mut c.srv.functions,
+        crate::scripting::functions::Functions::placeholder(),
+    );
+    with_script_host(c, flags, mode, |host, options, out| {
+        functions.call(&name, keys, args, options, host, out)
+    });
+    c.srv.functions = functions;
+}
+
+/// FUNCTION LOAD | DELETE | FLUSH | LIST | STATS | KILL | DUMP | RESTORE | HELP
+pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
+    use crate::scripting::functions::RestorePolicy;
+    let syntax_error = |c: &mut Ctx| {
+        let sub = String::from_utf8_lossy(argv[1]).into_owned();
+        c.cl.reply.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try FUNCTION HELP."
+        ))
+    };
+    match subcommand(c) {
+        "help" => reply_help(c, FUNCTION_HELP),
+        "load" => {
+            let mut replace = false;
+            for arg in &argv[2..argv.len() - 1] {
+                if eq_ic(arg, "replace") {
+                    replace = true;
+                } else {
+                    return c.cl.reply.error(&format!(
+                        "ERR Unknown option given: {}",
+                        String::from_utf8_lossy(arg)
+                    ));
+                }
+            }
+            match c.srv.functions.load(argv[argv.len() - 1], replace) {
+                Ok(name) => {
+                    c.dirty(1);
+                    c.cl.reply.bulk(name.as_bytes());
+                }
+                Err(e) => c.cl.reply.error(&e),
+            }
+        }
+        "delete" => match c.srv.functions.delete(argv[2]) {
+            Ok(()) => {
+                c.dirty(1);
+                c.cl.reply.ok();
+            }
+            Err(e) => c.cl.reply.error(&e),
+        },
+        "flush" => {
+            if argv.len() > 3 {
+                return syntax_error(c);
+            }
+            if argv.len() == 3 && !eq_ic(argv[2], "sync") && !eq_ic(argv[2], "async") {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            }
+            c.srv.functions.flush();
+            c.dirty(1);
+            c.cl.reply.ok();
+        }
+        "list" => function_list(c, argv),
+        "stats" => {
+            c.cl.reply.map(2);
+            c.cl.reply.bulk(b"running_script");
+            c.cl.reply.null();
+            c.cl.reply.bulk(b"engines");
+            c.cl.reply.map(1);
+            c.cl.reply.bulk(b"LUA");
+            c.cl.reply.map(2);
+            c.cl.reply.bulk(b"libraries_count");
+            c.cl.reply.int(c.srv.functions.library_count() as i64);
+            c.cl.reply.bulk(b"functions_count");
+            c.cl.reply.int(c.srv.functions.function_count() as i64);
+        }
+        "dump" => {
+            let payload = crate::persistence::rdb::functions_payload(
+                &c.srv.functions.codes(),
+                c.srv.config.rdbcompression,
+            );
+            c.cl.reply.bulk(&payload);
+        }
+        "restore" => {
+            if argv.len() > 4 {
+                return syntax_error(c);
+            }
+            let policy = match argv.get(3) {
+                None => RestorePolicy::Append,
+                Some(p) if eq_ic(p, "append") => RestorePolicy::Append,
+                Some(p) if eq_ic(p, "replace") => RestorePolicy::Replace,
+                Some(p) if eq_ic(p, "flush") => RestorePolicy::Flush,
+                Some(_) => {
+                    return c.cl.reply.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
+                }
+            };
+            let result = crate::persistence::rdb::parse_functions_payload(argv[2])
+                .and_then(|codes| c.srv.functions.restore(&codes, policy));
+            match result {
+                Ok(()) => {
+                    c.dirty(1);
+                    c.cl.reply.ok();
+                }
+                Err(e) => c.cl.reply.error(&e),
+            }
+        }
+        // Functions run to their end before anything else is served.
+        _ => {
+            c.cl.reply
+                .error("NOTBUSY No scripts in execution right now.")
+        }
+    }
+}
+
+/// FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]
+fn function_list(c: &mut Ctx, argv: &[&[u8]]) {
+    let mut with_code = false;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        if !with_code && eq_ic(argv[i], "withcode") {
+            with_code = true;
+        } else if pattern.is_none() && eq_ic(argv[i], "libraryname") {
+            if i >= argv.len() - 1 {
+                return c.cl.reply.error("ERR library name argument was not given");
+            }
+            i += 1;
+            pattern = Some(argv[i]);
+        } else {
+            return c.cl.reply.error(&format!(
+                "ERR Unknown argument {}",
+                String::from_utf8_lossy(argv[i])
+            ));
+        }
+        i += 1;
+    }
+    let functions = &c.srv.functions;
+    let libs: Vec<_> = functions
+        .libraries()
+        .filter(|l| pattern.is_none_or(|p| glob_match(p, l.name.as_bytes(), true)))
+        .collect();
+    let out = &mut c.cl.reply;
+    out.array(libs.len());
+    for lib in libs {
+        out.map(if with_code { 4 } else { 3 });
+        out.bulk(b"library_name");
+        out.bulk(lib.name.as_bytes());
+        out.bulk(b"engine");
+        out.bulk(b"LUA");
+        out.bulk(b"functions");
+        out.array(lib.functions.len());
+        for f in &lib.functions {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(f.name.as_bytes());
+            out.bulk(b"description");
+            match &f.description {
+                Some(d) => out.bulk(d),
+                None => out.null(),
+            }
+            out.bulk(b"flags");
+            let names = crate::scripting::functions::flag_names(&f.flags);
+            out.set(names.len());
+            for n in names {
+                out.simple(n);
+            }
+        }
+        if with_code {
+            out.bulk(b"library_code");
+            out.bulk(&lib.code);
+        }
+    }
+}
+
+const FUNCTION_HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
     "HELP",
     "    Print this help.",
 ];

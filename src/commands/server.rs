@@ -250,8 +250,14 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.tracking_invalidate_all();
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
             let opts = rdb::LoadOptions::from_config(&c.srv.config);
-            match rdb::load_file(&mut c.srv.dbs, &opts, &path) {
-                Ok(_) => c.cl.reply.ok(),
+            c.srv.functions.flush();
+            match rdb::load_file(&mut c.srv.dbs, &opts, &path).and_then(|stats| {
+                stats
+                    .functions
+                    .iter()
+                    .try_for_each(|code| c.srv.functions.load(code, true).map(|_| ()))
+            }) {
+                Ok(()) => c.cl.reply.ok(),
                 Err(e) => {
                     c.cl.reply
                         .error(&format!("ERR Error trying to load the RDB dump: {e}"))

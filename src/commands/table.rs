@@ -290,6 +290,23 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::EVAL_RO, sc::eval_ro),
     cmd!(m::EVALSHA, sc::evalsha),
     cmd!(m::EVALSHA_RO, sc::evalsha_ro),
+    cmd!(m::FCALL, sc::fcall),
+    cmd!(m::FCALL_RO, sc::fcall_ro),
+    cmd!(
+        m::FUNCTION,
+        sc::function,
+        [
+            m::FUNCTION_DELETE,
+            m::FUNCTION_DUMP,
+            m::FUNCTION_FLUSH,
+            m::FUNCTION_HELP,
+            m::FUNCTION_KILL,
+            m::FUNCTION_LIST,
+            m::FUNCTION_LOAD,
+            m::FUNCTION_RESTORE,
+            m::FUNCTION_STATS
+        ]
+    ),
     cmd!(
         m::SCRIPT,
         sc::script,

@@ -36,6 +36,7 @@ mod bit;
 mod cjson;
 mod cmsgpack;
 pub mod convert;
+pub mod functions;
 mod structlib;
 
 use std::collections::HashMap;
@@ -131,7 +132,7 @@ thread_local! {
 
 /// Registry keys.
 /// Proxy → the table it guards.
-const PROTECTED: &CStr = c"__kvstore_protected";
+pub(crate) const PROTECTED: &CStr = c"__kvstore_protected";
 /// The real globals table (KEYS and ARGV are set there).
 const REAL_GLOBALS: &CStr = c"__kvstore_globals";
 const ERR_HANDLER: &CStr = c"__redis__err__handler";
@@ -302,13 +303,32 @@ impl Engine {
         host: &mut dyn Host,
         out: &mut Reply,
     ) {
-        let l = self.lua;
         let Some(func) = self.scripts.get(sha).map(|s| s.func) else {
             return out.error("NOSCRIPT No matching script. Please use EVAL.");
         };
+        self.invoke(func, sha, CallStyle::Eval, keys, args, options, host, out);
+    }
+
+    /// Call the function at registry reference `func`, named `label` in
+    /// errors: as EVAL calls a script (KEYS and ARGV as globals), or as
+    /// FCALL calls a function (the keys and arguments as its two
+    /// parameters).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn invoke(
+        &mut self,
+        func: c_int,
+        label: &str,
+        style: CallStyle,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        options: RunOptions,
+        host: &mut dyn Host,
+        out: &mut Reply,
+    ) {
+        let l = self.lua;
         let mut ctx = RunCtx {
             host,
-            sha,
+            sha: label,
             started: std::time::Instant::now(),
             slow_after: options.slow_after,
             slow: false,
@@ -335,15 +355,24 @@ impl Engine {
                 self.err_handler as ffi::lua_Integer,
             );
             ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, func as ffi::lua_Integer);
-            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.globals as ffi::lua_Integer);
-            push_array(l, keys);
-            ffi::lua_setfield(l, -2, c"KEYS".as_ptr());
-            push_array(l, args);
-            ffi::lua_setfield(l, -2, c"ARGV".as_ptr());
-            ffi::lua_pop(l, 1);
-            let err = ffi::lua_pcall(l, 0, 1, -2);
+            let err = match style {
+                CallStyle::Eval => {
+                    ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.globals as ffi::lua_Integer);
+                    push_array(l, keys);
+                    ffi::lua_setfield(l, -2, c"KEYS".as_ptr());
+                    push_array(l, args);
+                    ffi::lua_setfield(l, -2, c"ARGV".as_ptr());
+                    ffi::lua_pop(l, 1);
+                    ffi::lua_pcall(l, 0, 1, -2)
+                }
+                CallStyle::Function => {
+                    push_array(l, keys);
+                    push_array(l, args);
+                    ffi::lua_pcall(l, 2, 1, -4)
+                }
+            };
             if err != 0 {
-                reply_with_run_error(l, sha, out);
+                reply_with_run_error(l, label, out);
             } else {
                 convert::lua_to_reply(l, out, ctx.resp == 3);
             }
@@ -359,6 +388,18 @@ impl Engine {
             }
         }
     }
+
+    /// The interpreter (for the functions engine, which shares it).
+    pub(crate) fn lua(&self) -> *mut lua_State {
+        self.lua
+    }
+}
+
+/// How a script is called.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallStyle {
+    Eval,
+    Function,
 }
 
 /// The count hook of a script that may run long: past `slow_after` it is
@@ -470,7 +511,7 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
 ///
 /// # Safety
 /// `l` is a valid state and `idx` a valid index.
-unsafe fn to_string_lossy(l: *mut lua_State, idx: c_int) -> String {
+pub(crate) unsafe fn to_string_lossy(l: *mut lua_State, idx: c_int) -> String {
     String::from_utf8_lossy(to_bytes(l, idx).unwrap_or_default()).into_owned()
 }
 
@@ -479,7 +520,7 @@ unsafe fn to_string_lossy(l: *mut lua_State, idx: c_int) -> String {
 /// # Safety
 /// `l` is a valid state and `idx` a valid index; the slice lives as long
 /// as the value stays on the stack.
-unsafe fn to_bytes<'a>(l: *mut lua_State, idx: c_int) -> Option<&'a [u8]> {
+pub(crate) unsafe fn to_bytes<'a>(l: *mut lua_State, idx: c_int) -> Option<&'a [u8]> {
     let mut len = 0usize;
     let p = ffi::lua_tolstring(l, idx, &mut len);
     (!p.is_null()).then(|| std::slice::from_raw_parts(p as *const u8, len))
@@ -911,7 +952,7 @@ unsafe fn is_protected(l: *mut lua_State, idx: c_int) -> bool {
 
 /// `__newindex` of a proxy: writes are refused, naming the script's line
 /// as Redis's patched VM does.
-unsafe extern "C-unwind" fn readonly_newindex(l: *mut lua_State) -> c_int {
+pub(crate) unsafe extern "C-unwind" fn readonly_newindex(l: *mut lua_State) -> c_int {
     ffi::luaL_where(l, 1);
     ffi::lua_pushstring(l, c"Attempt to modify a readonly table".as_ptr());
     ffi::lua_concat(l, 2);
@@ -920,7 +961,7 @@ unsafe extern "C-unwind" fn readonly_newindex(l: *mut lua_State) -> c_int {
 
 /// `__index` of the real globals: reading a name that is not there is an
 /// error in a script (with the script's line, as Redis's `luaL_error`).
-unsafe extern "C-unwind" fn missing_global(l: *mut lua_State) -> c_int {
+pub(crate) unsafe extern "C-unwind" fn missing_global(l: *mut lua_State) -> c_int {
     {
         let name = if ffi::lua_isstring(l, 2) != 0 {
             to_string_lossy(l, 2)
@@ -1170,7 +1211,13 @@ unsafe fn new_state() -> *mut lua_State {
 ///
 /// # Safety
 /// `l` is a fresh state being set up; the code is ours and cannot fail.
-unsafe fn run_setup(l: *mut lua_State, code: &str, name: &CStr, nargs: c_int, nresults: c_int) {
+pub(crate) unsafe fn run_setup(
+    l: *mut lua_State,
+    code: &str,
+    name: &CStr,
+    nargs: c_int,
+    nresults: c_int,
+) {
     let status = ffi::luaL_loadbuffer(l, code.as_ptr() as *const c_char, code.len(), name.as_ptr());
     assert_eq!(status, 0, "the built-in Lua setup code compiles");
     ffi::lua_insert(l, -(nargs + 1));

@@ -427,6 +427,8 @@ fn prepare_synced_load(srv: &mut Server) {
     srv.repl.backlog = None;
     super::snapshot::kill_child(srv);
     srv.master.stream_db = 0;
+    // The master's function libraries come with its dump.
+    srv.functions.flush();
     srv.master.aof_to_restart = srv.aof.status != super::aof::AofStatus::Off;
     if srv.master.aof_to_restart {
         srv.stop_aof();

@@ -152,6 +152,8 @@ pub struct Server {
     pub rdb_last_load_expired: u64,
     /// The Lua interpreter and the script cache (EVAL, SCRIPT).
     pub scripts: crate::scripting::Engine,
+    /// Function libraries (FUNCTION, FCALL).
+    pub functions: crate::scripting::functions::Functions,
     /// The client scripts run their commands as (Redis's lua client);
     /// made on the first script.
     pub script_client: Option<Box<ClientState>>,
@@ -281,6 +283,7 @@ impl Server {
             dbs,
             loading_into: None,
             scripts: crate::scripting::Engine::new(),
+            functions: crate::scripting::functions::Functions::new(),
             script_client: None,
             stop_signal: Default::default(),
             clients: Vec::new(),

@@ -73,6 +73,7 @@ pub fn save_options(srv: &Server) -> rdb::SaveOptions {
             offset: srv.repl.offset,
         });
     }
+    opts.functions = srv.functions.codes();
     opts
 }
 
@@ -717,6 +718,13 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             load.expired += st.stats.expired_skipped;
             if let Some(repl) = st.stats.repl() {
                 srv.restore_replication_history(repl);
+            }
+            // The dump's function libraries (a library of the same name is
+            // replaced, as Redis loads them).
+            for code in std::mem::take(&mut st.stats.functions) {
+                srv.functions
+                    .load(&code, true)
+                    .map_err(|e| format!("Failed loading library from {name}: {e}"))?;
             }
             if !load.aof {
                 return Ok(false);

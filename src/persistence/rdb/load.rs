@@ -27,6 +27,8 @@ pub struct LoadStats {
     pub version: u32,
     pub per_type: [u64; 5],
     pub with_expire: u64,
+    /// The code of the function libraries in the image.
+    pub functions: Vec<Vec<u8>>,
 }
 
 impl LoadStats {
@@ -453,6 +455,41 @@ pub fn load_step(
     load_step_partial(dbs, opts, data, true, st, max_keys)
 }
 
+/// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
+/// Redis's error.
+pub fn parse_functions_payload(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    // Redis's verifyDumpPayload: a version this server reads, and the CRC.
+    if data.len() < 10 {
+        return Err("ERR DUMP payload version or checksum are wrong".into());
+    }
+    let body = data.len() - 10;
+    let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
+    let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
+    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
+        return Err("ERR DUMP payload version or checksum are wrong".into());
+    }
+    let mut r = Reader {
+        data: &data[..body],
+        pos: 0,
+        complete: true,
+        short: false,
+    };
+    let mut codes = Vec::new();
+    while r.pos < body {
+        let t = r
+            .u8("type")
+            .map_err(|_| "ERR can not read data type".to_string())?;
+        if t != OP_FUNCTION2 {
+            return Err("ERR given type is not a function".into());
+        }
+        let code = r
+            .string()
+            .map_err(|_| "ERR failed loading the given functions payload".to_string())?;
+        codes.push(code.into_owned());
+    }
+    Ok(codes)
+}
+
 /// What one record was.
 enum Record {
     Other,
@@ -660,15 +697,8 @@ fn load_record(
             r.u8("frequency")?;
         }
         OP_FUNCTION2 => {
-            // A function library (Lua source). kvstore has no scripting
-            // engine: the library is read and dropped, loudly.
             let code = r.string()?;
-            let name = String::from_utf8_lossy(&code)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            tracing::warn!("RDB holds a function library ({name}); functions are not supported, it is not loaded");
+            st.stats.functions.push(code.into_owned());
         }
         OP_MODULE_AUX | OP_FUNCTION_PRE_GA => {
             return r.fail("module data and pre-7.0 function records are not supported");

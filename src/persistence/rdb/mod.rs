@@ -14,10 +14,10 @@ use crate::config::Config;
 use crate::db::NodeLimit;
 
 pub use load::{
-    load_begin, load_bytes, load_file, load_step, load_step_partial, LoadState, LoadStats,
-    HEADER_LEN,
+    load_begin, load_bytes, load_file, load_step, load_step_partial, parse_functions_payload,
+    LoadState, LoadStats, HEADER_LEN,
 };
-pub use save::{save_to_file, write_rdb};
+pub use save::{functions_payload, save_to_file, write_rdb};
 
 pub const RDB_VERSION: u32 = 10;
 /// Oldest and newest versions we read.
@@ -76,6 +76,8 @@ pub struct SaveOptions {
     /// Replication id and offset the image corresponds to (the
     /// `repl-stream-db`, `repl-id`, `repl-offset` aux fields).
     pub repl: Option<ReplInfo>,
+    /// The code of every function library (FUNCTION2 records).
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Where in a replication history a snapshot was taken.
@@ -95,6 +97,7 @@ impl SaveOptions {
             used_memory,
             aof_base: false,
             repl: None,
+            functions: Vec::new(),
         }
     }
 }

@@ -66,6 +66,28 @@ impl<W: Write> RdbWriter<W> {
     }
 }
 
+/// FUNCTION DUMP's payload: a FUNCTION2 record per library, then the RDB
+/// version (2 bytes, little endian) and a CRC-64 of all that (as DUMP).
+pub fn functions_payload(codes: &[Vec<u8>], compress: bool) -> Vec<u8> {
+    let mut buf = Vec::new();
+    {
+        let mut r = RdbWriter {
+            out: BufWriter::new(&mut buf),
+            crc: 0,
+            compress,
+        };
+        for code in codes {
+            // Writing to memory cannot fail.
+            let _ = r.raw(&[OP_FUNCTION2]).and_then(|_| r.string(code));
+        }
+        let _ = r.out.flush();
+    }
+    buf.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
+    let crc = crc64(0, &buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf
+}
+
 /// Serialise every database of `dbs` in RDB format to `w`.
 pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<()> {
     let mut r = RdbWriter {
@@ -92,6 +114,11 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
         r.raw(&[OP_AUX])?;
         r.string(k.as_bytes())?;
         r.string(v.as_bytes())?;
+    }
+    // Function libraries come before the keys, as Redis writes them.
+    for code in &opts.functions {
+        r.raw(&[OP_FUNCTION2])?;
+        r.string(code)?;
     }
     for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {
