@@ -203,7 +203,7 @@ impl Functions {
         if self.libraries.contains_key(&meta.name) && !replace {
             return Err(format!("ERR Library '{}' already exists", meta.name));
         }
-        let registered = self.run_library(&code[meta.code_start..])?;
+        let registered = self.run_library(&super::text_chunk(&code[meta.code_start..]))?;
         let release = |this: &mut Functions, fs: Vec<Function>| {
             for f in fs {
                 // SAFETY: references made by this load.

@@ -260,7 +260,7 @@ impl Engine {
         let (flags, shebang_len) = parse_shebang(body)?;
         // The shebang line goes, its line feed stays, so line numbers in
         // errors are the user's.
-        let code = &body[shebang_len..];
+        let code = text_chunk(&body[shebang_len..]);
         // SAFETY: the state is ours; the chunk is compiled, not run.
         let func = unsafe {
             let l = self.lua;
@@ -505,6 +505,20 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
         }
     }
     Ok((flags, end))
+}
+
+/// A chunk as Redis's Lua parses it: always as text. A precompiled chunk
+/// (its first byte is the signature's ESC) gets a space before it, so the
+/// stock Lua here parses it as text too, and fails as Redis's does.
+pub(crate) fn text_chunk(code: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if code.first() == Some(&0x1b) {
+        let mut spaced = Vec::with_capacity(code.len() + 1);
+        spaced.push(b' ');
+        spaced.extend_from_slice(code);
+        std::borrow::Cow::Owned(spaced)
+    } else {
+        std::borrow::Cow::Borrowed(code)
+    }
 }
 
 /// The value at `idx` as a string (numbers too), lossily as UTF-8.
@@ -1012,7 +1026,7 @@ unsafe extern "C-unwind" fn sandbox_setmetatable(l: *mut lua_State) -> c_int {
     let t = ffi::lua_type(l, 2);
     ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
     if t != ffi::LUA_TNIL && t != ffi::LUA_TTABLE {
-        ffi::luaL_typerror(l, 2, c"nil or table".as_ptr());
+        ffi::luaL_argerror(l, 2, c"nil or table expected".as_ptr());
     }
     if is_protected(l, 1) {
         refuse_readonly(l);
@@ -1022,6 +1036,39 @@ unsafe extern "C-unwind" fn sandbox_setmetatable(l: *mut lua_State) -> c_int {
     }
     ffi::lua_settop(l, 2);
     ffi::lua_setmetatable(l, 1);
+    1
+}
+
+/// Registry key of what `getmetatable` answers for the globals and strings.
+const METATABLE_VIEWS: &CStr = c"__kvstore_metatable_views";
+
+/// `getmetatable`: a read-only view never shows its metatable (which
+/// leads to what it guards); the globals show a read-only stand-in, as
+/// Redis's read-only globals show theirs; a string shows a read-only view
+/// of the strings' metatable.
+unsafe extern "C-unwind" fn sandbox_getmetatable(l: *mut lua_State) -> c_int {
+    ffi::luaL_checkany(l, 1);
+    ffi::lua_settop(l, 1);
+    if ffi::lua_type(l, 1) == ffi::LUA_TSTRING {
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, METATABLE_VIEWS.as_ptr());
+        ffi::lua_getfield(l, -1, c"string".as_ptr());
+        return 1;
+    }
+    if is_protected(l, 1) {
+        if ffi::lua_rawequal(l, 1, ffi::LUA_GLOBALSINDEX) != 0 {
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, METATABLE_VIEWS.as_ptr());
+            ffi::lua_getfield(l, -1, c"globals".as_ptr());
+        } else {
+            ffi::lua_pushnil(l);
+        }
+        return 1;
+    }
+    if ffi::lua_getmetatable(l, 1) == 0 {
+        ffi::lua_pushnil(l);
+        return 1;
+    }
+    // As Lua's own: a __metatable field stands in for the metatable.
+    ffi::luaL_getmetafield(l, 1, c"__metatable".as_ptr());
     1
 }
 
@@ -1084,25 +1131,49 @@ end
 /// Make the read-only views (run with the real globals, before they are
 /// replaced): every library table and the globals themselves.
 const SANDBOX_CODE: &str = r#"
-local G, protected, ro_newindex, missing = ...
+local G, protected, ro_newindex, missing, getmetatable_of, smt = ...
+-- A read-only view of t. Its metatable is never handed to scripts (the
+-- sandbox's getmetatable answers for views), so t cannot be reached.
 local function view(t)
-  local mt = {__index = t, __newindex = ro_newindex}
-  local p = setmetatable({}, mt)
+  local p = setmetatable({}, {__index = t, __newindex = ro_newindex, __metatable = false})
   protected[p] = t
-  local mview = setmetatable({}, {__index = mt, __newindex = ro_newindex, __metatable = false})
-  protected[mview] = mt
-  mt.__metatable = mview
   return p
+end
+-- Redis's patched Lua parses every chunk as text: a precompiled (binary)
+-- chunk is a syntax error, never loaded. The stock Lua here would load
+-- it, so a chunk starting with the signature byte is parsed as text with
+-- a space before it, which fails with the same message.
+local real_loadstring, real_load = loadstring, load
+G.loadstring = function(s, name)
+  if type(s) == 'string' and s:byte(1) == 27 then
+    return real_loadstring(' ' .. s, name or s)
+  end
+  return real_loadstring(s, name)
+end
+G.load = function(f, name)
+  if type(f) ~= 'function' then return real_load(f, name) end
+  local first = f()
+  if type(first) == 'string' and first:byte(1) == 27 then
+    first = ' ' .. first
+  end
+  local given = false
+  return real_load(function()
+    if not given then given = true; return first end
+    return f()
+  end, name)
 end
 for _, name in ipairs({'redis', 'string', 'math', 'table', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'struct'}) do
   G[name] = view(G[name])
 end
-local smt = getmetatable('')
 smt.__index = G.string
-smt.__metatable = view(smt)
 setmetatable(G, {__index = missing})
 local globals = view(G)
 G._G = globals
+-- What getmetatable shows: for the globals, a read-only table like the
+-- one Redis's globals have; for a string, a read-only view of the
+-- strings' metatable (whose __index is the read-only string library).
+getmetatable_of.globals = view({__index = missing})
+getmetatable_of.string = view(smt)
 return globals
 "#;
 
@@ -1135,6 +1206,7 @@ unsafe fn new_state() -> *mut lua_State {
         (c"rawset", sandbox_rawset as ffi::lua_CFunction),
         (c"rawget", sandbox_rawget),
         (c"setmetatable", sandbox_setmetatable),
+        (c"getmetatable", sandbox_getmetatable),
         (c"next", sandbox_next),
         (c"pairs", sandbox_pairs),
     ] {
@@ -1201,7 +1273,14 @@ unsafe fn new_state() -> *mut lua_State {
     ffi::lua_insert(l, -2); // G, protected
     ffi::lua_pushcfunction(l, readonly_newindex);
     ffi::lua_pushcfunction(l, missing_global);
-    run_setup(l, SANDBOX_CODE, c"@sandbox_def", 4, 1);
+    ffi::lua_newtable(l);
+    ffi::lua_pushvalue(l, -1);
+    ffi::lua_setfield(l, ffi::LUA_REGISTRYINDEX, METATABLE_VIEWS.as_ptr());
+    // The strings' metatable (the sandbox's getmetatable hides it).
+    ffi::lua_pushstring(l, c"".as_ptr());
+    ffi::lua_getmetatable(l, -1);
+    ffi::lua_remove(l, -2);
+    run_setup(l, SANDBOX_CODE, c"@sandbox_def", 6, 1);
     // From now on code compiled here sees the read-only globals.
     ffi::lua_replace(l, ffi::LUA_GLOBALSINDEX);
     l
