@@ -124,8 +124,22 @@ unsafe fn is_array(l: *mut lua_State) -> bool {
     max == count
 }
 
+/// Room for `n` more values on the Lua stack, or the message
+/// `luaL_checkstack` would raise (raised by the caller once its buffer is
+/// gone).
+unsafe fn room(l: *mut lua_State, n: c_int, what: &'static str) -> Result<(), &'static str> {
+    if ffi::lua_checkstack(l, n) == 0 {
+        return Err(what);
+    }
+    Ok(())
+}
+
 /// Pack the value on top and pop it.
-unsafe fn encode_value(l: *mut lua_State, out: &mut Vec<u8>, level: c_int) {
+unsafe fn encode_value(
+    l: *mut lua_State,
+    out: &mut Vec<u8>,
+    level: c_int,
+) -> Result<(), &'static str> {
     let mut t = ffi::lua_type(l, -1);
     if t == ffi::LUA_TTABLE && level == MAX_NESTING {
         t = ffi::LUA_TNIL;
@@ -141,15 +155,15 @@ unsafe fn encode_value(l: *mut lua_State, out: &mut Vec<u8>, level: c_int) {
         ffi::LUA_TTABLE if is_array(l) => {
             let len = ffi::lua_objlen(l, -1);
             encode_header(out, len as u64, 0x90, 0xdc);
-            ffi::luaL_checkstack(l, 1, c"in function mp_encode_lua_table_as_array".as_ptr());
+            room(l, 1, "in function mp_encode_lua_table_as_array")?;
             for j in 1..=len {
                 ffi::lua_pushnumber(l, j as f64);
                 ffi::lua_gettable(l, -2);
-                encode_value(l, out, level + 1);
+                encode_value(l, out, level + 1)?;
             }
         }
         ffi::LUA_TTABLE => {
-            ffi::luaL_checkstack(l, 3, c"in function mp_encode_lua_table_as_map".as_ptr());
+            room(l, 3, "in function mp_encode_lua_table_as_map")?;
             let mut len = 0u64;
             ffi::lua_pushnil(l);
             while ffi::lua_next(l, -2) != 0 {
@@ -160,13 +174,14 @@ unsafe fn encode_value(l: *mut lua_State, out: &mut Vec<u8>, level: c_int) {
             ffi::lua_pushnil(l);
             while ffi::lua_next(l, -2) != 0 {
                 ffi::lua_pushvalue(l, -2);
-                encode_value(l, out, level + 1);
-                encode_value(l, out, level + 1);
+                encode_value(l, out, level + 1)?;
+                encode_value(l, out, level + 1)?;
             }
         }
         _ => out.push(0xc0),
     }
     ffi::lua_pop(l, 1);
+    Ok(())
 }
 
 unsafe extern "C-unwind" fn pack(l: *mut lua_State) -> c_int {
@@ -177,14 +192,28 @@ unsafe extern "C-unwind" fn pack(l: *mut lua_State) -> c_int {
     if ffi::lua_checkstack(l, nargs) == 0 {
         ffi::luaL_argerror(l, 0, c"Too many arguments for MessagePack pack.".as_ptr());
     }
-    let mut out = Vec::new();
-    for i in 1..=nargs {
-        ffi::luaL_checkstack(l, 1, c"in function mp_check".as_ptr());
-        ffi::lua_pushvalue(l, i);
-        encode_value(l, &mut out, 0);
+    let result = {
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for i in 1..=nargs {
+            result = room(l, 1, "in function mp_check").and_then(|()| {
+                ffi::lua_pushvalue(l, i);
+                encode_value(l, &mut out, 0)
+            });
+            if result.is_err() {
+                break;
+            }
+        }
+        if result.is_ok() {
+            ffi::lua_pushlstring(l, out.as_ptr() as *const c_char, out.len());
+        }
+        result
+    };
+    match result {
+        Ok(()) => 1,
+        // As luaL_checkstack words it; the buffer is gone.
+        Err(what) => raise_message(l, format!("stack overflow ({what})")),
     }
-    ffi::lua_pushlstring(l, out.as_ptr() as *const c_char, out.len());
-    1
 }
 
 /// Why decoding stopped.

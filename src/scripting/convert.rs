@@ -229,7 +229,9 @@ unsafe fn table_to_reply(l: *mut lua_State, out: &mut Reply, resp3: bool) {
     if raw_field(l, c"err") == ffi::LUA_TSTRING {
         let msg = String::from_utf8_lossy(to_bytes(l, -1).unwrap_or_default()).into_owned();
         ffi::lua_pop(l, 2);
-        out.error(&msg);
+        // As Redis's addReplyErrorFormat: line breaks at the ends go (the
+        // reply adds the line's own), those inside become spaces.
+        out.error(msg.trim_matches(|c| c == '\r' || c == '\n'));
         return;
     }
     ffi::lua_pop(l, 1);
