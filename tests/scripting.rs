@@ -121,3 +121,87 @@ fn a_script_that_never_ends_does_not_keep_the_server_from_stopping() {
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(log.contains("Slow script detected"), "{log}");
 }
+
+const LIBRARY: &str = "#!lua name=counters\nredis.register_function('bump', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\nredis.register_function{function_name='peek', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}";
+
+#[test]
+fn function_libraries_survive_dumps_reloads_and_move_between_servers() {
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["FUNCTION", "LOAD", LIBRARY]),
+        b"$8\r\ncounters\r\n"
+    );
+    assert_eq!(c.cmd_str(&["FCALL", "bump", "1", "n", "5"]), b":5\r\n");
+    // DEBUG RELOAD saves and loads the dump: the library comes back.
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["FCALL_RO", "peek", "1", "n"]), b"$1\r\n5\r\n");
+    // DUMP, FLUSH, RESTORE.
+    let dump = c.cmd_str(&["FUNCTION", "DUMP"]);
+    let payload = common::bulk_payload(&dump).unwrap().to_vec();
+    assert_eq!(c.cmd_str(&["FUNCTION", "FLUSH"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["FCALL", "bump", "1", "n", "1"]),
+        b"-ERR Function not found\r\n"
+    );
+    assert_eq!(c.cmd(&[b"FUNCTION", b"RESTORE", &payload]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &payload]),
+        b"-ERR Library counters already exists\r\n"
+    );
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["FCALL", "bump", "1", "n", "1"]), b":6\r\n");
+    let mut broken = payload.clone();
+    let last = broken.len() - 1;
+    broken[last] ^= 1;
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &broken]),
+        b"-ERR DUMP payload version or checksum are wrong\r\n"
+    );
+    // The payload is Redis's: redis-server restores ours and we restore its.
+    let Some(redis) = common::start_redis(&[]) else {
+        return;
+    };
+    let mut r = Conn::connect(redis.port);
+    assert_eq!(r.cmd(&[b"FUNCTION", b"RESTORE", &payload]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["FCALL", "bump", "1", "n", "2"]), b":2\r\n");
+    let theirs = r.cmd_str(&["FUNCTION", "DUMP"]);
+    let theirs = common::bulk_payload(&theirs).unwrap().to_vec();
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &theirs, b"FLUSH"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["FCALL_RO", "peek", "1", "n"]), b"$1\r\n6\r\n");
+}
+
+#[test]
+fn a_replica_gets_the_libraries_and_their_changes() {
+    let master = start_kvstore(&[]);
+    let mut m = Conn::connect(master.port);
+    assert_eq!(
+        m.cmd_str(&["FUNCTION", "LOAD", LIBRARY]),
+        b"$8\r\ncounters\r\n"
+    );
+    let Some(redis) = common::start_redis(&["--replicaof", "127.0.0.1", &master.port.to_string()])
+    else {
+        return;
+    };
+    let mut r = Conn::connect(redis.port);
+    common::wait_for("the replica to sync", 20, || {
+        r.info_field("replication", "master_link_status") == "up"
+    });
+    // The full sync carried the library; its writes replicate by effects.
+    assert_eq!(m.cmd_str(&["FCALL", "bump", "1", "n", "3"]), b":3\r\n");
+    common::wait_for("the write to replicate", 10, || {
+        r.cmd_str(&["GET", "n"]) == b"$1\r\n3\r\n"
+    });
+    assert_eq!(r.cmd_str(&["FCALL_RO", "peek", "1", "n"]), b"$1\r\n3\r\n");
+    // FUNCTION DELETE goes to the replica as itself.
+    assert_eq!(m.cmd_str(&["FUNCTION", "DELETE", "counters"]), b"+OK\r\n");
+    common::wait_for("the delete to replicate", 10, || {
+        r.cmd_str(&["FCALL_RO", "peek", "1", "n"]) == b"-ERR Function not found\r\n"
+    });
+}

@@ -322,6 +322,8 @@ fn refusal(
     if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
         return Some(arity_error(cmd.name));
     }
+    // A script's declared flags stand for EVAL's and FCALL's own.
+    let own_flags = command_flags(srv, cmd, argv);
     // The master's stream is obeyed, whatever would stop a client.
     if client.kind == crate::state::ClientKind::Master {
         return None;
@@ -341,7 +343,7 @@ fn refusal(
         (Some(m), "exec") => m.flags,
         _ => 0,
     };
-    let flags = cmd.flags | queued_flags;
+    let flags = own_flags | queued_flags;
     if flags & DENYOOM != 0
         && srv.config.maxmemory > 0
         && srv.used_memory() as u64 > srv.config.maxmemory
@@ -375,7 +377,7 @@ fn refusal(
     // replica-serve-stale-data says so.
     if srv.master.is_syncing()
         && !srv.config.replica_serve_stale_data
-        && (cmd.flags | queued_flags) & STALE == 0
+        && (own_flags | queued_flags) & STALE == 0
     {
         return Some(
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
@@ -385,7 +387,7 @@ fn refusal(
     // A replica only talks replication (REPLCONF ACK, PING), so that it
     // cannot slip past what is refused to it, such as a pause.
     if client.kind == crate::state::ClientKind::Replica
-        && cmd.flags & (WRITE | READONLY | MAY_REPLICATE) != 0
+        && own_flags & (WRITE | READONLY | MAY_REPLICATE) != 0
     {
         return Some("ERR Replica can't interact with the keyspace".into());
     }
@@ -404,10 +406,29 @@ fn refusal(
     None
 }
 
+/// The flags a command is checked with: its own, or for EVAL and FCALL
+/// those of the script they run.
+pub fn command_flags(srv: &Server, cmd: &'static CommandSpec, argv: &[&[u8]]) -> u32 {
+    if cmd.flags & NOSCRIPT != 0
+        && matches!(
+            cmd.name,
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
+        )
+    {
+        return scripting::script_command_flags(srv, cmd, argv);
+    }
+    cmd.flags
+}
+
 /// Must CLIENT PAUSE hold this command back? Every command under a pause
 /// of ALL, those that may write or replicate (EXEC judged by what it
 /// queued) under WRITE; replicas are never held (Redis's processCommand).
-fn held_by_pause(srv: &Server, client: &ClientState, cmd: &CommandSpec) -> bool {
+fn held_by_pause(
+    srv: &Server,
+    client: &ClientState,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
     let Some(pause) = srv.clients_paused() else {
         return false;
     };
@@ -418,7 +439,7 @@ fn held_by_pause(srv: &Server, client: &ClientState, cmd: &CommandSpec) -> bool 
         (Some(m), "exec") => m.flags,
         _ => 0,
     };
-    pause.all || (cmd.flags | queued) & (WRITE | MAY_REPLICATE) != 0
+    pause.all || (command_flags(srv, cmd, argv) | queued) & (WRITE | MAY_REPLICATE) != 0
 }
 
 /// Run one command; `retry` when re-running a blocked client's command.
@@ -454,10 +475,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                 } else {
                     reject(client, &err);
                 }
-            } else if !retry && held_by_pause(srv, client, cmd) {
+            } else if !retry && held_by_pause(srv, client, cmd, argv) {
                 blocking::postpone(srv, client, argv);
             } else if client.multi.is_some() && !MULTI_CONTROL.contains(&cmd.name) {
-                transaction::queue(client, base, cmd, argv);
+                let flags = command_flags(srv, cmd, argv);
+                transaction::queue(client, base, argv, flags);
             } else {
                 call(srv, client, cmd, argv, retry);
             }
@@ -682,7 +704,7 @@ pub fn replay_aof_command(
     };
     let cmd = base.resolve(argv)?;
     if client.multi.is_some() && cmd.name != "exec" {
-        transaction::queue(client, base, cmd, argv);
+        transaction::queue(client, base, argv, cmd.flags);
     } else {
         call(srv, client, cmd, argv, false);
     }

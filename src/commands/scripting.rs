@@ -640,3 +640,42 @@ const FUNCTION_HELP: &[&str] = &[
     "HELP",
     "    Print this help.",
 ];
+
+/// The flags EVAL, EVALSHA and FCALL (and their `_RO` forms) are checked
+/// with before they run: those the script declares, when it declares any
+/// (Redis's evalGetCommandFlags and fcallGetCommandFlags), else the
+/// command's own.
+pub fn script_command_flags(srv: &Server, cmd: &CommandSpec, argv: &[&[u8]]) -> u32 {
+    let Some(&first) = argv.get(1) else {
+        return cmd.flags;
+    };
+    let flags = match cmd.name {
+        "eval" | "eval_ro" => match srv.scripts.get(crate::util::sha1_hex(first).as_bytes()) {
+            Some(script) => Some(script.flags),
+            None => crate::scripting::parse_shebang(first).ok().map(|(f, _)| f),
+        },
+        "evalsha" | "evalsha_ro" => srv.scripts.get(first).map(|s| s.flags),
+        "fcall" | "fcall_ro" => srv.functions.get(first).map(|f| f.flags),
+        _ => None,
+    };
+    match flags {
+        Some(f) if !f.compat => flags_from_script(cmd.flags, f),
+        _ => cmd.flags,
+    }
+}
+
+/// A command's flags with what a script declares (Redis's
+/// scriptFlagsToCmdFlags).
+fn flags_from_script(mut flags: u32, script: ScriptFlags) -> u32 {
+    flags &= !(STALE | DENYOOM | WRITE);
+    if !(script.allow_oom || script.no_writes) {
+        flags |= DENYOOM;
+    }
+    if !script.no_writes {
+        flags |= WRITE;
+    }
+    if script.allow_stale {
+        flags |= STALE;
+    }
+    flags & !MAY_REPLICATE
+}

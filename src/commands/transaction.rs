@@ -11,14 +11,10 @@
 use super::*;
 use crate::state::watch::WatchedKey;
 
-/// Queue a command inside MULTI (the dispatcher has checked it): `cmd` as
-/// resolved from `base`, the table entry EXEC finds it by again.
-pub fn queue(
-    client: &mut ClientState,
-    base: &'static CommandSpec,
-    cmd: &'static CommandSpec,
-    argv: &[&[u8]],
-) {
+/// Queue a command inside MULTI (the dispatcher has checked it): `base` is
+/// the table entry EXEC finds it by again, `flags` those it was checked
+/// with (EXEC is judged by the union of its commands').
+pub fn queue(client: &mut ClientState, base: &'static CommandSpec, argv: &[&[u8]], flags: u32) {
     let Some(m) = client.multi.as_mut() else {
         return;
     };
@@ -29,7 +25,7 @@ pub fn queue(
     }
     m.commands.push((spec_index(base), first..m.arg_ends.len()));
     m.mem = m.args.capacity() + m.arg_ends.capacity() * std::mem::size_of::<usize>();
-    m.flags |= cmd.flags;
+    m.flags |= flags;
     m.queued += 1;
     client.reply.simple("QUEUED");
 }
