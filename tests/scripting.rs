@@ -67,21 +67,26 @@ print("ok")
 
 #[test]
 fn redis_py_lock_acquires_extends_and_releases() {
-    let has_redis_py = std::process::Command::new("python3")
-        .args(["-c", "import redis"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !has_redis_py {
+    // The Debian package's module is the system interpreter's, which a
+    // `python3` earlier on the PATH (pyenv, a venv) may not see.
+    let python = ["python3", "/usr/bin/python3"].into_iter().find(|py| {
+        std::process::Command::new(py)
+            .args(["-c", "import redis"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    let Some(python) = python else {
         assert!(
             !common::in_ci(),
             "redis-py is required under CI (apt-get install python3-redis)"
         );
         eprintln!("SKIPPED: redis-py (python3-redis) is not installed; the Lock check did not run");
         return;
-    }
+    };
     let kv = start_kvstore(&[]);
     let out = common::output_within(
-        std::process::Command::new("python3").args(["-c", REDIS_PY_CHECK, &kv.port.to_string()]),
+        std::process::Command::new(python).args(["-c", REDIS_PY_CHECK, &kv.port.to_string()]),
         std::time::Duration::from_secs(60),
     );
     assert!(
@@ -204,4 +209,82 @@ fn a_replica_gets_the_libraries_and_their_changes() {
     common::wait_for("the delete to replicate", 10, || {
         r.cmd_str(&["FCALL_RO", "peek", "1", "n"]) == b"-ERR Function not found\r\n"
     });
+}
+
+#[test]
+fn a_busy_script_answers_others_busy_and_script_kill_stops_it() {
+    let mut kv = start_kvstore(&["--busy-reply-threshold", "100"]);
+    let mut runner = Conn::connect(kv.port);
+    let mut other = Conn::connect(kv.port);
+    runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
+    common::wait_for("the script to be busy", 10, || {
+        other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+    });
+    // A new connection is served too.
+    let mut late = Conn::connect(kv.port);
+    assert_eq!(
+        late.cmd_str(&["GET", "x"]),
+        b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert!(other.cmd_str(&["FUNCTION", "KILL"]).starts_with(b"-BUSY"));
+    assert!(other.cmd_str(&["SHUTDOWN"]).starts_with(b"-BUSY"));
+    assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+    let reply = String::from_utf8(runner.read_reply()).unwrap();
+    assert!(
+        reply.starts_with("-ERR Script killed by user with SCRIPT KILL..."),
+        "{reply}"
+    );
+    assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        other.cmd_str(&["SCRIPT", "KILL"]),
+        b"-NOTBUSY No scripts in execution right now.\r\n"
+    );
+    // A function is killed with FUNCTION KILL, and FUNCTION STATS shows it.
+    assert_eq!(
+        other.cmd_str(&[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=spin\nredis.register_function('spin', function() while true do end end)"
+        ]),
+        b"$4\r\nspin\r\n"
+    );
+    runner.send(&[b"FCALL", b"spin", b"0"]);
+    common::wait_for("the function to be busy", 10, || {
+        other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+    });
+    let stats = String::from_utf8(other.cmd_str(&["FUNCTION", "STATS"])).unwrap();
+    assert!(
+        stats.contains("spin") && stats.contains("duration_ms"),
+        "{stats}"
+    );
+    assert!(
+        stats.ends_with("$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:1\r\n"),
+        "{stats}"
+    );
+    assert!(other.cmd_str(&["SCRIPT", "KILL"]).starts_with(b"-BUSY"));
+    assert_eq!(other.cmd_str(&["FUNCTION", "KILL"]), b"+OK\r\n");
+    assert!(runner
+        .read_reply()
+        .starts_with(b"-ERR Script killed by user"));
+    // A script that wrote cannot be killed: SHUTDOWN NOSAVE stops it all.
+    runner.send(&[
+        b"EVAL",
+        b"redis.call('set', 'k', 'v') while true do end",
+        b"0",
+    ]);
+    common::wait_for("the writing script to be busy", 10, || {
+        other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+    });
+    assert!(other
+        .cmd_str(&["SCRIPT", "KILL"])
+        .starts_with(b"-UNKILLABLE Sorry the script already executed write commands"));
+    other.send(&[b"SHUTDOWN", b"NOSAVE"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while kv.child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SHUTDOWN NOSAVE did not stop the server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -163,19 +163,40 @@ fn run_script(
     // The engine leaves the server while it runs the script, whose
     // commands need the server (INFO inside a script sees a placeholder).
     let mut engine = std::mem::replace(&mut c.srv.scripts, crate::scripting::Engine::placeholder());
-    with_script_host(c, flags, mode, |host, options, out| {
+    let run = Run {
+        eval: true,
+        name: sha,
+        argv: &[],
+        function_counts: (
+            c.srv.functions.library_count(),
+            c.srv.functions.function_count(),
+        ),
+    };
+    with_script_host(c, flags, mode, run, |host, options, out| {
         engine.run(sha, keys, args, options, host, out)
     });
     c.srv.scripts = engine;
 }
 
+/// Which script runs: an EVAL'd one (by SHA1) or a function (by name).
+struct Run<'a> {
+    eval: bool,
+    name: &'a str,
+    /// The command that runs it.
+    argv: &'a [&'a [u8]],
+    /// Libraries and functions loaded (FUNCTION STATS, while a function
+    /// runs with the libraries taken out of the server).
+    function_counts: (usize, usize),
+}
+
 /// Run `body` with a host for `redis.call` (the script client, set up as
 /// Redis sets up its script client for a run), the run's options, and the
-/// caller's reply.
+/// caller's reply. While it runs, `Server::script_run` says what runs.
 fn with_script_host(
     c: &mut Ctx,
     flags: ScriptFlags,
     mode: Mode,
+    run: Run,
     body: impl FnOnce(&mut dyn Host, RunOptions, &mut crate::protocol::reply::Reply),
 ) {
     let mut client = match c.srv.script_client.take() {
@@ -216,7 +237,18 @@ fn with_script_host(
         repl: REPL_AOF | REPL_REPLICA,
     };
     host.oom_at_start = over_maxmemory(host.srv);
+    host.srv.script_run = Some(crate::state::ScriptRun {
+        eval: run.eval,
+        name: run.name.to_string(),
+        argv: run.argv.iter().map(|a| a.to_vec()).collect(),
+        started: std::time::Instant::now(),
+        write_dirty: false,
+        from_master: host.obey,
+        killed: false,
+        function_counts: run.function_counts,
+    });
     body(&mut host, options, &mut c.cl.reply);
+    c.srv.script_run = None;
     client.reply.clear();
     client.reply.error_codes.clear();
     c.srv.script_client = Some(client);
@@ -294,6 +326,9 @@ impl Host for ScriptHost<'_> {
         }
         if cmd.flags & WRITE != 0 {
             self.write_dirty = true;
+            if let Some(run) = self.srv.script_run.as_mut() {
+                run.write_dirty = true;
+            }
         }
         self.client.reply.proto = if resp == 3 {
             Proto::Resp3
@@ -324,10 +359,27 @@ impl Host for ScriptHost<'_> {
         lookup_command(argv[0]).is_some_and(|base| base.resolve(argv).is_ok())
     }
 
-    fn must_stop(&self) -> bool {
+    fn interrupt(&mut self) -> Option<&'static str> {
+        let stopping = |srv: &Server| {
+            srv.shutdown.is_some() || srv.stop_signal.load(std::sync::atomic::Ordering::Relaxed)
+        };
+        if stopping(self.srv) {
+            return Some("Script killed: the server is shutting down");
+        }
+        if let Some(pump) = self.srv.busy_pump {
+            // SAFETY: the event loop set the pump for the command running
+            // now (this script) and clears it when the command returns; it
+            // touches only the loop's sockets, never `srv`'s borrow here.
+            unsafe { (*pump).serve(self.srv) };
+        }
+        if stopping(self.srv) {
+            return Some("Script killed: the server is shutting down");
+        }
         self.srv
-            .stop_signal
-            .load(std::sync::atomic::Ordering::Relaxed)
+            .script_run
+            .as_ref()
+            .filter(|r| r.killed)
+            .map(|_| "Script killed by user with SCRIPT KILL...")
     }
 }
 
@@ -362,14 +414,41 @@ pub fn script(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.scripts.reset();
             c.cl.reply.ok();
         }
-        // Scripts run to their end before anything else is served, so no
-        // script is ever running when SCRIPT KILL is read.
-        _ => {
-            c.cl.reply
-                .error("NOTBUSY No scripts in execution right now.")
-        }
+        _ => kill_script(c, true),
     }
 }
+
+/// SCRIPT KILL (`eval`) and FUNCTION KILL, read while a script runs past
+/// `busy-reply-threshold` (Redis's scriptKill).
+fn kill_script(c: &mut Ctx, eval: bool) {
+    let Some(run) = c.srv.script_run.as_mut() else {
+        return c
+            .cl
+            .reply
+            .error("NOTBUSY No scripts in execution right now.");
+    };
+    if run.from_master {
+        return c.cl.reply.error("UNKILLABLE The busy script was sent by a master instance in the context of replication and cannot be killed.");
+    }
+    if run.write_dirty {
+        return c.cl.reply.error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+    }
+    if eval && !run.eval {
+        return c.cl.reply.error(ERR_BUSY_FUNCTION);
+    }
+    if !eval && run.eval {
+        return c.cl.reply.error(ERR_BUSY_SCRIPT);
+    }
+    run.killed = true;
+    c.cl.reply.ok();
+}
+
+/// What other clients get while an EVAL runs too long.
+pub const ERR_BUSY_SCRIPT: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// What other clients get while a function runs too long.
+pub const ERR_BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 const SCRIPT_HELP: &[&str] = &[
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -424,11 +503,21 @@ fn fcall_generic(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
     }
     let name = String::from_utf8_lossy(argv[1]).into_owned();
     let (keys, args) = argv[3..].split_at(numkeys as usize);
+    let function_counts = (
+        c.srv.functions.library_count(),
+        c.srv.functions.function_count(),
+    );
     let mut functions = std::mem::replace(
         &mut c.srv.functions,
         crate::scripting::functions::Functions::placeholder(),
     );
-    with_script_host(c, flags, mode, |host, options, out| {
+    let run = Run {
+        eval: false,
+        name: &name,
+        argv,
+        function_counts,
+    };
+    with_script_host(c, flags, mode, run, |host, options, out| {
         functions.call(&name, keys, args, options, host, out)
     });
     c.srv.functions = functions;
@@ -490,15 +579,36 @@ pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
         "stats" => {
             c.cl.reply.map(2);
             c.cl.reply.bulk(b"running_script");
-            c.cl.reply.null();
+            match c.srv.script_run.as_ref().filter(|r| !r.eval) {
+                None => c.cl.reply.null(),
+                Some(run) => {
+                    c.cl.reply.map(3);
+                    c.cl.reply.bulk(b"name");
+                    c.cl.reply.bulk(run.name.as_bytes());
+                    c.cl.reply.bulk(b"command");
+                    c.cl.reply.array(run.argv.len());
+                    for a in &run.argv {
+                        c.cl.reply.bulk(a);
+                    }
+                    c.cl.reply.bulk(b"duration_ms");
+                    c.cl.reply.int(run.started.elapsed().as_millis() as i64);
+                }
+            }
             c.cl.reply.bulk(b"engines");
             c.cl.reply.map(1);
             c.cl.reply.bulk(b"LUA");
             c.cl.reply.map(2);
+            let (libraries, functions) = match c.srv.script_run.as_ref() {
+                Some(run) => run.function_counts,
+                None => (
+                    c.srv.functions.library_count(),
+                    c.srv.functions.function_count(),
+                ),
+            };
             c.cl.reply.bulk(b"libraries_count");
-            c.cl.reply.int(c.srv.functions.library_count() as i64);
+            c.cl.reply.int(libraries as i64);
             c.cl.reply.bulk(b"functions_count");
-            c.cl.reply.int(c.srv.functions.function_count() as i64);
+            c.cl.reply.int(functions as i64);
         }
         "dump" => {
             let payload = crate::persistence::rdb::functions_payload(
@@ -530,11 +640,7 @@ pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
                 Err(e) => c.cl.reply.error(&e),
             }
         }
-        // Functions run to their end before anything else is served.
-        _ => {
-            c.cl.reply
-                .error("NOTBUSY No scripts in execution right now.")
-        }
+        _ => kill_script(c, false),
     }
 }
 

@@ -373,6 +373,16 @@ pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
     if abort {
         return c.cl.reply.error("ERR No shutdown in progress.");
     }
+    // While a script runs too long, only SHUTDOWN NOSAVE (which stops it).
+    if !nosave {
+        if let Some(run) = c.srv.script_run.as_ref() {
+            return c.cl.reply.error(if run.eval {
+                super::scripting::ERR_BUSY_SCRIPT
+            } else {
+                super::scripting::ERR_BUSY_FUNCTION
+            });
+        }
+    }
     use crate::state::snapshot;
     let want_save = !nosave && (save || !snapshot::save_points(c.srv).is_empty());
     if want_save {

@@ -58,8 +58,9 @@ pub trait Host {
     fn set_repl(&mut self, flags: i32);
     /// Is `argv` a command this server has (`redis.acl_check_cmd`)?
     fn command_exists(&self, argv: &[&[u8]]) -> bool;
-    /// Must a slow script stop now (the server was asked to shut down)?
-    fn must_stop(&self) -> bool;
+    /// A script runs past its time: serve the other clients meanwhile, and
+    /// say why it must stop now, if it must (SCRIPT KILL, shutdown).
+    fn interrupt(&mut self) -> Option<&'static str>;
 }
 
 /// The flags a script declares in its shebang (`#!lua flags=…`).
@@ -403,9 +404,9 @@ pub(crate) enum CallStyle {
 }
 
 /// The count hook of a script that may run long: past `slow_after` it is
-/// logged once as slow, and stopped if the server was asked to shut down
-/// (a signal): the script cannot be served SCRIPT KILL while it runs, but
-/// it never keeps a server from stopping.
+/// logged once as slow, and from then on every check lets the host serve
+/// the other clients (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE) and stops the
+/// script when the host says so.
 unsafe extern "C-unwind" fn slow_script_hook(l: *mut lua_State, _ar: *mut ffi::lua_Debug) {
     let ctx = run_ctx(l);
     if ctx.is_null() {
@@ -421,17 +422,17 @@ unsafe extern "C-unwind" fn slow_script_hook(l: *mut lua_State, _ar: *mut ffi::l
     if !(*ctx).slow {
         (*ctx).slow = true;
         tracing::warn!(
-            "Slow script detected: still in execution after {} milliseconds (script {}); it runs to its end unless the server is told to shut down",
+            "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command. Script name is: {}.",
             elapsed.as_millis(),
             (*ctx).sha
         );
     }
-    if (*ctx).host.must_stop() {
-        tracing::warn!("Lua script killed: the server is shutting down.");
+    if let Some(why) = (*ctx).host.interrupt() {
+        tracing::warn!("Lua script killed: {why}");
         // From now on every line raises, so a pcall in the script cannot
         // catch the kill and go on.
         ffi::lua_sethook(l, Some(slow_script_hook), ffi::LUA_MASKLINE, 0);
-        raise(l, "Script killed: the server is shutting down");
+        raise(l, why);
     }
 }
 
@@ -1330,8 +1331,9 @@ mod tests {
         fn command_exists(&self, argv: &[&[u8]]) -> bool {
             argv[0] == b"get"
         }
-        fn must_stop(&self) -> bool {
+        fn interrupt(&mut self) -> Option<&'static str> {
             self.stop
+                .then_some("Script killed: the server is shutting down")
         }
     }
 

@@ -10,6 +10,7 @@
 //! connection never wake the loop. The cron (at `hz`) runs active expiry,
 //! idle timeouts, incremental rehashing and statistics.
 
+mod busy;
 pub mod client;
 mod cron;
 mod replica;
@@ -323,85 +324,12 @@ impl EventLoop {
     }
 
     fn accept(&mut self, li: usize) {
-        loop {
-            let accepted = match &self.listeners[li] {
-                Listener::Tcp(l) => l.accept().map(|(s, a)| {
-                    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                    let _ = s.set_nodelay(true);
-                    set_keepalive(s.as_raw_fd(), self.srv.config.tcp_keepalive);
-                    (
-                        Conn::Tcp(s),
-                        a.to_string(),
-                        laddr,
-                        false,
-                        is_loopback_peer(&a),
-                    )
-                }),
-                Listener::Unix(l) => l.accept().map(|(s, _)| {
-                    let path = self.srv.config.unixsocket.clone();
-                    (Conn::Unix(s), format!("{path}:0"), path, true, true)
-                }),
-            };
-            let (mut conn, addr, laddr, is_unix, is_local) = match accepted {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    warn!("Accepting client connection: {e}");
-                    return;
-                }
-            };
-            self.srv.stats.total_connections_received += 1;
-            if self.srv.connected_clients as i64 >= self.srv.config.maxclients {
-                reject_connection(&conn, b"-ERR max number of clients reached\r\n");
-                self.srv.stats.rejected_connections += 1;
-                continue;
-            }
-            // Protected mode (Redis's clientAcceptHandler): while the default
-            // user has no password, only local clients are served, whatever
-            // `bind` says.
-            if self.srv.config.protected_mode && self.srv.config.requirepass.is_empty() && !is_local
-            {
-                reject_connection(&conn, PROTECTED_MODE_DENIED);
-                self.srv.stats.rejected_connections += 1;
-                if let Some(skipped) = self.srv.log_limits.denied.allow(Instant::now()) {
-                    warn!(
-                        client = %addr,
-                        "Refused a non-local connection: protected mode is on and no password is set{}",
-                        crate::logging::suppressed_note(skipped)
-                    );
-                }
-                continue;
-            }
-            let id = self.srv.next_client_id;
-            self.srv.next_client_id += 1;
-            let authenticated = self.srv.config.requirepass.is_empty();
-            let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
-            // Register under the slot the client is about to take.
-            let idx = self.srv.vacant_slot();
-            let interest = Interest::READABLE;
-            let reg = match &mut conn {
-                Conn::Tcp(s) => self.poll.registry().register(s, Token(idx), interest),
-                Conn::Unix(s) => self.poll.registry().register(s, Token(idx), interest),
-            };
-            if let Err(e) = reg {
-                warn!("Registering client: {e}");
-                continue;
-            }
-            let slot = self.srv.insert_client(st);
-            debug_assert_eq!(slot, idx);
-            if self.links.len() <= slot {
-                self.links.resize_with(slot + 1, || None);
-            }
-            self.links[slot] = Some(Link {
-                conn,
-                query: crate::protocol::QueryBuffer::new(),
-                write_interest: false,
-                input_paused: false,
-                peer_closed: false,
-            });
-            debug!(client = id, "Accepted connection");
-        }
+        accept_from(
+            &self.listeners[li],
+            &self.poll,
+            &mut self.links,
+            &mut self.srv,
+        );
     }
 
     /// Read, execute and reply for one client.
@@ -665,7 +593,17 @@ impl EventLoop {
                     .argv_detached(&mut argv, &mut client.st.big_args)
             };
             let dirty = self.srv.dirty;
+            // A script that runs too long serves the other clients through
+            // the loop's sockets (see busy.rs) while this command runs.
+            let mut pump = busy::Pump {
+                links: &mut self.links,
+                listeners: &self.listeners,
+                poll: &self.poll,
+            };
+            self.srv.busy_pump =
+                Some(&mut pump as *mut busy::Pump as *mut dyn crate::state::BusyPump);
             commands::execute(&mut self.srv, &mut client.st, &argv);
+            self.srv.busy_pump = None;
             argv.clear();
             client.st.big_args.clear();
             if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
@@ -710,66 +648,13 @@ impl EventLoop {
         // Replies that wait for the AOF (appendfsync always) are not sent
         // before their writes are on disk.
         let limit = st.write_limit(self.srv.aof_durable());
-        while st.sent < limit {
-            let n = if st.reply.shared_len() == 0 {
-                let rest = &st.reply.buf[st.sent..limit];
-                // SAFETY: writing from a valid slice to a socket we own.
-                unsafe {
-                    libc::write(
-                        client.link.conn.fd(),
-                        rest.as_ptr() as *const libc::c_void,
-                        rest.len(),
-                    )
-                }
-            } else {
-                // Shared values are written from where they live.
-                st.reply.seek(st.sent);
-                let mut slices = Vec::new();
-                st.reply.io_slices(st.sent, IOVECS_PER_WRITE, &mut slices);
-                // Stop at the limit.
-                let mut room = limit - st.sent;
-                let mut keep = 0;
-                for s in &mut slices {
-                    if room == 0 {
-                        break;
-                    }
-                    if s.len() > room {
-                        // SAFETY: shortening a slice that borrows the reply.
-                        *s = std::io::IoSlice::new(unsafe {
-                            std::slice::from_raw_parts(s.as_ptr(), room)
-                        });
-                    }
-                    room -= s.len();
-                    keep += 1;
-                }
-                slices.truncate(keep);
-                // SAFETY: IoSlice is ABI-compatible with iovec; every slice
-                // borrows the reply, which outlives the call.
-                unsafe {
-                    libc::writev(
-                        client.link.conn.fd(),
-                        slices.as_ptr() as *const libc::iovec,
-                        slices.len() as libc::c_int,
-                    )
-                }
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::WouldBlock => {
-                        self.resume_if_drained(idx, client);
-                        return self.wait_writable(idx, client);
-                    }
-                    io::ErrorKind::Interrupted => continue,
-                    _ => {
-                        debug!(client = %st.addr, "Writing to client: {e}");
-                        return false;
-                    }
-                }
+        if let Err(e) = write_reply(client.link.conn.fd(), st, limit, &mut self.srv.stats) {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                self.resume_if_drained(idx, client);
+                return self.wait_writable(idx, client);
             }
-            self.srv.stats.total_writes_processed += 1;
-            self.srv.stats.total_net_output_bytes += n as u64;
-            st.sent += n as usize;
+            debug!(client = %st.addr, "Writing to client: {e}");
+            return false;
         }
         if st.sent < st.reply.len() {
             // The rest is held for the AOF; its release queues a write.
@@ -1071,4 +956,147 @@ fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &s
     if let Err(e) = res {
         warn!("Registering the {what}: {e}");
     }
+}
+
+/// Accept every pending connection on `listener` (from the loop, and
+/// from a script running too long: see `busy.rs`).
+fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, srv: &mut Server) {
+    loop {
+        let accepted = match listener {
+            Listener::Tcp(l) => l.accept().map(|(s, a)| {
+                let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                let _ = s.set_nodelay(true);
+                set_keepalive(s.as_raw_fd(), srv.config.tcp_keepalive);
+                (
+                    Conn::Tcp(s),
+                    a.to_string(),
+                    laddr,
+                    false,
+                    is_loopback_peer(&a),
+                )
+            }),
+            Listener::Unix(l) => l.accept().map(|(s, _)| {
+                let path = srv.config.unixsocket.clone();
+                (Conn::Unix(s), format!("{path}:0"), path, true, true)
+            }),
+        };
+        let (mut conn, addr, laddr, is_unix, is_local) = match accepted {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                warn!("Accepting client connection: {e}");
+                return;
+            }
+        };
+        srv.stats.total_connections_received += 1;
+        if srv.connected_clients as i64 >= srv.config.maxclients {
+            reject_connection(&conn, b"-ERR max number of clients reached\r\n");
+            srv.stats.rejected_connections += 1;
+            continue;
+        }
+        // Protected mode (Redis's clientAcceptHandler): while the default
+        // user has no password, only local clients are served, whatever
+        // `bind` says.
+        if srv.config.protected_mode && srv.config.requirepass.is_empty() && !is_local {
+            reject_connection(&conn, PROTECTED_MODE_DENIED);
+            srv.stats.rejected_connections += 1;
+            if let Some(skipped) = srv.log_limits.denied.allow(Instant::now()) {
+                warn!(
+                    client = %addr,
+                    "Refused a non-local connection: protected mode is on and no password is set{}",
+                    crate::logging::suppressed_note(skipped)
+                );
+            }
+            continue;
+        }
+        let id = srv.next_client_id;
+        srv.next_client_id += 1;
+        let authenticated = srv.config.requirepass.is_empty();
+        let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
+        // Register under the slot the client is about to take.
+        let idx = srv.vacant_slot();
+        let interest = Interest::READABLE;
+        let reg = match &mut conn {
+            Conn::Tcp(s) => poll.registry().register(s, Token(idx), interest),
+            Conn::Unix(s) => poll.registry().register(s, Token(idx), interest),
+        };
+        if let Err(e) = reg {
+            warn!("Registering client: {e}");
+            continue;
+        }
+        let slot = srv.insert_client(st);
+        debug_assert_eq!(slot, idx);
+        if links.len() <= slot {
+            links.resize_with(slot + 1, || None);
+        }
+        links[slot] = Some(Link {
+            conn,
+            query: crate::protocol::QueryBuffer::new(),
+            write_interest: false,
+            input_paused: false,
+            peer_closed: false,
+        });
+        debug!(client = id, "Accepted connection");
+    }
+}
+
+/// Write the client's reply up to `limit` (what the AOF lets out), from
+/// the reply buffer or, for shared values, from where they live. Stops
+/// with the socket's error (`WouldBlock` when it is full).
+fn write_reply(
+    fd: std::os::fd::RawFd,
+    st: &mut ClientState,
+    limit: usize,
+    stats: &mut crate::state::Stats,
+) -> io::Result<()> {
+    while st.sent < limit {
+        let n = if st.reply.shared_len() == 0 {
+            let rest = &st.reply.buf[st.sent..limit];
+            // SAFETY: writing from a valid slice to a socket we own.
+            unsafe { libc::write(fd, rest.as_ptr() as *const libc::c_void, rest.len()) }
+        } else {
+            // Shared values are written from where they live.
+            st.reply.seek(st.sent);
+            let mut slices = Vec::new();
+            st.reply.io_slices(st.sent, IOVECS_PER_WRITE, &mut slices);
+            // Stop at the limit.
+            let mut room = limit - st.sent;
+            let mut keep = 0;
+            for s in &mut slices {
+                if room == 0 {
+                    break;
+                }
+                if s.len() > room {
+                    // SAFETY: shortening a slice that borrows the reply.
+                    *s = std::io::IoSlice::new(unsafe {
+                        std::slice::from_raw_parts(s.as_ptr(), room)
+                    });
+                }
+                room -= s.len();
+                keep += 1;
+            }
+            slices.truncate(keep);
+            // SAFETY: IoSlice is ABI-compatible with iovec; every slice
+            // borrows the reply, which outlives the call.
+            unsafe {
+                libc::writev(
+                    fd,
+                    slices.as_ptr() as *const libc::iovec,
+                    slices.len() as libc::c_int,
+                )
+            }
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        stats.total_writes_processed += 1;
+        stats.total_net_output_bytes += n as u64;
+        st.sent += n as usize;
+    }
+    Ok(())
 }

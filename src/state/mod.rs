@@ -114,6 +114,35 @@ pub struct ClientPause {
     pub end_ms: i64,
 }
 
+/// A script or function being run.
+#[derive(Debug)]
+pub struct ScriptRun {
+    /// EVAL (else FCALL): which KILL may stop it.
+    pub eval: bool,
+    /// The script's SHA1 or the function's name.
+    pub name: String,
+    /// The command that runs it (FUNCTION STATS).
+    pub argv: Vec<Vec<u8>>,
+    pub started: std::time::Instant,
+    /// It wrote: it cannot be killed without half applying it.
+    pub write_dirty: bool,
+    /// Run for our master (or the AOF): never killed.
+    pub from_master: bool,
+    /// SCRIPT KILL / FUNCTION KILL asked it to stop.
+    pub killed: bool,
+    /// Libraries and functions loaded (FUNCTION STATS while a function
+    /// runs: the libraries are out of the server meanwhile).
+    pub function_counts: (usize, usize),
+}
+
+/// What serves other clients while a script runs too long: implemented by
+/// the event loop (it owns the sockets), called from the script's hook.
+pub trait BusyPump {
+    /// Read what the other clients sent; answer `-BUSY`, or run what may
+    /// run meanwhile (SCRIPT KILL, FUNCTION KILL, SHUTDOWN, …).
+    fn serve(&mut self, srv: &mut Server);
+}
+
 /// State shared by all command handlers.
 pub struct Server {
     pub config: Config,
@@ -157,6 +186,13 @@ pub struct Server {
     /// The client scripts run their commands as (Redis's lua client);
     /// made on the first script.
     pub script_client: Option<Box<ClientState>>,
+    /// The script (EVAL or FCALL) running now, if any: SCRIPT KILL,
+    /// FUNCTION KILL and FUNCTION STATS look at it.
+    pub script_run: Option<ScriptRun>,
+    /// Set by the event loop around each command it runs: how a script
+    /// running past `busy-reply-threshold` serves the other clients
+    /// (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE) without returning to it.
+    pub busy_pump: Option<*mut dyn BusyPump>,
     /// Set by SIGTERM/SIGINT as they arrive (the loop also hears them as
     /// events): a script running long checks it to stop.
     pub stop_signal: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -286,6 +322,8 @@ impl Server {
             functions: crate::scripting::functions::Functions::new(),
             script_client: None,
             stop_signal: Default::default(),
+            script_run: None,
+            busy_pump: None,
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,

@@ -1,0 +1,183 @@
+//! Serving other clients while a script runs too long (Redis's
+//! processEventsWhileBlocked during a busy script).
+//!
+//! A script past `busy-reply-threshold` calls back, every 100,000 Lua
+//! instructions, into the [`Pump`] the loop set for the command that runs
+//! it. The pump accepts new connections and reads what every other client
+//! sent — straight from the sockets, without polling, so no readiness
+//! event the loop is owed is consumed (with edge-triggered polling a read
+//! that finds data early only makes a later wake-up find none). Each
+//! command gets `-BUSY`, unless it may run meanwhile (`allow-busy`: SCRIPT
+//! KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN, AUTH, HELLO, MULTI, …).
+//! Then, as Redis's beforeSleep does while blocked, the writes of commands
+//! that finished before the script go to the AOF and the replicas, and the
+//! replies waiting to be written are written (those the AOF lets out): a
+//! reply produced earlier in the turn must not wait for the script. The
+//! caller of the script was taken out of the slots, so it is never read;
+//! blocked, paused and closing clients are not served either.
+
+use std::io;
+
+use mio::Poll;
+
+use super::client::Link;
+use super::{accept_from, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_PAUSE_BYTES};
+use crate::commands;
+use crate::protocol::ParseLimits;
+use crate::state::{BusyPump, Server};
+
+/// The loop's sockets, for the command running now (raw pointers to the
+/// event loop's fields other than the server state, which the command
+/// holds).
+pub(super) struct Pump {
+    pub links: *mut Vec<Option<Link>>,
+    pub listeners: *const Vec<Listener>,
+    pub poll: *const Poll,
+}
+
+impl BusyPump for Pump {
+    fn serve(&mut self, srv: &mut Server) {
+        // SAFETY: the loop made these from its own fields just before it
+        // ran the command that is calling back, and clears the pump when
+        // that command returns; nothing else touches those fields meanwhile.
+        let (links, listeners, poll) = unsafe { (&mut *self.links, &*self.listeners, &*self.poll) };
+        for listener in listeners {
+            accept_from(listener, poll, links, srv);
+        }
+        for (idx, link) in links.iter_mut().enumerate() {
+            let Some(link) = link.as_mut() else {
+                continue;
+            };
+            if servable(srv, idx, link) {
+                read_available(srv, link);
+                if link.query.unparsed() > 0 {
+                    serve_commands(srv, idx, link);
+                }
+            }
+        }
+        srv.flush_feed();
+        write_pending(srv, links);
+    }
+}
+
+/// May this client's input be read and run now? Not while it waits for a
+/// blocking command, is being closed, or has too much output unread.
+fn servable(srv: &Server, idx: usize, link: &Link) -> bool {
+    let Some(st) = srv.clients.get(idx).and_then(|c| c.as_ref()) else {
+        return false;
+    };
+    st.blocked.is_none()
+        && !st.close_after_reply
+        && !st.close_asap
+        && !link.input_paused
+        && st.pending_output() < OUTPUT_PAUSE_BYTES
+        && st.repl.is_none()
+}
+
+/// Read what the socket has, bounded per call and by the query buffer
+/// limit (a client past it is closed by the loop later).
+fn read_available(srv: &mut Server, link: &mut Link) {
+    for _ in 0..MAX_READS_PER_TURN {
+        if link.query.len() as u64 > srv.config.client_query_buffer_limit {
+            return;
+        }
+        match link.query.read_from_fd(link.conn.fd()) {
+            Ok((0, _)) => {
+                link.peer_closed = true;
+                return;
+            }
+            Ok((n, want)) => {
+                srv.stats.total_reads_processed += 1;
+                srv.stats.total_net_input_bytes += n as u64;
+                if n < want {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Answer every complete command of client `idx` while the script runs.
+fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
+    let Some(mut st) = srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+        return;
+    };
+    loop {
+        let limits = ParseLimits {
+            max_bulk_len: srv.config.proto_max_bulk_len,
+            authenticated: st.authenticated,
+        };
+        match link.query.parse(limits) {
+            Ok(true) => {}
+            // A protocol error is for the loop to answer (and close) later.
+            Ok(false) | Err(_) => break,
+        }
+        let mut args = Vec::new();
+        link.query.argv(&mut args);
+        let argv: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        link.query.consume();
+        let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+        let allowed = commands::lookup_command(refs[0])
+            .and_then(|base| base.resolve(&refs).ok())
+            // An unknown command or subcommand gets its usual error.
+            .is_none_or(|cmd| cmd.flags & commands::ALLOW_BUSY != 0);
+        if allowed {
+            commands::execute(srv, &mut st, &refs);
+        } else {
+            let eval = srv.script_run.as_ref().is_none_or(|r| r.eval);
+            st.reply.error(if eval {
+                commands::scripting::ERR_BUSY_SCRIPT
+            } else {
+                commands::scripting::ERR_BUSY_FUNCTION
+            });
+            srv.stats.total_error_replies += 1;
+            srv.stats.count_errors(&mut st.reply.error_codes);
+        }
+        if st.close_after_reply || st.pending_output() >= OUTPUT_PAUSE_BYTES {
+            break;
+        }
+    }
+    link.query.compact();
+    if st.pending_output() > 0 {
+        st.queue_write(&mut srv.pending_writes);
+    }
+    srv.clients[idx] = Some(st);
+}
+
+/// Write the replies waiting to be written, as far as the AOF lets them
+/// out. What the socket does not take now, replicas' streams and anything
+/// that fails stay queued for the loop, which writes (or closes) after the
+/// script.
+fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
+    let appended = srv.aof.appended;
+    let durable = srv.aof_durable();
+    let mut keep = Vec::new();
+    for (idx, id) in std::mem::take(&mut srv.pending_writes) {
+        let link = links.get(idx).and_then(|l| l.as_ref());
+        let Some(st) = srv.clients.get_mut(idx).and_then(|c| c.as_mut()) else {
+            // The caller of the script: written when it returns.
+            keep.push((idx, id));
+            continue;
+        };
+        let Some(link) = link.filter(|_| st.id == id && st.repl.is_none()) else {
+            keep.push((idx, id));
+            continue;
+        };
+        st.hold_until(appended, durable);
+        let limit = st.write_limit(durable);
+        let fd = link.conn.fd();
+        let written = write_reply(fd, st, limit, &mut srv.stats).is_ok();
+        if written && st.sent == st.reply.len() {
+            st.reply.clear();
+            st.sent = 0;
+            st.pending_write = false;
+        } else {
+            keep.push((idx, id));
+        }
+    }
+    // Anything queued meanwhile goes after.
+    keep.append(&mut srv.pending_writes);
+    srv.pending_writes = keep;
+}
