@@ -64,6 +64,8 @@ pub struct Config {
     pub set_max_intset_entries: i64,
     pub set_max_listpack_entries: i64,
     pub zset_max_listpack_entries: i64,
+    pub stream_node_max_bytes: u64,
+    pub stream_node_max_entries: i64,
     pub zset_max_listpack_value: i64,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: i64,
@@ -175,6 +177,8 @@ impl Default for Config {
             set_max_intset_entries: 0,
             set_max_listpack_entries: 0,
             zset_max_listpack_entries: 0,
+            stream_node_max_bytes: 0,
+            stream_node_max_entries: 0,
             zset_max_listpack_value: 0,
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
@@ -1078,6 +1082,22 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Small non-integer sets stay compact up to this many members.",
         |c| c.set_max_listpack_entries.to_string(),
         |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "stream-node-max-bytes",
+        "4kb",
+        true,
+        "A stream node (a listpack of entries) grows to at most this many bytes.",
+        |c| c.stream_node_max_bytes.to_string(),
+        |c, v| c.stream_node_max_bytes = parse_memory(v)?
+    ),
+    opt!(
+        "stream-node-max-entries",
+        "100",
+        true,
+        "A stream node holds at most this many entries (0: no limit).",
+        |c| c.stream_node_max_entries.to_string(),
+        |c, v| c.stream_node_max_entries = parse_int(v, 0, i64::MAX)?
     ),
     aliased(
         opt!(

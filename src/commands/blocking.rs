@@ -73,6 +73,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         deadline,
         zset: c.cmd.name.starts_with("bz"),
+        stream: false,
         postponed: false,
         wait: None,
     });
@@ -132,6 +133,7 @@ pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         deadline: None,
         zset: false,
+        stream: false,
         postponed: true,
         wait: None,
     });
@@ -171,18 +173,46 @@ fn rerun_postponed(srv: &mut Server, id: u64) {
     srv.clients[slot] = Some(client);
 }
 
-/// Does `key` hold data a blocked client can take (a list, or a sorted set)?
-fn has_data(srv: &Server, db: usize, key: &[u8], zset: bool) -> bool {
-    match srv.dbs[db].main.get(key).map(|e| e.value()) {
-        Some(crate::db::ValueRef::Boxed(Value::List(l))) => !zset && !l.is_empty(),
-        Some(crate::db::ValueRef::Boxed(Value::ZSet(z))) => zset && !z.is_empty(),
+/// What a blocked client waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    List,
+    ZSet,
+    Stream,
+}
+
+fn want_of(b: &Blocked) -> Want {
+    if b.stream {
+        Want::Stream
+    } else if b.zset {
+        Want::ZSet
+    } else {
+        Want::List
+    }
+}
+
+/// Does `key` hold data a client waiting for `want` can take? A stream
+/// waiter looks again when the stream was signalled (new entries, a
+/// group destroyed) or the key no longer holds a stream.
+fn has_data(srv: &Server, db: usize, key: &[u8], want: Want) -> bool {
+    match (srv.dbs[db].main.get(key).map(|e| e.value()), want) {
+        (Some(crate::db::ValueRef::Boxed(Value::List(l))), Want::List) => !l.is_empty(),
+        (Some(crate::db::ValueRef::Boxed(Value::ZSet(z))), Want::ZSet) => !z.is_empty(),
+        (Some(crate::db::ValueRef::Boxed(Value::Stream(_))), Want::Stream) => srv
+            .ready_streams
+            .iter()
+            .any(|(d, k)| *d == db && k.as_slice() == key),
+        (_, Want::Stream) => true,
         _ => false,
     }
 }
 
-/// Does the key hold a non-empty list or sorted set?
-fn key_ready(srv: &Server, db: usize, key: &[u8]) -> bool {
-    has_data(srv, db, key, false) || has_data(srv, db, key, true)
+/// The kinds of waiter the key can serve now, in the order tried.
+fn ready_wants(srv: &Server, db: usize, key: &[u8]) -> Vec<Want> {
+    [Want::List, Want::ZSet, Want::Stream]
+        .into_iter()
+        .filter(|&w| has_data(srv, db, key, w))
+        .collect()
 }
 
 /// Serve clients blocked on keys that now hold data, in blocking order.
@@ -192,63 +222,104 @@ pub fn serve_blocked(srv: &mut Server) {
         let ready: Vec<(usize, Vec<u8>)> = srv
             .blocked_keys
             .keys()
-            .filter(|(db, k)| key_ready(srv, *db, k))
+            .filter(|(db, k)| !ready_wants(srv, *db, k).is_empty())
             .cloned()
             .collect();
+        // Stream waiters are re-run once per signal.
+        let signalled = std::mem::take(&mut srv.ready_streams);
         for (db, key) in ready {
-            loop {
-                let slot_key = (db, key.clone());
-                let Some(queue) = srv.blocked_keys.get(&slot_key) else {
-                    break;
-                };
-                // The first waiter in line for the kind of value the key holds.
-                let zset = has_data(srv, db, &key, true);
-                let waiting_for = |id: &u64| {
-                    srv.client_index(*id)
-                        .and_then(|s| srv.clients.get(s))
-                        .and_then(|c| c.as_ref())
-                        .and_then(|c| c.blocked.as_ref())
-                        .is_some_and(|b| b.zset == zset)
-                };
-                let Some(id) = queue.iter().copied().find(waiting_for) else {
-                    break;
-                };
-                if !key_ready(srv, db, &key) {
-                    break;
+            let slot_key = (db, key.clone());
+            let wants = {
+                let mut w = ready_wants(srv, db, &key);
+                // A signalled stream: every waiter there gets one look.
+                if signalled.contains(&slot_key) && !w.contains(&Want::Stream) {
+                    w.push(Want::Stream);
                 }
-                let Some(slot) = srv.client_index(id) else {
-                    if let Some(q) = srv.blocked_keys.get_mut(&slot_key) {
-                        q.pop_front();
-                    }
+                w
+            };
+            for want in wants {
+                if want == Want::Stream {
+                    progress |= serve_stream_waiters(srv, &slot_key);
                     continue;
-                };
-                let Some(mut client) = srv.clients.get_mut(slot).and_then(|c| c.take()) else {
-                    break;
-                };
-                let argv = client
-                    .blocked
-                    .as_ref()
-                    .map(|b| b.argv.clone())
-                    .unwrap_or_default();
-                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                let before = client.reply.len();
-                execute_with(srv, &mut client, &refs, true);
-                let served = client.reply.len() != before;
-                if served {
-                    unblock(srv, &mut client);
-                    srv.unblocked.push((slot, id));
-                    progress = true;
                 }
-                srv.clients[slot] = Some(client);
-                if !served {
-                    break;
+                while let Some(queue) = srv.blocked_keys.get(&slot_key) {
+                    // The first waiter in line for the kind of value the key holds.
+                    let waiting_for = |id: &u64| {
+                        srv.client_index(*id)
+                            .and_then(|s| srv.clients.get(s))
+                            .and_then(|c| c.as_ref())
+                            .and_then(|c| c.blocked.as_ref())
+                            .is_some_and(|b| want_of(b) == want)
+                    };
+                    let Some(id) = queue.iter().copied().find(waiting_for) else {
+                        break;
+                    };
+                    if !has_data(srv, db, &key, want) {
+                        break;
+                    }
+                    match rerun_blocked(srv, id, &slot_key) {
+                        Some(true) => progress = true,
+                        Some(false) => break,
+                        None => continue,
+                    }
                 }
             }
         }
-        if !progress {
+        if !progress && srv.ready_streams.is_empty() {
             break;
         }
     }
+}
+
+/// Give every client waiting on a stream key one look, in blocking order
+/// (each may take entries, or find the ones it wants already gone to a
+/// group mate). Whether any was served.
+fn serve_stream_waiters(srv: &mut Server, slot_key: &(usize, Vec<u8>)) -> bool {
+    let waiting: Vec<u64> = srv
+        .blocked_keys
+        .get(slot_key)
+        .map(|q| q.iter().copied().collect())
+        .unwrap_or_default();
+    let mut progress = false;
+    for id in waiting {
+        let is_stream_waiter = srv
+            .client_index(id)
+            .and_then(|s| srv.clients.get(s))
+            .and_then(|c| c.as_ref())
+            .and_then(|c| c.blocked.as_ref())
+            .is_some_and(|b| b.stream);
+        if is_stream_waiter && rerun_blocked(srv, id, slot_key) == Some(true) {
+            progress = true;
+        }
+    }
+    progress
+}
+
+/// Run a blocked client's command again: Some(served), None when the
+/// client is gone (dropped from the queue).
+fn rerun_blocked(srv: &mut Server, id: u64, slot_key: &(usize, Vec<u8>)) -> Option<bool> {
+    let Some(slot) = srv.client_index(id) else {
+        if let Some(q) = srv.blocked_keys.get_mut(slot_key) {
+            q.retain(|&x| x != id);
+        }
+        return None;
+    };
+    let mut client = srv.clients.get_mut(slot).and_then(|c| c.take())?;
+    let argv = client
+        .blocked
+        .as_ref()
+        .map(|b| b.argv.clone())
+        .unwrap_or_default();
+    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+    let before = client.reply.len();
+    execute_with(srv, &mut client, &refs, true);
+    let served = client.reply.len() != before;
+    if served {
+        unblock(srv, &mut client);
+        srv.unblocked.push((slot, id));
+    }
+    srv.clients[slot] = Some(client);
+    Some(served)
 }
 
 /// Answer clients whose timeout passed with the null reply Redis sends.
@@ -366,6 +437,7 @@ pub fn wait(c: &mut Ctx, argv: &[&[u8]]) {
         argv: Vec::new(),
         deadline,
         zset: false,
+        stream: false,
         postponed: false,
         wait: Some((offset, numreplicas)),
     });

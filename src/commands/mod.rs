@@ -32,6 +32,7 @@ pub mod server;
 pub mod set;
 pub mod slowlog;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod table;
 pub mod transaction;

@@ -6,8 +6,8 @@ use super::*;
 use super::{
     command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
     keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
-    server as srvc, set as se, slowlog as sl, sort as so, string as st, transaction as tx,
-    zset as z,
+    server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
+    transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -165,6 +165,42 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::SDIFFSTORE, se::sdiffstore),
     cmd!(m::SSCAN, se::sscan),
     // sorted sets
+    // streams
+    cmd!(m::XADD, xs::xadd),
+    cmd!(m::XRANGE, xs::xrange),
+    cmd!(m::XREVRANGE, xs::xrevrange),
+    cmd!(m::XLEN, xs::xlen),
+    cmd!(m::XDEL, xs::xdel),
+    cmd!(m::XTRIM, xs::xtrim),
+    cmd!(m::XREAD, xs::xread),
+    cmd!(m::XREADGROUP, xs::xreadgroup),
+    cmd!(m::XACK, xs::xack),
+    cmd!(m::XPENDING, xs::xpending),
+    cmd!(m::XCLAIM, xs::xclaim),
+    cmd!(m::XAUTOCLAIM, xs::xautoclaim),
+    cmd!(m::XSETID, xs::xsetid),
+    cmd!(
+        m::XGROUP,
+        xs::xgroup,
+        [
+            m::XGROUP_CREATE,
+            m::XGROUP_CREATECONSUMER,
+            m::XGROUP_DELCONSUMER,
+            m::XGROUP_DESTROY,
+            m::XGROUP_HELP,
+            m::XGROUP_SETID
+        ]
+    ),
+    cmd!(
+        m::XINFO,
+        xs::xinfo,
+        [
+            m::XINFO_CONSUMERS,
+            m::XINFO_GROUPS,
+            m::XINFO_HELP,
+            m::XINFO_STREAM
+        ]
+    ),
     cmd!(m::ZADD, z::zadd),
     cmd!(m::ZINCRBY, z::zincrby),
     cmd!(m::ZSCORE, z::zscore),

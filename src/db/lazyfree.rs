@@ -92,6 +92,7 @@ fn value_free_effort(v: &Value) -> usize {
         Value::Set(s) => s.free_effort(),
         Value::ZSet(z) => z.free_effort(),
         Value::List(l) => l.free_effort(),
+        Value::Stream(s) => s.free_effort(),
     }
 }
 

@@ -7,13 +7,16 @@
 
 pub mod entry;
 pub mod lazyfree;
+pub mod listpack;
 pub mod packed;
+pub mod stream;
 pub mod table;
 pub mod value;
 pub mod zset;
 
 pub use entry::{Entry, NewValue, ValueRef};
 pub use lazyfree::FreeMode;
+pub use stream::{Stream, StreamId};
 pub use table::Table;
 pub use value::{Hash, List, NodeLimit, Set, Str, Value, ZSet};
 

@@ -25,6 +25,7 @@ pub enum Value {
     List(List),
     Set(Set),
     ZSet(ZSet),
+    Stream(Box<super::stream::Stream>),
 }
 
 /// Strings at least this long are reference-counted (see [`Str`]).
@@ -116,6 +117,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -129,6 +131,7 @@ impl Value {
             Value::Set(Set::Ints(_)) => "intset",
             Value::Set(Set::Table(_)) => "hashtable",
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -146,6 +149,7 @@ impl Value {
                     .sum(),
                 Value::Set(Set::Ints(v)) => v.capacity() * 8,
                 Value::ZSet(z) => z.heap_size(),
+                Value::Stream(s) => s.heap_size(),
             }
     }
 }
@@ -185,6 +189,7 @@ impl Clone for Value {
             Value::Set(Set::Ints(v)) => Value::Set(Set::Ints(v.clone())),
             Value::Set(Set::Table(t)) => Value::Set(Set::Table(Box::new(copy_table(t)))),
             Value::ZSet(z) => Value::ZSet(z.clone()),
+            Value::Stream(s) => Value::Stream(s.clone()),
         }
     }
 }

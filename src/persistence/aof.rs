@@ -427,6 +427,7 @@ pub fn write_commands(dbs: &[crate::db::Db], out: &mut impl std::io::Write) -> s
                         });
                         put_batched(out, b"HMSET", key, &items, 2)?;
                     }
+                    ValueRef::Boxed(Value::Stream(st)) => write_stream(out, key, st)?,
                 }
                 if e.has_expire() {
                     if let Some(when) = db.get_expire(key) {
@@ -441,6 +442,100 @@ pub fn write_commands(dbs: &[crate::db::Db], out: &mut impl std::io::Write) -> s
         });
         if let Some(e) = err {
             return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// A stream as the commands that rebuild it (Redis's rewriteStreamObject):
+/// XADD per entry (an empty stream made by XADD MAXLEN 0), XSETID for its
+/// IDs and counters, then per group XGROUP CREATE and, per consumer, an
+/// XCLAIM … FORCE per pending entry (XGROUP CREATECONSUMER when it has none).
+fn write_stream(
+    out: &mut impl std::io::Write,
+    key: &[u8],
+    s: &crate::db::Stream,
+) -> std::io::Result<()> {
+    use crate::db::StreamId;
+    if s.length > 0 {
+        let mut res = Ok(());
+        s.range(StreamId::MIN, StreamId::MAX, false, &mut |e| {
+            let id = e.id.to_string();
+            let fields: Vec<(Vec<u8>, Vec<u8>)> = e
+                .fields
+                .iter()
+                .map(|(f, v)| (f.to_vec(), v.to_vec()))
+                .collect();
+            let mut argv: Vec<&[u8]> = vec![b"XADD", key, id.as_bytes()];
+            for (f, v) in &fields {
+                argv.push(f);
+                argv.push(v);
+            }
+            res = put_command(out, &argv);
+            res.is_ok()
+        });
+        res?;
+    } else {
+        put_command(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"])?;
+    }
+    let last = s.last_id.to_string();
+    let added = s.entries_added.to_string();
+    let maxdel = s.max_deleted_entry_id.to_string();
+    put_command(
+        out,
+        &[
+            b"XSETID",
+            key,
+            last.as_bytes(),
+            b"ENTRIESADDED",
+            added.as_bytes(),
+            b"MAXDELETEDID",
+            maxdel.as_bytes(),
+        ],
+    )?;
+    for (name, g) in &s.groups {
+        let last = g.last_id.to_string();
+        let read = g.entries_read.to_string();
+        put_command(
+            out,
+            &[
+                b"XGROUP",
+                b"CREATE",
+                key,
+                name,
+                last.as_bytes(),
+                b"ENTRIESREAD",
+                read.as_bytes(),
+            ],
+        )?;
+        for (cname, c) in &g.consumers {
+            if c.pel.is_empty() {
+                put_command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname])?;
+                continue;
+            }
+            for id in &c.pel {
+                let nack = &g.pel[id];
+                let id = id.to_string();
+                let time = nack.delivery_time.to_string();
+                let count = nack.delivery_count.to_string();
+                put_command(
+                    out,
+                    &[
+                        b"XCLAIM",
+                        key,
+                        name,
+                        cname,
+                        b"0",
+                        id.as_bytes(),
+                        b"TIME",
+                        time.as_bytes(),
+                        b"RETRYCOUNT",
+                        count.as_bytes(),
+                        b"JUSTID",
+                        b"FORCE",
+                    ],
+                )?;
+            }
         }
     }
     Ok(())

@@ -177,6 +177,8 @@ pub struct Blocked {
     pub deadline: Option<Instant>,
     /// Waiting for a sorted set (BZPOP*) rather than a list.
     pub zset: bool,
+    /// Waiting for stream entries (XREAD, XREADGROUP BLOCK).
+    pub stream: bool,
     /// Held back by CLIENT PAUSE (no keys): the command runs from scratch,
     /// checks and all, once the pause ends.
     pub postponed: bool,

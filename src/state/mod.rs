@@ -202,6 +202,9 @@ pub struct Server {
     pub cron_loops: u64,
     pub executable: String,
     /// Blocked clients per (db, key), in the order they blocked.
+    /// Streams that got entries (or lost a group) this turn while clients
+    /// wait on them: their XREAD/XREADGROUP run again.
+    pub ready_streams: Vec<(usize, Vec<u8>)>,
     pub blocked_keys: std::collections::HashMap<
         (usize, Vec<u8>),
         std::collections::VecDeque<u64>,
@@ -350,6 +353,7 @@ impl Server {
             executable: std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            ready_streams: Vec::new(),
             blocked_keys: Default::default(),
             tracking: Tracking::default(),
             repl: replication::Replication::default(),
