@@ -735,9 +735,9 @@ fn serve_group(
                         g.entries_read = estimate.map_or(ENTRIES_READ_UNKNOWN, |d| d as i64);
                     }
                     g.last_id = id;
-                    if noack {
-                        propagate_last = true;
-                    }
+                    // Always, with the read counter (Redis 7.0.15: XCLAIM
+                    // does not carry entries_read to replicas).
+                    propagate_last = true;
                 }
                 if !noack {
                     let nack = Nack {
