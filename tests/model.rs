@@ -156,9 +156,123 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Stream IDs from a small range (so operations meet), some with `*`
+/// for the sequence: never the time-based `*`, which differs per server.
+fn stream_id() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => (1..40u32, 0..3u32).prop_map(|(ms, seq)| format!("{ms}-{seq}")),
+        1 => (1..40u32).prop_map(|ms| format!("{ms}-*")),
+    ]
+}
+
+/// Streams and consumer groups: random XADD/XREADGROUP/XACK/XCLAIM/XDEL/
+/// XTRIM sequences (Redis's replies, PELs and group counters must follow).
+fn stream_op() -> impl Strategy<Value = Op> {
+    let k = key;
+    let g = || prop_oneof![Just("g1".to_string()), Just("g2".to_string())];
+    let consumer = || (1..4u8).prop_map(|i| format!("c{i}"));
+    let id = stream_id;
+    let plain_id = || (1..40u32, 0..3u32).prop_map(|(ms, seq)| format!("{ms}-{seq}"));
+    let trim = prop_oneof![
+        Just(vec![]),
+        (1..8u32, any::<bool>()).prop_map(|(n, approx)| vec![
+            "MAXLEN".to_string(),
+            if approx { "~" } else { "=" }.to_string(),
+            n.to_string()
+        ]),
+        (1..40u32).prop_map(|ms| vec!["MINID".to_string(), format!("{ms}-0")]),
+    ];
+    prop_oneof![
+        6 => (k(), trim, id(), value(), any::<bool>()).prop_map(|(k, t, id, v, two)| {
+            let mut a = vec!["XADD".to_string(), k];
+            a.extend(t);
+            a.push(id);
+            a.extend(["f".to_string(), v.clone()]);
+            if two {
+                a.extend(["other".to_string(), v]);
+            }
+            Op::Cmd(a, Order::Exact)
+        }),
+        1 => (k(), plain_id()).prop_map(|(k, id)| cmd(&["XDEL", &k, &id])),
+        1 => (k(), 0..8u32, any::<bool>()).prop_map(|(k, n, approx)| cmd(&[
+            "XTRIM",
+            &k,
+            "MAXLEN",
+            if approx { "~" } else { "=" },
+            &n.to_string()
+        ])),
+        1 => (k(), plain_id()).prop_map(|(k, id)| cmd(&["XTRIM", &k, "MINID", &id])),
+        1 => k().prop_map(|k| cmd(&["XRANGE", &k, "-", "+"])),
+        1 => (k(), plain_id(), 0..4u8).prop_map(|(k, id, n)| cmd(&[
+            "XREVRANGE",
+            &k,
+            "+",
+            &format!("({id}"),
+            "COUNT",
+            &n.to_string()
+        ])),
+        1 => k().prop_map(|k| cmd(&["XLEN", &k])),
+        1 => (k(), plain_id()).prop_map(|(k, id)| cmd(&["XREAD", "COUNT", "3", "STREAMS", &k, &id])),
+        1 => (k(), g(), prop_oneof![Just("0"), Just("$")], any::<bool>()).prop_map(|(k, g, at, mk)| {
+            if mk {
+                cmd(&["XGROUP", "CREATE", &k, &g, at, "MKSTREAM"])
+            } else {
+                cmd(&["XGROUP", "CREATE", &k, &g, at])
+            }
+        }),
+        1 => (k(), g(), plain_id()).prop_map(|(k, g, id)| cmd(&["XGROUP", "SETID", &k, &g, &id])),
+        1 => (k(), g()).prop_map(|(k, g)| cmd(&["XGROUP", "DESTROY", &k, &g])),
+        1 => (k(), g(), consumer()).prop_map(|(k, g, c)| cmd(&["XGROUP", "CREATECONSUMER", &k, &g, &c])),
+        1 => (k(), g(), consumer()).prop_map(|(k, g, c)| cmd(&["XGROUP", "DELCONSUMER", &k, &g, &c])),
+        4 => (k(), g(), consumer(), 1..4u8, any::<bool>(), any::<bool>()).prop_map(
+            |(k, g, c, n, history, noack)| {
+                let mut a = vec!["XREADGROUP", "GROUP", &g, &c];
+                let n = n.to_string();
+                a.extend(["COUNT", &n]);
+                if noack {
+                    a.push("NOACK");
+                }
+                a.extend(["STREAMS", &k, if history { "0" } else { ">" }]);
+                cmd(&a)
+            }
+        ),
+        2 => (k(), g(), plain_id()).prop_map(|(k, g, id)| cmd(&["XACK", &k, &g, &id])),
+        2 => (k(), g(), consumer(), plain_id(), any::<bool>()).prop_map(|(k, g, c, id, justid)| {
+            if justid {
+                cmd(&["XCLAIM", &k, &g, &c, "0", &id, "JUSTID"])
+            } else {
+                cmd(&["XCLAIM", &k, &g, &c, "0", &id])
+            }
+        }),
+        1 => (k(), g(), consumer(), 1..4u8).prop_map(|(k, g, c, n)| cmd(&[
+            "XAUTOCLAIM",
+            &k,
+            &g,
+            &c,
+            "0",
+            "0",
+            "COUNT",
+            &n.to_string()
+        ])),
+        1 => (k(), g()).prop_map(|(k, g)| cmd(&["XPENDING", &k, &g])),
+        // The extended form without its idle times (the servers' own).
+        1 => (k(), g()).prop_map(|(k, g)| cmd(&[
+            "EVAL",
+            "local r = redis.call('xpending', KEYS[1], ARGV[1], '-', '+', 100) for _, e in ipairs(r) do e[3] = 0 end return r",
+            "1",
+            &k,
+            &g
+        ])),
+        1 => k().prop_map(|k| cmd(&["XINFO", "GROUPS", &k])),
+        1 => (k(), plain_id()).prop_map(|(k, id)| cmd(&["XSETID", &k, &id])),
+        1 => (1..5u8).prop_map(|n| cmd(&["CONFIG", "SET", "stream-node-max-entries", &n.to_string()])),
+    ]
+}
+
 /// A sequence: the protocol it speaks, then its operations.
 fn sequence() -> impl Strategy<Value = (bool, Vec<Op>)> {
-    (any::<bool>(), proptest::collection::vec(op(), 1..80))
+    let any_op = prop_oneof![3 => op(), 2 => stream_op()];
+    (any::<bool>(), proptest::collection::vec(any_op, 1..80))
 }
 
 /// An aggregate reply's raw elements (a map's fields and values in turn),
