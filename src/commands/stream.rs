@@ -214,6 +214,9 @@ fn write_stream<'s>(c: &'s mut Ctx, key: &[u8]) -> Result<Option<&'s mut Stream>
 
 /// Tell clients blocked on `key` (XREAD, XREADGROUP) to look again.
 fn signal_ready(c: &mut Ctx, key: &[u8]) {
+    if c.srv.blocked_keys.is_empty() {
+        return;
+    }
     let slot = (c.cl.db, key.to_vec());
     if c.srv.blocked_keys.contains_key(&slot) && !c.srv.ready_streams.contains(&slot) {
         c.srv.ready_streams.push(slot);
@@ -325,26 +328,15 @@ fn must_obey(cl: &crate::state::ClientState) -> bool {
     cl.kind == crate::state::ClientKind::Master || cl.id == 0
 }
 
-/// Trim after XADD or for XTRIM; an approximate trim propagates as the
-/// exact one that happened (Redis's streamRewriteApproxSpecifier and
-/// streamRewriteTrimArgument). Returns the number of entries removed.
-fn trim_and_rewrite(
-    c: &mut Ctx,
-    key: &[u8],
-    a: &TrimArgs,
-    argv: &mut [Vec<u8>],
-) -> Result<i64, &'static str> {
-    let s = write_stream(c, key)?.expect("stream");
-    let removed = s.trim(a.maxlen, a.minid, a.approx, a.limit);
-    if a.approx {
-        argv[a.arg_idx - 1] = b"=".to_vec();
-        argv[a.arg_idx] = if a.maxlen.is_some() {
-            s.length.to_string().into_bytes()
-        } else {
-            id_bytes(s.edge_id(true).unwrap_or(StreamId::MIN))
-        };
-    }
-    Ok(removed)
+/// An approximate trim propagates as the exact one it did (Redis's
+/// streamRewriteApproxSpecifier and streamRewriteTrimArgument).
+fn rewrite_trim(s: &Stream, a: &TrimArgs, argv: &mut [Vec<u8>]) {
+    argv[a.arg_idx - 1] = b"=".to_vec();
+    argv[a.arg_idx] = if a.maxlen.is_some() {
+        s.length.to_string().into_bytes()
+    } else {
+        id_bytes(s.edge_id(true).unwrap_or(StreamId::MIN))
+    };
 }
 
 /// `XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] *|id field value [field value ...]`
@@ -418,20 +410,31 @@ pub fn xadd(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.bulk(&id_bytes(id));
     c.modified(key, NotifyFlags::STREAM, "xadd");
     c.dirty(1);
+    // Propagated with the ID it got and the exact trim it did (copied
+    // only when something consumes propagation).
     let rewrite_id = !matches!(a.id, Some((_, true)));
-    if (a.maxlen.is_some() || a.minid.is_some()) || rewrite_id {
-        let mut out: Vec<Vec<u8>> = argv.iter().map(|x| x.to_vec()).collect();
-        if a.maxlen.is_some() || a.minid.is_some() {
-            if let Ok(n) = trim_and_rewrite(c, key, &a, &mut out) {
-                if n > 0 {
-                    c.notify(NotifyFlags::STREAM, "xtrim", key);
-                }
+    let trims = a.maxlen.is_some() || a.minid.is_some();
+    let propagating = c.srv.propagating();
+    if trims || (rewrite_id && propagating) {
+        let mut out: Vec<Vec<u8>> = if propagating {
+            argv.iter().map(|x| x.to_vec()).collect()
+        } else {
+            Vec::new()
+        };
+        if trims {
+            let s = write_stream(c, key).ok().flatten().expect("stream");
+            let removed = s.trim(a.maxlen, a.minid, a.approx, a.limit);
+            if propagating && a.approx {
+                rewrite_trim(s, &a, &mut out);
+            }
+            if removed > 0 {
+                c.notify(NotifyFlags::STREAM, "xtrim", key);
             }
         }
-        if rewrite_id {
+        if propagating && rewrite_id {
             out[a.id_idx] = id_bytes(id);
         }
-        if a.approx || rewrite_id {
+        if propagating && (a.approx || rewrite_id) {
             c.propagate_as(out);
         }
     }
@@ -450,17 +453,16 @@ pub fn xtrim(c: &mut Ctx, argv: &[&[u8]]) {
         Ok((a, _)) => a,
         Err(e) => return c.cl.reply.error(&e),
     };
-    let mut out: Vec<Vec<u8>> = argv.iter().map(|x| x.to_vec()).collect();
-    let removed = match trim_and_rewrite(c, key, &a, &mut out) {
-        Ok(n) => n,
-        Err(e) => return c.cl.reply.error(e),
-    };
+    let s = write_stream(c, key).ok().flatten().expect("stream");
+    let removed = s.trim(a.maxlen, a.minid, a.approx, a.limit);
+    if removed > 0 && a.approx {
+        let mut out: Vec<Vec<u8>> = argv.iter().map(|x| x.to_vec()).collect();
+        rewrite_trim(s, &a, &mut out);
+        c.propagate_as(out);
+    }
     if removed > 0 {
         c.modified(key, NotifyFlags::STREAM, "xtrim");
         c.dirty(removed as u64);
-        if a.approx {
-            c.propagate_as(out);
-        }
     }
     c.cl.reply.int(removed);
 }
@@ -720,6 +722,7 @@ fn serve_group(
                 return;
             };
             let entries = collect(s, start, StreamId::MAX, count, false);
+            let propagating = c.srv.propagating();
             let mut propagate_last = false;
             let mut claims = Vec::new();
             for (id, _) in &entries {
@@ -755,7 +758,9 @@ fn serve_group(
                         .expect("consumer")
                         .pel
                         .insert(id);
-                    claims.push((id, g.pel[&id].clone(), g.last_id));
+                    if propagating {
+                        claims.push((id, g.pel[&id].clone(), g.last_id));
+                    }
                 }
             }
             reply_entries(c, &entries);

@@ -16,7 +16,7 @@
 //! master ID; `lp-count` is the number of elements before it in the entry.
 //! Deleting marks the flag; a node whose entries are all deleted goes away.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::listpack::{self as lp, LpVal};
 
@@ -133,10 +133,113 @@ pub struct RawEntry<'a> {
     pub fields: Vec<(LpVal<'a>, LpVal<'a>)>,
 }
 
+/// The stream's nodes by master ID, in order: a deque (appends at the end
+/// and trims at the front are O(1), lookups a binary search) grown in
+/// small steps, so the index costs a stream less than Redis's radix tree.
+#[derive(Clone, Debug, Default)]
+pub struct NodeMap {
+    v: VecDeque<(StreamId, Vec<u8>)>,
+}
+
+impl NodeMap {
+    pub fn len(&self) -> usize {
+        self.v.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
+    /// Index of the first node whose master ID is above `id`.
+    fn upper(&self, id: &StreamId) -> usize {
+        self.v.partition_point(|(k, _)| k <= id)
+    }
+
+    fn find(&self, id: &StreamId) -> Result<usize, usize> {
+        self.v.binary_search_by(|(k, _)| k.cmp(id))
+    }
+
+    /// Add a node; the one it replaces, if its master ID was taken.
+    pub fn insert(&mut self, id: StreamId, node: Vec<u8>) -> Option<Vec<u8>> {
+        if self.v.len() == self.v.capacity() {
+            self.v.reserve_exact((self.v.len() / 8).max(4));
+        }
+        if self.v.back().is_none_or(|(k, _)| *k < id) {
+            self.v.push_back((id, node));
+            return None;
+        }
+        match self.find(&id) {
+            Ok(i) => Some(std::mem::replace(&mut self.v[i].1, node)),
+            Err(i) => {
+                self.v.insert(i, (id, node));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, id: &StreamId) -> Option<Vec<u8>> {
+        let i = self.find(id).ok()?;
+        if i == 0 {
+            return self.v.pop_front().map(|(_, n)| n);
+        }
+        self.v.remove(i).map(|(_, n)| n)
+    }
+
+    pub fn get_mut(&mut self, id: &StreamId) -> Option<&mut Vec<u8>> {
+        let i = self.find(id).ok()?;
+        Some(&mut self.v[i].1)
+    }
+
+    pub fn last(&self) -> Option<(&StreamId, &Vec<u8>)> {
+        self.v.back().map(|(k, n)| (k, n))
+    }
+
+    pub fn last_mut(&mut self) -> Option<(&StreamId, &mut Vec<u8>)> {
+        self.v.back_mut().map(|(k, n)| (&*k, n))
+    }
+
+    /// The node that would hold `id`: the last one starting at or before it.
+    pub fn holding(&self, id: &StreamId) -> Option<(&StreamId, &Vec<u8>)> {
+        let i = self.upper(id);
+        (i > 0).then(|| {
+            let (k, n) = &self.v[i - 1];
+            (k, n)
+        })
+    }
+
+    /// Nodes with master IDs in `[from, to]`.
+    pub fn range(
+        &self,
+        from: StreamId,
+        to: StreamId,
+    ) -> impl DoubleEndedIterator<Item = (&StreamId, &Vec<u8>)> {
+        let a = self.v.partition_point(|(k, _)| *k < from);
+        let b = self.upper(&to).max(a);
+        self.v.range(a..b).map(|(k, n)| (k, n))
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&StreamId, &Vec<u8>)> {
+        self.v.iter().map(|(k, n)| (k, n))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &StreamId> {
+        self.v.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.v.iter().map(|(_, n)| n)
+    }
+
+    /// Bytes the index itself takes.
+    pub fn overhead(&self) -> usize {
+        self.v.capacity() * std::mem::size_of::<(StreamId, Vec<u8>)>()
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Stream {
     /// Master ID → node.
-    pub nodes: BTreeMap<StreamId, Vec<u8>>,
+    pub nodes: NodeMap,
     /// Live entries.
     pub length: u64,
     pub last_id: StreamId,
@@ -236,7 +339,7 @@ impl Stream {
             limits.max_bytes
         };
         let mut use_last = false;
-        if let Some((_, node)) = self.nodes.iter().next_back() {
+        if let Some((_, node)) = self.nodes.last() {
             use_last = lp::bytes(node) + total < max_bytes;
             if use_last && limits.max_entries > 0 {
                 let (count, deleted) = node_counts(node);
@@ -246,6 +349,11 @@ impl Stream {
             }
         }
         if !use_last {
+            // The last node is full: it never grows again, so it gives
+            // back the slack its growth left (as Redis's exact reallocs).
+            if let Some((_, prev)) = self.nodes.last_mut() {
+                prev.shrink_to_fit();
+            }
             // A new node: this entry's fields are its master fields.
             let mut node = lp::new();
             lp::push_int(&mut node, 1);
@@ -258,7 +366,7 @@ impl Stream {
             push_entry(&mut node, id, id, fields, true);
             self.nodes.insert(id, node);
         } else {
-            let (&master, node) = self.nodes.iter_mut().next_back().expect("last node");
+            let (&master, node) = self.nodes.last_mut().expect("last node");
             let same = same_fields(node, fields);
             let (count, deleted) = node_counts(node);
             push_entry(node, master, id, fields, same);
@@ -285,13 +393,8 @@ impl Stream {
             return;
         }
         // The node holding `start` begins at or before it.
-        let from = self
-            .nodes
-            .range(..=start)
-            .next_back()
-            .map(|(k, _)| *k)
-            .unwrap_or(start);
-        let nodes = self.nodes.range(from..=end);
+        let from = self.nodes.holding(&start).map(|(k, _)| *k).unwrap_or(start);
+        let nodes = self.nodes.range(from, end);
         let mut visit = |master: &StreamId, node: &Vec<u8>| -> bool {
             let entries = node_entries(*master, node);
             let mut go = |e: &RawEntry| -> Option<bool> {
@@ -358,7 +461,7 @@ impl Stream {
 
     /// Delete the live entry `id`; whether it existed.
     pub fn delete(&mut self, id: StreamId) -> bool {
-        let Some((&master, _)) = self.nodes.range(..=id).next_back() else {
+        let Some((&master, _)) = self.nodes.holding(&id) else {
             return false;
         };
         let node = self.nodes.get_mut(&master).expect("node");
@@ -520,7 +623,8 @@ impl Stream {
 
     /// Heap bytes (approximate).
     pub fn heap_size(&self) -> usize {
-        let nodes: usize = self.nodes.values().map(|n| n.capacity() + 48).sum();
+        let nodes: usize =
+            self.nodes.values().map(|n| n.capacity()).sum::<usize>() + self.nodes.overhead();
         let groups: usize = self
             .groups
             .values()
@@ -540,7 +644,7 @@ impl Stream {
     pub fn validate_nodes(&self) -> Result<(), String> {
         let mut live = 0u64;
         let mut prev: Option<StreamId> = None;
-        for (master, node) in &self.nodes {
+        for (master, node) in self.nodes.iter() {
             if !lp::validate(node) {
                 return Err("stream node listpack integrity check failed".into());
             }

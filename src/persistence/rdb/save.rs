@@ -236,7 +236,7 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
 /// its PEL and its consumers with theirs.
 fn write_stream<W: Write>(r: &mut RdbWriter<W>, s: &crate::db::Stream) -> io::Result<()> {
     r.len(s.nodes.len() as u64)?;
-    for (master, node) in &s.nodes {
+    for (master, node) in s.nodes.iter() {
         r.string(&master.to_be_bytes())?;
         r.string(node)?;
     }
