@@ -288,3 +288,28 @@ fn a_busy_script_answers_others_busy_and_script_kill_stops_it() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_busy_script_sees_a_replica_leave() {
+    let master = start_kvstore(&["--busy-reply-threshold", "100"]);
+    let port = master.port.to_string();
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &port]);
+    let mut other = Conn::connect(master.port);
+    common::wait_for("the replica to attach", 20, || {
+        other.info_field("replication", "connected_slaves") == "1"
+    });
+    // The script waits for the replica to go (Redis's own test of a long
+    // script seeing its replicas leave): only the pump can notice it.
+    let mut runner = Conn::connect(master.port);
+    runner.send(&[
+        b"EVAL",
+        b"while true do local i = redis.call('info', 'replication') if not string.find(i, 'connected_slaves:1') then return 'gone' end end",
+        b"0",
+    ]);
+    common::wait_for("the script to be busy", 10, || {
+        other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+    });
+    drop(replica);
+    assert_eq!(runner.read_reply(), b"$4\r\ngone\r\n");
+    assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
+}

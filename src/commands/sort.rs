@@ -109,8 +109,9 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
         },
     };
     // Sets have no order of their own: sort them when storing, so that the
-    // result is the same on replicas.
-    if dontsort && kind == b's' && store.is_some() {
+    // result is the same on replicas, and for a script, whose output must
+    // not depend on it (Redis's CLIENT_SCRIPT check).
+    if dontsort && kind == b's' && (store.is_some() || c.srv.script_run.is_some()) {
         dontsort = false;
         alpha = true;
         sortby = None;

@@ -98,6 +98,10 @@ unsafe extern "C-unwind" fn tohex(l: *mut lua_State) -> c_int {
     } else {
         barg(l, 2) as i32
     };
+    // As Redis's patched LuaBitOp: the one negative without a positive.
+    if n == i32::MIN {
+        n = i32::MIN + 1;
+    }
     let digits: &[u8; 16] = if n < 0 {
         n = n.wrapping_neg();
         b"0123456789ABCDEF"

@@ -713,6 +713,31 @@ unsafe extern "C-unwind" fn pcall(l: *mut lua_State) -> c_int {
     ffi::lua_gettop(l)
 }
 
+/// `unpack` as Redis patched it: Lua 5.1's counts the results in an `int`
+/// that overflows for a huge range (and then writes past the stack).
+unsafe extern "C-unwind" fn unpack(l: *mut lua_State) -> c_int {
+    ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+    let mut i = ffi::luaL_optinteger(l, 2, 1) as c_int;
+    let e = if ffi::lua_isnoneornil(l, 3) != 0 {
+        ffi::lua_objlen(l, 1) as c_int
+    } else {
+        ffi::luaL_checkinteger(l, 3) as c_int
+    };
+    if i > e {
+        return 0;
+    }
+    let n = (e as u32).wrapping_sub(i as u32);
+    if n >= c_int::MAX as u32 || ffi::lua_checkstack(l, (n + 1) as c_int) == 0 {
+        return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+    }
+    ffi::lua_rawgeti(l, 1, i as _);
+    while i < e {
+        i += 1;
+        ffi::lua_rawgeti(l, 1, i as _);
+    }
+    (n + 1) as c_int
+}
+
 unsafe extern "C-unwind" fn redis_sha1hex(l: *mut lua_State) -> c_int {
     if ffi::lua_gettop(l) != 1 {
         raise(l, "wrong number of arguments");
@@ -1203,6 +1228,8 @@ unsafe fn new_state() -> *mut lua_State {
     }
     ffi::lua_pushcfunction(l, pcall);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"pcall".as_ptr());
+    ffi::lua_pushcfunction(l, unpack);
+    ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"unpack".as_ptr());
     for (name, f) in [
         (c"rawset", sandbox_rawset as ffi::lua_CFunction),
         (c"rawget", sandbox_rawget),

@@ -21,7 +21,9 @@ use std::io;
 use mio::Poll;
 
 use super::client::Link;
-use super::{accept_from, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_PAUSE_BYTES};
+use super::{
+    accept_from, close_slot, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_PAUSE_BYTES,
+};
 use crate::commands;
 use crate::protocol::ParseLimits;
 use crate::state::{BusyPump, Server};
@@ -44,15 +46,21 @@ impl BusyPump for Pump {
         for listener in listeners {
             accept_from(listener, poll, links, srv);
         }
-        for (idx, link) in links.iter_mut().enumerate() {
-            let Some(link) = link.as_mut() else {
+        for idx in 0..links.len() {
+            let Some(link) = links[idx].as_mut() else {
                 continue;
             };
-            if servable(srv, idx, link) {
-                read_available(srv, link);
-                if link.query.unparsed() > 0 {
-                    serve_commands(srv, idx, link);
-                }
+            if !servable(srv, idx, link) {
+                continue;
+            }
+            let open = read_available(srv, link);
+            if link.query.unparsed() > 0 {
+                serve_commands(srv, idx, link);
+            }
+            // A client (a replica) that went away is let go now: a script
+            // waiting for it to leave (INFO's connected_slaves) sees it go.
+            if !open {
+                close_slot(srv, links, poll, idx);
             }
         }
         srv.flush_feed();
@@ -61,7 +69,8 @@ impl BusyPump for Pump {
 }
 
 /// May this client's input be read and run now? Not while it waits for a
-/// blocking command, is being closed, or has too much output unread.
+/// blocking command, is being closed, or (a normal client) has too much
+/// output unread. A replica is read: its acknowledgements run.
 fn servable(srv: &Server, idx: usize, link: &Link) -> bool {
     let Some(st) = srv.clients.get(idx).and_then(|c| c.as_ref()) else {
         return false;
@@ -70,33 +79,35 @@ fn servable(srv: &Server, idx: usize, link: &Link) -> bool {
         && !st.close_after_reply
         && !st.close_asap
         && !link.input_paused
-        && st.pending_output() < OUTPUT_PAUSE_BYTES
-        && st.repl.is_none()
+        && (st.repl.is_some() || st.pending_output() < OUTPUT_PAUSE_BYTES)
 }
 
 /// Read what the socket has, bounded per call and by the query buffer
-/// limit (a client past it is closed by the loop later).
-fn read_available(srv: &mut Server, link: &mut Link) {
+/// limit (a client past it is closed by the loop later). False when the
+/// peer has closed the connection or it failed.
+fn read_available(srv: &mut Server, link: &mut Link) -> bool {
     for _ in 0..MAX_READS_PER_TURN {
         if link.query.len() as u64 > srv.config.client_query_buffer_limit {
-            return;
+            return true;
         }
         match link.query.read_from_fd(link.conn.fd()) {
             Ok((0, _)) => {
                 link.peer_closed = true;
-                return;
+                return false;
             }
             Ok((n, want)) => {
                 srv.stats.total_reads_processed += 1;
                 srv.stats.total_net_input_bytes += n as u64;
                 if n < want {
-                    return;
+                    return true;
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
         }
     }
+    true
 }
 
 /// Answer every complete command of client `idx` while the script runs.
@@ -125,7 +136,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
             .is_none_or(|cmd| cmd.flags & commands::ALLOW_BUSY != 0);
         if allowed {
             commands::execute(srv, &mut st, &refs);
-        } else {
+        } else if st.repl.is_none() {
             let eval = srv.script_run.as_ref().is_none_or(|r| r.eval);
             st.reply.error(if eval {
                 commands::scripting::ERR_BUSY_SCRIPT
@@ -135,7 +146,10 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
             srv.stats.total_error_replies += 1;
             srv.stats.count_errors(&mut st.reply.error_codes);
         }
-        if st.close_after_reply || st.pending_output() >= OUTPUT_PAUSE_BYTES {
+        // (A replica's other commands are dropped: nothing but the stream
+        // goes back to it.)
+        if st.close_after_reply || (st.repl.is_none() && st.pending_output() >= OUTPUT_PAUSE_BYTES)
+        {
             break;
         }
     }

@@ -817,19 +817,7 @@ impl EventLoop {
     }
 
     fn close_client(&mut self, idx: usize) {
-        let Some(mut st) = self.srv.clients.get_mut(idx).and_then(|c| c.take()) else {
-            return;
-        };
-        commands::detach_client(&mut self.srv, &mut st);
-        self.srv.clients[idx] = Some(st);
-        self.srv.remove_client(idx);
-        if let Some(mut link) = self.links.get_mut(idx).and_then(|l| l.take()) {
-            let _ = match &mut link.conn {
-                Conn::Tcp(s) => self.poll.registry().deregister(s),
-                Conn::Unix(s) => self.poll.registry().deregister(s),
-            };
-        }
-        debug!(client = idx, "Client closed connection");
+        close_slot(&mut self.srv, &mut self.links, &self.poll, idx);
     }
 
     fn close_marked(&mut self) {
@@ -865,11 +853,14 @@ impl EventLoop {
                 return false;
             }
         }
-        for idx in 0..self.srv.clients.len() {
-            self.close_client(idx);
-        }
+        // Listeners first, as Redis: a client reconnecting meanwhile is
+        // refused, not accepted and then dropped.
+        self.listeners.clear();
         if !self.srv.config.unixsocket.is_empty() {
             let _ = std::fs::remove_file(&self.srv.config.unixsocket);
+        }
+        for idx in 0..self.srv.clients.len() {
+            self.close_client(idx);
         }
         if !self.srv.config.pidfile.is_empty() {
             let _ = std::fs::remove_file(&self.srv.config.pidfile);
@@ -956,6 +947,25 @@ fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &s
     if let Err(e) = res {
         warn!("Registering the {what}: {e}");
     }
+}
+
+/// Close the client in slot `idx`: detached from everything it was part
+/// of, removed, its socket deregistered and closed (from the loop, and
+/// from a script running too long: see `busy.rs`).
+fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: usize) {
+    let Some(mut st) = srv.clients.get_mut(idx).and_then(|c| c.take()) else {
+        return;
+    };
+    commands::detach_client(srv, &mut st);
+    srv.clients[idx] = Some(st);
+    srv.remove_client(idx);
+    if let Some(mut link) = links.get_mut(idx).and_then(|l| l.take()) {
+        let _ = match &mut link.conn {
+            Conn::Tcp(s) => poll.registry().deregister(s),
+            Conn::Unix(s) => poll.registry().deregister(s),
+        };
+    }
+    debug!(client = idx, "Client closed connection");
 }
 
 /// Accept every pending connection on `listener` (from the loop, and
