@@ -553,7 +553,9 @@ fn finish_command(
     if srv.current_client == 0 {
         srv.tracking_flush_pending(client);
     }
-    srv.stats.total_error_replies += client.reply.errors - errors_before;
+    srv.stats.total_error_replies +=
+        (client.reply.errors - errors_before).saturating_sub(client.reply.uncounted);
+    client.reply.uncounted = 0;
     srv.stats.count_errors(&mut client.reply.error_codes);
     // CLIENT REPLY OFF/SKIP, as the flags stand after the command (so the
     // +OK of CLIENT REPLY ON is sent); then SKIP moves on to the next one.

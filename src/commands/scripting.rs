@@ -319,9 +319,15 @@ impl ScriptHost<'_> {
 impl Host for ScriptHost<'_> {
     fn call(&mut self, argv: &[&[u8]], resp: u8) -> Result<Vec<u8>, String> {
         let Some(cmd) = lookup_command(argv[0]).and_then(|base| base.resolve(argv).ok()) else {
-            return Err("Unknown Redis command called from script".into());
+            let e = "Unknown Redis command called from script".to_string();
+            count_script_error(self.srv, &e);
+            return Err(e);
         };
         if let Some(e) = self.refusal(cmd, argv) {
+            // Counted now, as Redis's scriptCall does (whether or not the
+            // script catches it): an error reply, the command rejected.
+            count_script_error(self.srv, &e);
+            stats_of(self.srv, cmd).rejected_calls += 1;
             return Err(e);
         }
         if cmd.flags & WRITE != 0 {
@@ -343,11 +349,16 @@ impl Host for ScriptHost<'_> {
         if silent {
             self.srv.feed.suspend();
         }
+        let errors_before = self.client.reply.errors;
         call(self.srv, self.client, cmd, argv, false);
         if silent {
             self.srv.feed.resume();
         }
-        self.client.reply.error_codes.clear();
+        // The command's own error replies count, as any client's.
+        self.srv.stats.total_error_replies += self.client.reply.errors - errors_before;
+        self.srv
+            .stats
+            .count_errors(&mut self.client.reply.error_codes);
         Ok(self.client.reply.take_bytes())
     }
 
@@ -381,6 +392,20 @@ impl Host for ScriptHost<'_> {
             .filter(|r| r.killed)
             .map(|_| "Script killed by user with SCRIPT KILL...")
     }
+}
+
+/// Count an error `redis.call` met before the command ran (Redis's
+/// afterErrorReply: the code after a leading `-`, else ERR).
+fn count_script_error(srv: &mut Server, e: &str) {
+    srv.stats.total_error_replies += 1;
+    let code = e
+        .strip_prefix('-')
+        .and_then(|rest| {
+            let head = &rest.as_bytes()[..rest.len().min(31)];
+            head.iter().position(|&b| b == b' ').map(|p| &rest[..p])
+        })
+        .unwrap_or("ERR");
+    srv.stats.count_errors(&mut vec![code.to_string()]);
 }
 
 /// SCRIPT LOAD | EXISTS | FLUSH | KILL | HELP

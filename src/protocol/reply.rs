@@ -31,6 +31,9 @@ pub struct Reply {
     /// Codes of the errors written since the dispatcher last took them
     /// (`ERR`, `WRONGTYPE`, …: INFO errorstats).
     pub error_codes: Vec<String>,
+    /// Of `errors`, those already counted in the error statistics when
+    /// they first happened (a script passing on its command's error).
+    pub uncounted: u64,
     shared: Vec<(usize, Arc<Vec<u8>>)>,
     shared_len: usize,
     /// Where writing has got to among the shared pieces, so each write
@@ -70,6 +73,7 @@ impl Reply {
             proto,
             errors: 0,
             error_codes: Vec::new(),
+            uncounted: 0,
             shared: Vec::new(),
             shared_len: 0,
             cursor: Cursor::default(),
@@ -196,7 +200,13 @@ impl Reply {
     /// message can never break the protocol.
     pub fn error(&mut self, msg: &str) {
         self.errors += 1;
-        let code = msg.split(' ').next().unwrap_or("");
+        // Redis's afterErrorReply: the code is what comes before a space
+        // within the first 31 bytes, else ERR.
+        let head = &msg.as_bytes()[..msg.len().min(31)];
+        let code = head
+            .iter()
+            .position(|&b| b == b' ')
+            .map_or("ERR", |p| &msg[..p]);
         self.error_codes.push(code.to_string());
         self.buf.push(b'-');
         for &b in msg.as_bytes() {
@@ -204,6 +214,15 @@ impl Reply {
                 .push(if b == b'\r' || b == b'\n' { b' ' } else { b });
         }
         self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// An error reply already counted in the error statistics (Redis's
+    /// ERR_REPLY_FLAG_NO_STATS_UPDATE): it still fails the command.
+    pub fn error_uncounted(&mut self, msg: &str) {
+        let codes = self.error_codes.len();
+        self.error(msg);
+        self.error_codes.truncate(codes);
+        self.uncounted += 1;
     }
 
     pub fn int(&mut self, n: i64) {

@@ -228,10 +228,19 @@ unsafe fn raw_field(l: *mut lua_State, field: &std::ffi::CStr) -> c_int {
 unsafe fn table_to_reply(l: *mut lua_State, out: &mut Reply, resp3: bool) {
     if raw_field(l, c"err") == ffi::LUA_TSTRING {
         let msg = String::from_utf8_lossy(to_bytes(l, -1).unwrap_or_default()).into_owned();
+        ffi::lua_pop(l, 1);
+        // A command's error passed on was counted when the command failed.
+        let counted = raw_field(l, c"ignore_error_stats_update") == ffi::LUA_TBOOLEAN
+            && ffi::lua_toboolean(l, -1) != 0;
         ffi::lua_pop(l, 2);
         // As Redis's addReplyErrorFormat: line breaks at the ends go (the
         // reply adds the line's own), those inside become spaces.
-        out.error(msg.trim_matches(|c| c == '\r' || c == '\n'));
+        let msg = msg.trim_matches(|c| c == '\r' || c == '\n');
+        if counted {
+            out.error_uncounted(msg);
+        } else {
+            out.error(msg);
+        }
         return;
     }
     ffi::lua_pop(l, 1);

@@ -462,7 +462,16 @@ unsafe fn reply_with_run_error(l: *mut lua_State, sha: &str, out: &mut Reply) {
         if let (Some(line), Some(source)) = (field(c"line"), field(c"source")) {
             text.push_str(&format!(" script: {sha}, on {source}:{line}."));
         }
-        out.error(&text);
+        // A command's error raised by redis.call was counted when the
+        // command failed (or was refused).
+        ffi::lua_getfield(l, -1, c"ignore_error_stats_update".as_ptr());
+        let counted = ffi::lua_toboolean(l, -1) != 0;
+        ffi::lua_pop(l, 1);
+        if counted {
+            out.error_uncounted(&text);
+        } else {
+            out.error(&text);
+        }
     }
     ffi::lua_pop(l, 1);
 }
