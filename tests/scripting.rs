@@ -313,3 +313,84 @@ fn a_busy_script_sees_a_replica_leave() {
     assert_eq!(runner.read_reply(), b"$4\r\ngone\r\n");
     assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+/// Everything the server sends within a short quiet period.
+fn raw_exchange(s: &mut std::net::TcpStream, cmd: &[&[u8]]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(&common::encode(cmd)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    s.set_read_timeout(Some(std::time::Duration::from_millis(150)))
+        .unwrap();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn debug_protocol_replies_and_their_conversions_match_redis() {
+    let args = ["--enable-debug-command", "yes"];
+    let kv = start_kvstore(&args);
+    let Some(redis) = common::start_redis(&args) else {
+        return;
+    };
+    let types = [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib", "push",
+        "verbatim", "true", "false", "nosuch",
+    ];
+    let mut seen = Vec::new();
+    for port in [kv.port, redis.port] {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut out = Vec::new();
+        out.push(raw_exchange(
+            &mut s,
+            &[b"DEBUG", b"SET-DISABLE-DENY-SCRIPTS", b"1"],
+        ));
+        for proto in [b"2", b"3"] {
+            out.push(
+                raw_exchange(&mut s, &[b"HELLO", proto])
+                    .len()
+                    .to_le_bytes()
+                    .to_vec(),
+            );
+            for t in types {
+                out.push(raw_exchange(&mut s, &[b"DEBUG", b"PROTOCOL", t.as_bytes()]));
+                // A script's view of each, in both protocols.
+                for script_resp in ["2", "3"] {
+                    let script = format!(
+                        "redis.setresp({script_resp}) return redis.call('debug', 'protocol', ARGV[1])"
+                    );
+                    out.push(raw_exchange(
+                        &mut s,
+                        &[b"EVAL", script.as_bytes(), b"0", t.as_bytes()],
+                    ));
+                }
+            }
+        }
+        out.push(raw_exchange(
+            &mut s,
+            &[b"DEBUG", b"SET-DISABLE-DENY-SCRIPTS", b"0"],
+        ));
+        out.push(raw_exchange(
+            &mut s,
+            &[
+                b"EVAL",
+                b"return redis.call('debug', 'protocol', 'string')",
+                b"0",
+            ],
+        ));
+        seen.push(out);
+    }
+    for (i, (a, b)) in seen[0].iter().zip(&seen[1]).enumerate() {
+        assert_eq!(
+            String::from_utf8_lossy(a),
+            String::from_utf8_lossy(b),
+            "exchange {i}"
+        );
+    }
+}

@@ -279,7 +279,7 @@ impl ScriptHost<'_> {
         if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
             return Some("Wrong number of args calling Redis command from script".into());
         }
-        if cmd.flags & NOSCRIPT != 0 {
+        if cmd.flags & NOSCRIPT != 0 && !self.srv.script_disable_deny {
             return Some("This Redis command is not allowed from script".into());
         }
         let srv = &*self.srv;

@@ -187,17 +187,92 @@ const DEBUG_HELP: &[&str] = &[
     "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "RELOAD",
     "    Save the RDB on disk and reload it back to memory.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
     "    default.",
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Let scripts run commands they may not run (a test hook).",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "HELP",
     "    Prints this help.",
 ];
 
-/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|OBJECT|RELOAD|LOADAOF|HELP`
+/// C's atoi: leading spaces, a sign, the digits up to the first other byte.
+fn c_atoi(s: &[u8]) -> i64 {
+    let s = s.trim_ascii_start();
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    for &b in digits.iter().take_while(|b| b.is_ascii_digit()) {
+        v = v.wrapping_mul(10).wrapping_add((b - b'0') as i64);
+    }
+    if neg {
+        v.wrapping_neg()
+    } else {
+        v
+    }
+}
+
+/// `DEBUG PROTOCOL <type>`: one reply of each RESP type (Redis's test
+/// hook for clients and for scripts' conversions).
+fn debug_protocol(c: &mut Ctx, name: &[u8]) {
+    let r = &mut c.cl.reply;
+    match name.to_ascii_lowercase().as_slice() {
+        b"string" => r.bulk(b"Hello World"),
+        b"integer" => r.int(12345),
+        b"double" => r.double(3.141),
+        b"bignum" => r.big_number(b"1234567999999999999999999999999999999"),
+        b"null" => r.null(),
+        b"array" => {
+            r.array(3);
+            (0..3).for_each(|j| r.int(j));
+        }
+        b"set" => {
+            r.set(3);
+            (0..3).for_each(|j| r.int(j));
+        }
+        b"map" => {
+            r.map(3);
+            for j in 0..3 {
+                r.int(j);
+                r.boolean(j == 1);
+            }
+        }
+        b"attrib" => {
+            if r.is_resp3() {
+                r.raw(b"|1\r\n");
+                r.bulk(b"key-popularity");
+                r.array(2);
+                r.bulk(b"key:123");
+                r.int(90);
+            }
+            // An attribute is not a reply: a real one follows.
+            r.bulk(b"Some real reply following the attribute");
+        }
+        b"push" if !r.is_resp3() => r.error("ERR RESP2 is not supported by this command"),
+        b"push" => {
+            r.push(2);
+            r.bulk(b"server-cpu-usage");
+            r.int(42);
+            r.bulk(b"Some real reply following the push reply");
+        }
+        b"true" => r.boolean(true),
+        b"false" => r.boolean(false),
+        b"verbatim" => r.verbatim_with(b"txt", b"This is a verbatim\nstring"),
+        _ => r.error("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false"),
+    }
+}
+
+/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
     // subcommands and answers anything else with addReplySubcommandSyntaxError.
@@ -205,6 +280,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("help", 2),
         ("sleep", 3),
         ("set-active-expire", 3),
+        ("set-disable-deny-scripts", 3),
+        ("protocol", 3),
         ("object", 3),
         ("reload", -2),
         ("loadaof", 2),
@@ -287,6 +364,11 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.active_expire_enabled = parse_i64(argv[2]).unwrap_or(0) != 0;
             c.cl.reply.ok();
         }
+        "set-disable-deny-scripts" => {
+            c.srv.script_disable_deny = c_atoi(argv[2]) != 0;
+            c.cl.reply.ok();
+        }
+        "protocol" => debug_protocol(c, argv[2]),
         _ => {
             let db = c.cl.db;
             let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {

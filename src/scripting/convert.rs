@@ -84,7 +84,10 @@ unsafe fn parse(l: *mut lua_State, b: &[u8], pos: &mut usize) -> Option<()> {
             // Counted when the command replied.
             mark_error_counted(l);
         }
-        b'*' | b'>' => {
+        // A push message is not a reply a script can read: Redis's parser
+        // gives the script nil for it.
+        b'>' => ffi::lua_pushnil(l),
+        b'*' => {
             let n = number(head)?;
             if n < 0 {
                 ffi::lua_pushboolean(l, 0);
@@ -102,7 +105,9 @@ unsafe fn parse(l: *mut lua_State, b: &[u8], pos: &mut usize) -> Option<()> {
         b'%' => {
             let n = number(head)?;
             ffi::lua_createtable(l, 0, 1);
-            ffi::lua_createtable(l, 0, (n.max(0) as usize).min(1 << 16) as c_int);
+            // Grown as Redis grows it (no size given), so that the order
+            // `next` walks it in (which a script's reply follows) is Redis's.
+            ffi::lua_createtable(l, 0, 0);
             for _ in 0..n {
                 if parse(l, b, pos).is_none() {
                     ffi::lua_pop(l, 2);
@@ -119,7 +124,9 @@ unsafe fn parse(l: *mut lua_State, b: &[u8], pos: &mut usize) -> Option<()> {
         b'~' => {
             let n = number(head)?;
             ffi::lua_createtable(l, 0, 1);
-            ffi::lua_createtable(l, 0, (n.max(0) as usize).min(1 << 16) as c_int);
+            // Grown as Redis grows it (no size given), so that the order
+            // `next` walks it in (which a script's reply follows) is Redis's.
+            ffi::lua_createtable(l, 0, 0);
             for _ in 0..n {
                 if parse(l, b, pos).is_none() {
                     ffi::lua_pop(l, 2);

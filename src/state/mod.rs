@@ -165,6 +165,9 @@ pub struct Server {
     pub rng: Rng,
     pub shutdown: Option<ShutdownMode>,
     pub active_expire_enabled: bool,
+    /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands
+    /// (Redis's test hook).
+    pub script_disable_deny: bool,
     /// Writes on their way to the AOF and replicas.
     pub feed: Feed,
     pub peak_memory: usize,
@@ -341,6 +344,7 @@ impl Server {
             rng: Rng::new(seed.rotate_left(17)),
             shutdown: None,
             active_expire_enabled: true,
+            script_disable_deny: false,
             feed: Feed::default(),
             peak_memory: 0,
             lastsave_unix: now / 1000,
