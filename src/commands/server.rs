@@ -229,6 +229,8 @@ fn debug_protocol(c: &mut Ctx, name: &[u8]) {
     match name.to_ascii_lowercase().as_slice() {
         b"string" => r.bulk(b"Hello World"),
         b"integer" => r.int(12345),
+        // Redis's test value (not pi).
+        #[allow(clippy::approx_constant)]
         b"double" => r.double(3.141),
         b"bignum" => r.big_number(b"1234567999999999999999999999999999999"),
         b"null" => r.null(),
