@@ -394,3 +394,46 @@ fn debug_protocol_replies_and_their_conversions_match_redis() {
         );
     }
 }
+
+#[test]
+fn ioredis_define_command_works_as_on_redis() {
+    // ioredis comes from npm into tests/js/node_modules (.ci/run installs it).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    let has_ioredis = dir.join("node_modules/ioredis").is_dir()
+        && std::process::Command::new("node")
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    if !has_ioredis {
+        assert!(
+            !common::in_ci(),
+            "node and ioredis are required under CI (npm install --prefix tests/js ioredis@5)"
+        );
+        eprintln!(
+            "SKIPPED: node or ioredis (tests/js/node_modules) missing; the check did not run"
+        );
+        return;
+    }
+    let run = |port: u16| {
+        let out = common::output_within(
+            std::process::Command::new("node")
+                .arg(dir.join("define_command.js"))
+                .arg(port.to_string()),
+            std::time::Duration::from_secs(60),
+        );
+        assert!(
+            out.status.success(),
+            "ioredis: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let kv = start_kvstore(&[]);
+    let ours = run(kv.port);
+    assert!(ours.starts_with("[1,2,3,3,"), "{ours}");
+    let Some(redis) = common::start_redis(&[]) else {
+        return;
+    };
+    assert_eq!(ours, run(redis.port));
+}

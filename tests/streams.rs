@@ -33,6 +33,13 @@ const BUILD: &[&[&str]] = &[
     &["XADD", "empty", "1-1", "a", "b"],
     &["XDEL", "empty", "1-1"],
     &["XSETID", "s", "1000-5", "ENTRIESADDED", "400", "MAXDELETEDID", "999-1"],
+    // A function library travels in the same dump.
+    &[
+        "FUNCTION",
+        "LOAD",
+        "REPLACE",
+        "#!lua name=streamlib\nredis.register_function{function_name='xcount', callback=function(keys) return redis.call('xlen', keys[1]) end, flags={'no-writes'}}",
+    ],
 ];
 
 /// What both servers must agree on, times left out where they are the
@@ -70,6 +77,8 @@ const SIGNATURE: &[&[&str]] = &[
     ],
     &["TYPE", "s"],
     &["OBJECT", "ENCODING", "s"],
+    &["FCALL_RO", "xcount", "1", "s"],
+    &["FUNCTION", "LIST", "WITHCODE"],
 ];
 
 fn run_all(c: &mut Conn, cmds: &[&[&str]]) -> Vec<Vec<u8>> {

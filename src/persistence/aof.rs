@@ -385,9 +385,18 @@ fn put_batched(
 
 /// The dataset as the commands that rebuild it (Redis's
 /// rewriteAppendOnlyFileRio): per database a SELECT, then per key SET,
-/// RPUSH, SADD, ZADD or HMSET in batches, and PEXPIREAT for a TTL.
-pub fn write_commands(dbs: &[crate::db::Db], out: &mut impl std::io::Write) -> std::io::Result<()> {
+/// RPUSH, SADD, ZADD or HMSET in batches, and PEXPIREAT for a TTL; the
+/// function libraries before them as FUNCTION LOAD.
+pub fn write_commands(
+    dbs: &[crate::db::Db],
+    functions: &[Vec<u8>],
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     use crate::db::{Value, ValueRef};
+    // Function libraries first, as Redis's rewriteFunctions.
+    for code in functions {
+        put_command(out, &[b"FUNCTION", b"LOAD", code])?;
+    }
     for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
@@ -546,6 +555,7 @@ fn write_stream(
 /// fsynced.
 pub fn save_commands_to_file(
     dbs: &[crate::db::Db],
+    functions: &[Vec<u8>],
     dir: &std::path::Path,
     name: &str,
     timestamp: Option<i64>,
@@ -561,7 +571,7 @@ pub fn save_commands_to_file(
         None => Ok(()),
     };
     let res = stamp
-        .and_then(|_| write_commands(dbs, &mut w))
+        .and_then(|_| write_commands(dbs, functions, &mut w))
         .and_then(|_| std::io::Write::flush(&mut w))
         .and_then(|_| w.get_ref().sync_all());
     if let Err(e) = res {

@@ -705,7 +705,14 @@ impl Server {
                     .config
                     .aof_timestamp_enabled
                     .then(|| crate::util::unix_time_ms() / 1000);
-                format::save_commands_to_file(&self.dbs, &dir, &base, stamp, &|| true)
+                format::save_commands_to_file(
+                    &self.dbs,
+                    &opts.functions,
+                    &dir,
+                    &base,
+                    stamp,
+                    &|| true,
+                )
             };
             res.map_err(|e| format!("Can't create the AOF base file {base}: {e}"))?;
             self.aof.manifest.install_base(
@@ -883,7 +890,14 @@ impl Server {
                     .config
                     .aof_timestamp_enabled
                     .then(|| crate::util::unix_time_ms() / 1000);
-                format::save_commands_to_file(&self.dbs, &dir, &tmp, stamp, &parent_alive)
+                format::save_commands_to_file(
+                    &self.dbs,
+                    &opts.functions,
+                    &dir,
+                    &tmp,
+                    stamp,
+                    &parent_alive,
+                )
             };
             let code = i32::from(res.is_err());
             // SAFETY: leaving the child without running the parent's destructors.
