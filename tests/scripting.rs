@@ -437,3 +437,53 @@ fn ioredis_define_command_works_as_on_redis() {
     };
     assert_eq!(ours, run(redis.port));
 }
+
+#[test]
+fn set_repl_sends_a_script_s_writes_where_it_says() {
+    let master = start_kvstore(&["--appendonly", "yes"]);
+    let port = master.port.to_string();
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = Conn::connect(master.port);
+    let mut r = Conn::connect(replica.port);
+    common::wait_for("the replica to sync", 20, || {
+        r.info_field("replication", "master_link_status") == "up"
+    });
+    let script = "redis.set_repl(redis.REPL_AOF) redis.call('set', 'only-aof', '1') \
+                  redis.set_repl(redis.REPL_REPLICA) redis.call('set', 'only-replica', '2') \
+                  redis.set_repl(redis.REPL_NONE) redis.call('set', 'nowhere', '3') \
+                  redis.set_repl(redis.REPL_ALL) redis.call('set', 'everywhere', '4')";
+    assert_eq!(m.cmd_str(&["EVAL", script, "0"]), b"$-1\r\n");
+    let offset = m.info_field("replication", "master_repl_offset");
+    common::wait_for("the replica to catch up", 20, || {
+        r.info_field("replication", "slave_repl_offset") == offset
+    });
+    for (key, there) in [
+        ("only-aof", false),
+        ("only-replica", true),
+        ("nowhere", false),
+        ("everywhere", true),
+    ] {
+        assert_eq!(
+            r.cmd_str(&["EXISTS", key]),
+            if there { b":1\r\n" } else { b":0\r\n" },
+            "{key} on the replica"
+        );
+    }
+    // The AOF's incremental file.
+    let dir = master.dir.path().join("appendonlydir");
+    let aof: Vec<u8> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|f| f.ok())
+        .filter(|f| f.file_name().to_string_lossy().contains(".incr."))
+        .flat_map(|f| std::fs::read(f.path()).unwrap())
+        .collect();
+    let aof = String::from_utf8_lossy(&aof);
+    for (key, there) in [
+        ("only-aof", true),
+        ("only-replica", false),
+        ("nowhere", false),
+        ("everywhere", true),
+    ] {
+        assert_eq!(aof.contains(key), there, "{key} in the AOF: {aof}");
+    }
+}

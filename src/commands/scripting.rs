@@ -342,17 +342,25 @@ impl Host for ScriptHost<'_> {
             Proto::Resp2
         };
         self.client.last_cmd = cmd.name;
-        // REPL_NONE: this command's effects go nowhere. (The feed has one
-        // stream for the AOF and replicas, so REPL_AOF or REPL_REPLICA
-        // alone propagate to both.)
+        // `redis.set_repl`: REPL_NONE, this command's effects go nowhere;
+        // REPL_AOF or REPL_REPLICA, to that consumer only.
         let silent = self.repl & (REPL_AOF | REPL_REPLICA) == 0;
+        let to = match self.repl & (REPL_AOF | REPL_REPLICA) {
+            REPL_AOF => crate::state::feed::TO_AOF,
+            REPL_REPLICA => crate::state::feed::TO_REPLICAS,
+            _ => crate::state::feed::TO_ALL,
+        };
         if silent {
             self.srv.feed.suspend();
+        } else {
+            self.srv.feed.set_target(to);
         }
         let errors_before = self.client.reply.errors;
         call(self.srv, self.client, cmd, argv, false);
         if silent {
             self.srv.feed.resume();
+        } else {
+            self.srv.feed.set_target(crate::state::feed::TO_ALL);
         }
         // The command's own error replies count, as any client's.
         self.srv.stats.total_error_replies += self.client.reply.errors - errors_before;

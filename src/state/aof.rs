@@ -313,7 +313,7 @@ impl Server {
                     .extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
             }
         }
-        cursor.append(&self.feed, &mut self.aof.buf);
+        cursor.append(&self.feed, super::feed::TO_AOF, &mut self.aof.buf);
         self.aof.appended += (self.aof.buf.len() - before) as u64;
         self.aof.cursor = cursor;
     }

@@ -17,6 +17,12 @@
 //! Nothing is encoded while no consumer is attached: `active()` is false and
 //! callers skip building rewritten argv at all.
 
+/// Who an op goes to (Redis's PROPAGATE_AOF / PROPAGATE_REPL): a script's
+/// `redis.set_repl` may send its writes to one of them only.
+pub const TO_AOF: u8 = 1;
+pub const TO_REPLICAS: u8 = 2;
+pub const TO_ALL: u8 = TO_AOF | TO_REPLICAS;
+
 /// One consumer's position in the database space of the stream.
 #[derive(Debug, Default, Clone)]
 pub struct FeedCursor {
@@ -26,11 +32,16 @@ pub struct FeedCursor {
 }
 
 impl FeedCursor {
-    /// Append the iteration's stream to `out`, with a `SELECT` before every
+    /// Append the iteration's stream meant for a consumer of kind `to`
+    /// (`TO_AOF`, `TO_REPLICAS`) to `out`, with a `SELECT` before every
     /// segment whose database differs from the one this consumer has.
-    pub fn append(&mut self, feed: &Feed, out: &mut Vec<u8>) {
+    pub fn append(&mut self, feed: &Feed, to: u8, out: &mut Vec<u8>) {
         let mut start = 0;
-        for &(db, end) in &feed.segments {
+        for &(db, end, target) in &feed.segments {
+            if target & to == 0 {
+                start = end;
+                continue;
+            }
             if self.selected_db != Some(db) {
                 encode_select(db, out);
                 self.selected_db = Some(db);
@@ -58,8 +69,11 @@ pub struct Feed {
     suspended: u32,
     /// Ops of the unit in progress, encoded back to back.
     unit: Vec<u8>,
-    /// (database, end offset in `unit`) of each op of the unit.
-    unit_ops: Vec<(usize, usize)>,
+    /// (database, end offset in `unit`, targets) of each op of the unit.
+    unit_ops: Vec<(usize, usize, u8)>,
+    /// Where ops added now go (`TO_ALL` but inside a script that said
+    /// otherwise with `redis.set_repl`).
+    target: u8,
     /// Depth of nested execution: EXEC runs its commands inside one unit.
     nesting: u32,
     /// The unit in progress is not wrapped in MULTI/EXEC however many ops
@@ -68,8 +82,8 @@ pub struct Feed {
     unwrapped: bool,
     /// Complete units, ready for consumers.
     stream: Vec<u8>,
-    /// (database, end offset in `stream`) of each segment.
-    segments: Vec<(usize, usize)>,
+    /// (database, end offset in `stream`, targets) of each segment.
+    segments: Vec<(usize, usize, u8)>,
     /// In-process consumers.
     pub taps: Vec<FeedTap>,
 }
@@ -140,9 +154,23 @@ impl Feed {
             return;
         }
         encode_command(argv, &mut self.unit);
-        self.unit_ops.push((db, self.unit.len()));
+        self.unit_ops.push((db, self.unit.len(), self.target_now()));
         if self.nesting == 0 {
             self.commit_unit();
+        }
+    }
+
+    /// Send the ops added from now on to `to` only (`TO_ALL` restores).
+    pub fn set_target(&mut self, to: u8) {
+        self.target = if to == TO_ALL { 0 } else { to };
+    }
+
+    /// Where an op added now goes (0 stands for all, the default).
+    fn target_now(&self) -> u8 {
+        if self.target == 0 {
+            TO_ALL
+        } else {
+            self.target
         }
     }
 
@@ -153,30 +181,31 @@ impl Feed {
             // The common case: move, don't copy (a 500 MB SET is not
             // copied once more here).
             std::mem::swap(&mut self.stream, &mut self.unit);
-            self.segments.push((ops[0].0, self.stream.len()));
+            self.segments.push((ops[0].0, self.stream.len(), ops[0].2));
         } else if ops.len() == 1 || unwrapped {
             // One op, or independent ops: a segment each.
             let base = self.stream.len();
             self.stream.extend_from_slice(&self.unit);
-            for &(db, end) in &ops {
-                self.segments.push((db, base + end));
+            for &(db, end, to) in &ops {
+                self.segments.push((db, base + end, to));
             }
         } else {
             // MULTI takes the first op's database (its SELECT comes before
             // the MULTI) and EXEC the last one's, as Redis does, so no
             // SELECT is inserted between the last op and EXEC.
             let first_db = ops[0].0;
+            // MULTI and EXEC go to everyone, as Redis's.
             self.stream.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
-            self.segments.push((first_db, self.stream.len()));
+            self.segments.push((first_db, self.stream.len(), TO_ALL));
             let mut start = 0;
-            for &(db, end) in &ops {
+            for &(db, end, to) in &ops {
                 self.stream.extend_from_slice(&self.unit[start..end]);
-                self.segments.push((db, self.stream.len()));
+                self.segments.push((db, self.stream.len(), to));
                 start = end;
             }
             let last_db = ops[ops.len() - 1].0;
             self.stream.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
-            self.segments.push((last_db, self.stream.len()));
+            self.segments.push((last_db, self.stream.len(), TO_ALL));
         }
         self.unit.clear();
         self.unit_ops = ops;
@@ -192,7 +221,7 @@ impl Feed {
     pub fn flush_taps(&mut self) {
         let mut taps = std::mem::take(&mut self.taps);
         for tap in &mut taps {
-            tap.cursor.append(self, &mut tap.bytes);
+            tap.cursor.append(self, TO_ALL, &mut tap.bytes);
         }
         self.taps = taps;
     }
@@ -240,7 +269,7 @@ mod tests {
 
     fn fed(feed: &Feed, cursor: &mut FeedCursor) -> Vec<u8> {
         let mut out = Vec::new();
-        cursor.append(feed, &mut out);
+        cursor.append(feed, TO_ALL, &mut out);
         out
     }
 

@@ -304,7 +304,7 @@ impl Server {
         }
         let mut bytes = Vec::new();
         let mut cursor = std::mem::take(&mut self.repl.cursor);
-        cursor.append(&self.feed, &mut bytes);
+        cursor.append(&self.feed, super::feed::TO_REPLICAS, &mut bytes);
         self.repl.cursor = cursor;
         self.append_to_replication(&bytes);
         let offset = self.repl.offset;
