@@ -581,6 +581,7 @@ pub fn call(
     retry: bool,
 ) {
     let errors_before = client.reply.errors;
+    let reply_before = client.reply.len();
     let started = crate::util::cycles::now();
     let outer = srv.current_client == 0;
     if outer {
@@ -610,6 +611,11 @@ pub fn call(
         ctx.force_propagate,
     );
     srv.dirty += dirty;
+    // A write that made or replaced a stream others wait on (RENAME, COPY,
+    // RESTORE, …: Redis signals every key dbAdd creates) lets them look.
+    if dirty > 0 && cmd.flags & WRITE != 0 && !srv.blocked_keys.is_empty() {
+        signal_stream_waiters(srv, db, cmd, argv);
+    }
     // A tracking client may now cache the keys this read returned.
     if cmd.flags & READONLY != 0
         && client
@@ -636,7 +642,7 @@ pub fn call(
     srv.feed.end_unit();
     let duration_us = crate::util::cycles::elapsed_us(started, crate::util::cycles::now());
     // A blocked command is accounted when it is served (or times out).
-    if client.blocked.is_none() {
+    if client.blocked.is_none() || (retry && client.reply.len() != reply_before) {
         let stats = stats_of(srv, cmd);
         stats.calls += 1;
         stats.usec += duration_us;
@@ -655,6 +661,23 @@ pub fn call(
         srv.current_client = 0;
         for (db, key) in std::mem::take(&mut srv.deferred_touches) {
             srv.touch_watched_key(Some(client), db, &key);
+        }
+    }
+}
+
+/// Signal the stream keys of `argv` that blocked readers wait on.
+fn signal_stream_waiters(srv: &mut Server, db: usize, cmd: &'static CommandSpec, argv: &[&[u8]]) {
+    for (pos, _) in meta::get_keys(cmd.meta, argv) {
+        let slot = (db, argv[pos].to_vec());
+        let holds_stream = matches!(
+            srv.dbs[db].main.get(argv[pos]).map(|e| e.value()),
+            Some(ValueRef::Boxed(crate::db::Value::Stream(_)))
+        );
+        if holds_stream
+            && srv.blocked_keys.contains_key(&slot)
+            && !srv.ready_streams.contains(&slot)
+        {
+            srv.ready_streams.push(slot);
         }
     }
 }

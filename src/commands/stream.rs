@@ -911,16 +911,14 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
         count = BLOCKED_DEFAULT_COUNT;
     }
     // Which streams can be served now.
+    // (A consumer is made only when something is served to it, as Redis
+    // 7.0.15: one that blocks does not exist until it gets data.)
     let mut serve = Vec::new();
-    let now = c.now_ms();
     for (k, (key, from)) in keys.iter().zip(&froms).enumerate() {
         let db = c.cl.db;
         let Typed::Found(s) = lookup_typed(c.srv, db, key, true, pick) else {
             continue;
         };
-        let s: *mut Stream = s;
-        // SAFETY: the stream stays in the keyspace for this loop turn.
-        let s = unsafe { &mut *s };
         let last_valid = if s.length > 0 { s.edge_id(false) } else { None };
         let ready = match (group, from) {
             (Some(_), ReadFrom::After(_)) => true,
@@ -931,17 +929,6 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
             (None, ReadFrom::After(gt)) => last_valid.is_some_and(|m| m > *gt),
             (None, ReadFrom::New) => false,
         };
-        if let (Some((gname, cname)), false) = (group, ready) {
-            // The consumer is created (and seen) even when nothing is served.
-            let g = s.groups.get_mut(gname).expect("group");
-            let mut created = false;
-            consumer_of(g, cname, now, &mut created);
-            if created {
-                c.notify(NotifyFlags::STREAM, "xgroup-createconsumer", key);
-                c.dirty(1);
-                propagate_consumer_creation(c, key, gname, cname);
-            }
-        }
         if ready {
             serve.push(k);
         }
