@@ -135,6 +135,7 @@ impl LoadOptions {
 #[cfg(test)]
 mod tests {
     use super::encoding::*;
+    use super::{load, save, Config, LoadOptions, SaveOptions};
 
     #[test]
     fn decodes_listpack_entries() {
@@ -175,6 +176,91 @@ mod tests {
             vec![b"f".to_vec(), b"vv".to_vec()]
         );
         assert!(zipmap_items(&zm[..5]).is_err());
+    }
+
+    /// A dump holding a stream with several nodes, deleted entries and
+    /// groups with pending entries, without checksum or compression.
+    fn stream_dump() -> Vec<u8> {
+        use crate::db::stream::{Consumer, Group, Nack, NodeLimits, StreamId};
+        use crate::db::{Db, Entry, NewValue, Stream, Value};
+        let mut s = Stream::new();
+        let limits = NodeLimits {
+            max_bytes: 4096,
+            max_entries: 5,
+        };
+        for i in 1..=14u64 {
+            let v = i.to_string();
+            let fields: Vec<(&[u8], &[u8])> = if i % 4 == 0 {
+                vec![(b"other", v.as_bytes())]
+            } else {
+                vec![(b"f", v.as_bytes()), (b"name", b"item")]
+            };
+            s.append(StreamId::new(i, 0), &fields, limits);
+        }
+        s.delete(StreamId::new(2, 0));
+        s.delete(StreamId::new(9, 0));
+        let mut g = Group {
+            last_id: StreamId::new(6, 0),
+            entries_read: 5,
+            ..Group::default()
+        };
+        for (i, who) in [(3u64, &b"alice"[..]), (5, b"bob"), (6, b"alice")] {
+            let id = StreamId::new(i, 0);
+            g.pel.insert(
+                id,
+                Nack {
+                    delivery_time: 1_700_000_000_000,
+                    delivery_count: i,
+                    consumer: who.to_vec(),
+                },
+            );
+            g.consumers
+                .entry(who.to_vec())
+                .or_insert_with(Consumer::default)
+                .pel
+                .insert(id);
+        }
+        g.consumers.insert(b"carol".to_vec(), Consumer::default());
+        s.groups.insert(b"g".to_vec(), g);
+        let mut db = Db::new(0, 1);
+        db.main.insert(Entry::new(
+            b"s",
+            NewValue::Boxed(Box::new(Value::Stream(Box::new(s)))),
+            false,
+        ));
+        let opts = SaveOptions {
+            compress: false,
+            checksum: false,
+            ..SaveOptions::from_config(&Config::default(), 0)
+        };
+        let mut out = Vec::new();
+        save::write_rdb(std::slice::from_ref(&db), &opts, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn damaged_streams_in_a_dump_are_refused_never_panic() {
+        let dump = stream_dump();
+        let opts = LoadOptions::from_config(&Config::default());
+        let load = |bytes: &[u8]| {
+            let mut dbs = vec![crate::db::Db::new(0, 1)];
+            load::load_bytes(&mut dbs, &opts, bytes)
+        };
+        let stats = load(&dump).expect("the intact dump loads");
+        assert_eq!(stats.keys, 1);
+        // Every byte changed in several ways, and every truncation: loaded
+        // or refused, never a panic or an out-of-bounds read.
+        let mut refused = 0;
+        for pos in 0..dump.len() {
+            for mask in [0x01u8, 0x10, 0x80, 0xff] {
+                let mut bad = dump.clone();
+                bad[pos] ^= mask;
+                refused += load(&bad).is_err() as usize;
+            }
+            refused += load(&dump[..pos]).is_err() as usize;
+        }
+        // Most damage is caught (the rest changes a value, not the shape).
+        assert!(refused > dump.len() * 3, "{refused} of {} refused", dump.len() * 5);
     }
 
     #[test]
