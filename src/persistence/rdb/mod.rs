@@ -216,7 +216,7 @@ mod tests {
             );
             g.consumers
                 .entry(who.to_vec())
-                .or_insert_with(Consumer::default)
+                .or_default()
                 .pel
                 .insert(id);
         }
