@@ -527,6 +527,118 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
+/// `DUMP key`: the value in Redis's payload format (RDB serialisation, RDB
+/// version, CRC-64), so redis-server restores it and the reverse.
+pub fn dump(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let compress = c.srv.config.rdbcompression;
+    match lookup_read(c.srv, db, argv[1]) {
+        None => c.cl.reply.null(),
+        Some(e) => {
+            let payload = crate::persistence::rdb::dump_payload(e, compress);
+            c.cl.reply.bulk(&payload);
+        }
+    }
+}
+
+/// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`
+pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
+    use crate::persistence::rdb::{self, Restored};
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq): (i64, i64) = (-1, -1);
+    let mut j = 4;
+    while j < argv.len() {
+        let additional = argv.len() - j - 1;
+        if eq_ic(argv[j], "replace") {
+            replace = true;
+        } else if eq_ic(argv[j], "absttl") {
+            absttl = true;
+        } else if eq_ic(argv[j], "idletime") && additional >= 1 && freq == -1 {
+            idle = match arg_i64(argv[j + 1]) {
+                Ok(n) if n < 0 => {
+                    return c.cl.reply.error("ERR Invalid IDLETIME value, must be >= 0")
+                }
+                Ok(n) => n,
+                Err(e) => return c.cl.reply.error(e),
+            };
+            j += 1;
+        } else if eq_ic(argv[j], "freq") && additional >= 1 && idle == -1 {
+            freq = match arg_i64(argv[j + 1]) {
+                Ok(n) if !(0..=255).contains(&n) => {
+                    return c
+                        .cl
+                        .reply
+                        .error("ERR Invalid FREQ value, must be >= 0 and <= 255")
+                }
+                Ok(n) => n,
+                Err(e) => return c.cl.reply.error(e),
+            };
+            j += 1;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    let key = argv[1];
+    let db = c.cl.db;
+    if !replace && lookup_write(c.srv, db, key).is_some() {
+        return c.cl.reply.error("BUSYKEY Target key name already exists.");
+    }
+    let mut ttl = match arg_i64(argv[2]) {
+        Ok(n) if n < 0 => return c.cl.reply.error("ERR Invalid TTL value, must be >= 0"),
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let opts = rdb::LoadOptions::from_config(&c.srv.config);
+    let value = match rdb::parse_dump_payload(argv[3], &opts) {
+        Ok(v) => v,
+        Err(e) => return c.cl.reply.error(&e),
+    };
+    let deleted = replace && c.srv.dbs[db].delete(key);
+    if ttl != 0 && !absttl {
+        ttl = ttl.saturating_add(c.now_ms());
+    }
+    if ttl != 0 && ttl <= c.now_ms() && c.srv.may_delete_expired() {
+        // Already expired: nothing is added (what it replaced is gone).
+        if deleted {
+            c.propagate_as(vec![b"DEL".to_vec(), key.to_vec()]);
+            c.modified(key, NotifyFlags::GENERIC, "del");
+            c.dirty(1);
+        }
+        return c.cl.reply.ok();
+    }
+    c.notify(NotifyFlags::NEW, "new", key);
+    let entry = match value {
+        Restored::Str(s) => crate::db::Entry::string(key, &s),
+        Restored::Value(v) => {
+            crate::db::Entry::new(key, crate::db::NewValue::Boxed(Box::new(v)), false)
+        }
+    };
+    c.srv.dbs[db].set(entry, false);
+    if ttl != 0 {
+        c.srv.dbs[db].set_expire(key, ttl);
+        if !absttl {
+            // Propagated with the absolute time, as Redis does.
+            let mut out: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+            out[2] = ttl.to_string().into_bytes();
+            out.push(b"ABSTTL".to_vec());
+            c.propagate_as(out);
+        }
+    }
+    if idle >= 0 {
+        if let Some(e) = c.srv.dbs[db].main.get_mut(key) {
+            // The access clock counts seconds (24 bits, wrapping).
+            let now = crate::db::entry::lru_clock(c.srv.now_ms);
+            e.set_lru(now.wrapping_sub(idle as u32) & crate::db::entry::LRU_CLOCK_MAX);
+        }
+    }
+    // FREQ sets an LFU counter: there is none without LFU eviction (#12).
+    let _ = freq;
+    c.modified(key, NotifyFlags::GENERIC, "restore");
+    c.dirty(1);
+    c.cl.reply.ok();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -244,6 +244,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::EXISTS, k::exists),
     cmd!(m::TYPE, k::type_cmd),
     cmd!(m::RENAME, k::rename),
+    cmd!(m::DUMP, k::dump),
+    cmd!(m::RESTORE, k::restore),
     cmd!(m::RENAMENX, k::renamenx),
     cmd!(m::COPY, k::copy),
     cmd!(m::MOVE, k::move_cmd),

@@ -567,6 +567,51 @@ pub fn load_step(
 
 /// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
 /// Redis's error.
+/// A value RESTORE takes from a DUMP payload.
+pub enum Restored {
+    Str(Vec<u8>),
+    Value(Value),
+}
+
+/// Read a DUMP payload (Redis's verifyDumpPayload, then rdbLoadObject):
+/// Redis's error texts for a wrong version or checksum and for bad data.
+pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, String> {
+    const BAD: &str = "ERR Bad data format";
+    if data.len() < 10 {
+        return Err("ERR DUMP payload version or checksum are wrong".into());
+    }
+    let body = data.len() - 10;
+    let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
+    let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
+    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
+        return Err("ERR DUMP payload version or checksum are wrong".into());
+    }
+    let mut r = Reader {
+        data: &data[..body],
+        pos: 0,
+        complete: true,
+        short: false,
+    };
+    let t = r.u8("type").map_err(|_| BAD.to_string())?;
+    match read_value(&mut r, t, opts).map_err(|_| BAD.to_string())? {
+        Loaded::Str(s) => Ok(Restored::Str(s.into_owned())),
+        Loaded::Value(v) => {
+            // Redis refuses an empty collection (a stream may be empty).
+            let empty = match &v {
+                Value::List(l) => l.is_empty(),
+                Value::Set(s) => s.is_empty(),
+                Value::Hash(h) => h.is_empty(),
+                Value::ZSet(z) => z.is_empty(),
+                _ => false,
+            };
+            if empty {
+                return Err(BAD.into());
+            }
+            Ok(Restored::Value(v))
+        }
+    }
+}
+
 pub fn parse_functions_payload(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     // Redis's verifyDumpPayload: a version this server reads, and the CRC.
     if data.len() < 10 {

@@ -14,10 +14,10 @@ use crate::config::Config;
 use crate::db::NodeLimit;
 
 pub use load::{
-    load_begin, load_bytes, load_file, load_step, load_step_partial, parse_functions_payload,
-    LoadState, LoadStats, HEADER_LEN,
+    load_begin, load_bytes, load_file, load_step, load_step_partial, parse_dump_payload,
+    parse_functions_payload, LoadState, LoadStats, Restored, HEADER_LEN,
 };
-pub use save::{functions_payload, save_to_file, write_rdb};
+pub use save::{dump_payload, functions_payload, save_to_file, write_rdb};
 
 pub const RDB_VERSION: u32 = 10;
 /// Oldest and newest versions we read.
@@ -214,11 +214,7 @@ mod tests {
                     consumer: who.to_vec(),
                 },
             );
-            g.consumers
-                .entry(who.to_vec())
-                .or_default()
-                .pel
-                .insert(id);
+            g.consumers.entry(who.to_vec()).or_default().pel.insert(id);
         }
         g.consumers.insert(b"carol".to_vec(), Consumer::default());
         s.groups.insert(b"g".to_vec(), g);
@@ -260,7 +256,11 @@ mod tests {
             refused += load(&dump[..pos]).is_err() as usize;
         }
         // Most damage is caught (the rest changes a value, not the shape).
-        assert!(refused > dump.len() * 3, "{refused} of {} refused", dump.len() * 5);
+        assert!(
+            refused > dump.len() * 3,
+            "{refused} of {} refused",
+            dump.len() * 5
+        );
     }
 
     #[test]

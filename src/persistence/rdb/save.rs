@@ -162,27 +162,63 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
 }
 
 fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Result<()> {
-    let key = e.key();
+    write_object(r, Some(e.key()), e)
+}
+
+/// DUMP's payload for a key's value: its RDB type and serialisation, the
+/// RDB version (2 bytes, little endian) and a CRC-64 of all that.
+pub fn dump_payload(e: &crate::db::Entry, compress: bool) -> Vec<u8> {
+    let mut buf = Vec::new();
+    {
+        let mut r = RdbWriter {
+            out: BufWriter::new(&mut buf),
+            crc: 0,
+            compress,
+        };
+        // Writing to memory cannot fail.
+        let _ = write_object(&mut r, None, e);
+        let _ = r.out.flush();
+    }
+    buf.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
+    let crc = crc64(0, &buf);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf
+}
+
+/// The type byte, the key (in a dump; not in a DUMP payload), the value.
+fn write_object<W: Write>(
+    r: &mut RdbWriter<W>,
+    key: Option<&[u8]>,
+    e: &crate::db::Entry,
+) -> io::Result<()> {
     match e.value() {
         ValueRef::Str(s) => {
             r.raw(&[T_STRING])?;
-            r.string(key)?;
+            if let Some(k) = key {
+                r.string(k)?;
+            }
             r.string(s)
         }
         ValueRef::Int(n) => {
             r.raw(&[T_STRING])?;
-            r.string(key)?;
+            if let Some(k) = key {
+                r.string(k)?;
+            }
             r.string(n.to_string().as_bytes())
         }
         ValueRef::Boxed(v) => match v {
             Value::Str(s) => {
                 r.raw(&[T_STRING])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 r.string(s)
             }
             Value::List(l) => {
                 r.raw(&[T_LIST])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 r.len(l.len() as u64)?;
                 for item in l.iter() {
                     r.string(item)?;
@@ -191,7 +227,9 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
             }
             Value::Set(s) => {
                 r.raw(&[T_SET])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 let members = s.members();
                 r.len(members.len() as u64)?;
                 for m in &members {
@@ -201,7 +239,9 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
             }
             Value::Hash(h) => {
                 r.raw(&[T_HASH])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 r.len(h.len() as u64)?;
                 let mut res = Ok(());
                 h.for_each(&mut |f, v| {
@@ -213,7 +253,9 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
             }
             Value::ZSet(z) => {
                 r.raw(&[T_ZSET_2])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 let items = z.items();
                 r.len(items.len() as u64)?;
                 for (m, s) in items {
@@ -224,7 +266,9 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
             }
             Value::Stream(st) => {
                 r.raw(&[T_STREAM_LISTPACKS_2])?;
-                r.string(key)?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
                 write_stream(r, st)
             }
         },
