@@ -67,21 +67,7 @@ print("ok")
 
 #[test]
 fn redis_py_lock_acquires_extends_and_releases() {
-    // The Debian package's module is the system interpreter's, which a
-    // `python3` earlier on the PATH (pyenv, a venv) may not see.
-    let python = ["python3", "/usr/bin/python3"].into_iter().find(|py| {
-        std::process::Command::new(py)
-            .args(["-c", "import redis"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    let Some(python) = python else {
-        assert!(
-            !common::in_ci(),
-            "redis-py is required under CI (apt-get install python3-redis)"
-        );
-        eprintln!("SKIPPED: redis-py (python3-redis) is not installed; the Lock check did not run");
+    let Some(python) = common::python_with_redis_py("the Lock check") else {
         return;
     };
     let kv = start_kvstore(&[]);

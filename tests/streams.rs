@@ -391,19 +391,7 @@ print(repr(out))
 
 #[test]
 fn redis_py_consumer_groups_work_as_on_redis() {
-    let python = ["python3", "/usr/bin/python3"].into_iter().find(|py| {
-        std::process::Command::new(py)
-            .args(["-c", "import redis"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    let Some(python) = python else {
-        assert!(
-            !common::in_ci(),
-            "redis-py is required under CI (apt-get install python3-redis)"
-        );
-        eprintln!("SKIPPED: redis-py (python3-redis) is not installed; the check did not run");
+    let Some(python) = common::python_with_redis_py("the consumer-group check") else {
         return;
     };
     let run = |port: u16| {

@@ -207,9 +207,12 @@ fn has_data(srv: &Server, db: usize, key: &[u8], want: Want) -> bool {
     }
 }
 
+/// Every kind of waiter, in the order a ready key serves them.
+const WANTS: [Want; 3] = [Want::List, Want::ZSet, Want::Stream];
+
 /// The kinds of waiter the key can serve now, in the order tried.
 fn ready_wants(srv: &Server, db: usize, key: &[u8]) -> Vec<Want> {
-    [Want::List, Want::ZSet, Want::Stream]
+    WANTS
         .into_iter()
         .filter(|&w| has_data(srv, db, key, w))
         .collect()
@@ -222,7 +225,7 @@ pub fn serve_blocked(srv: &mut Server) {
         let ready: Vec<(usize, Vec<u8>)> = srv
             .blocked_keys
             .keys()
-            .filter(|(db, k)| !ready_wants(srv, *db, k).is_empty())
+            .filter(|(db, k)| WANTS.iter().any(|&w| has_data(srv, *db, k, w)))
             .cloned()
             .collect();
         // Stream waiters are re-run once per signal.

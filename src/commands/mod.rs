@@ -611,8 +611,9 @@ pub fn call(
         ctx.force_propagate,
     );
     srv.dirty += dirty;
-    // A write that made or replaced a stream others wait on (RENAME, COPY,
-    // RESTORE, …: Redis signals every key dbAdd creates) lets them look.
+    // A write to a stream others wait on (XADD, XGROUP DESTROY, and RENAME,
+    // COPY, RESTORE, … that make or replace one: Redis signals every key
+    // dbAdd creates) lets them look: the one place streams are signalled.
     if dirty > 0 && cmd.flags & WRITE != 0 && !srv.blocked_keys.is_empty() {
         signal_stream_waiters(srv, db, cmd, argv);
     }

@@ -94,12 +94,6 @@ fn eval_generic(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode) {
     run_script(c, &sha, flags, mode, keys, args);
 }
 
-/// Must this client obey, whatever the server's state (Redis's
-/// mustObeyClient): our master's stream, or an AOF being replayed.
-fn must_obey(client: &ClientState) -> bool {
-    client.kind == crate::state::ClientKind::Master || client.id == 0
-}
-
 /// Why a script may not start (Redis's scriptPrepareForRun): the checks a
 /// command's flags get, made from what the script declares.
 fn refused_before_run(
@@ -109,7 +103,7 @@ fn refused_before_run(
     mode: Mode,
 ) -> Result<(), String> {
     let running_stale = srv.master.is_syncing() && !srv.config.replica_serve_stale_data;
-    let obey = must_obey(caller);
+    let obey = caller.must_obey();
     if flags.compat {
         if running_stale {
             return Err(
@@ -227,7 +221,7 @@ fn with_script_host(
         slow_after: (threshold > 0).then(|| std::time::Duration::from_millis(threshold)),
     };
     let mut host = ScriptHost {
-        obey: must_obey(c.cl),
+        obey: c.cl.must_obey(),
         srv: c.srv,
         client: &mut client,
         read_only,
@@ -408,11 +402,7 @@ fn count_script_error(srv: &mut Server, e: &str) {
     srv.stats.total_error_replies += 1;
     let code = e
         .strip_prefix('-')
-        .and_then(|rest| {
-            let head = &rest.as_bytes()[..rest.len().min(31)];
-            head.iter().position(|&b| b == b' ').map(|p| &rest[..p])
-        })
-        .unwrap_or("ERR");
+        .map_or("ERR", crate::protocol::reply::error_code);
     srv.stats.count_errors(&mut vec![code.to_string()]);
 }
 

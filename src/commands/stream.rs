@@ -12,6 +12,7 @@ use super::blocking::block;
 use super::*;
 use crate::db::stream::{Consumer, Group, Nack, NodeLimits, ENTRIES_READ_UNKNOWN};
 use crate::db::{Stream, StreamId, Value};
+use crate::protocol::reply::Reply;
 
 const ERR_INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 /// XREAD/XREADGROUP that blocked without COUNT get at most this many
@@ -162,20 +163,20 @@ fn collect(s: &Stream, start: StreamId, end: StreamId, count: usize, rev: bool) 
     out
 }
 
-fn reply_entry(c: &mut Ctx, id: StreamId, fields: &[(Vec<u8>, Vec<u8>)]) {
-    c.cl.reply.array(2);
-    c.cl.reply.bulk(&id_bytes(id));
-    c.cl.reply.array(fields.len() * 2);
+fn reply_entry(out: &mut Reply, id: StreamId, fields: &[(Vec<u8>, Vec<u8>)]) {
+    out.array(2);
+    out.bulk(&id_bytes(id));
+    out.array(fields.len() * 2);
     for (f, v) in fields {
-        c.cl.reply.bulk(f);
-        c.cl.reply.bulk(v);
+        out.bulk(f);
+        out.bulk(v);
     }
 }
 
-fn reply_entries(c: &mut Ctx, entries: &[OwnedEntry]) {
-    c.cl.reply.array(entries.len());
+fn reply_entries(out: &mut Reply, entries: &[OwnedEntry]) {
+    out.array(entries.len());
     for (id, fields) in entries {
-        reply_entry(c, *id, fields);
+        reply_entry(out, *id, fields);
     }
 }
 
@@ -209,17 +210,6 @@ fn write_stream<'s>(c: &'s mut Ctx, key: &[u8]) -> Result<Option<&'s mut Stream>
         Typed::Missing => Ok(None),
         Typed::WrongType => Err(ERR_WRONGTYPE),
         Typed::Found(s) => Ok(Some(s)),
-    }
-}
-
-/// Tell clients blocked on `key` (XREAD, XREADGROUP) to look again.
-fn signal_ready(c: &mut Ctx, key: &[u8]) {
-    if c.srv.blocked_keys.is_empty() {
-        return;
-    }
-    let slot = (c.cl.db, key.to_vec());
-    if c.srv.blocked_keys.contains_key(&slot) && !c.srv.ready_streams.contains(&slot) {
-        c.srv.ready_streams.push(slot);
     }
 }
 
@@ -302,7 +292,7 @@ fn parse_add_or_trim(c: &Ctx, argv: &[&[u8]], xadd: bool) -> Result<(TrimArgs, u
     if !xadd && !has_strategy {
         return Err("ERR syntax error, XTRIM must be called with a trimming strategy".into());
     }
-    if must_obey(c.cl) {
+    if c.cl.must_obey() {
         // The trim was rewritten to be exact where it was made.
         a.limit = 0;
     } else if limit_given {
@@ -321,11 +311,6 @@ fn parse_add_or_trim(c: &Ctx, argv: &[&[u8]], xadd: bool) -> Result<(TrimArgs, u
     }
     a.id_idx = i;
     Ok((a, i))
-}
-
-/// Our master's stream or the AOF: obeyed as written (Redis's mustObeyClient).
-fn must_obey(cl: &crate::state::ClientState) -> bool {
-    cl.kind == crate::state::ClientKind::Master || cl.id == 0
 }
 
 /// An approximate trim propagates as the exact one it did (Redis's
@@ -438,7 +423,6 @@ pub fn xadd(c: &mut Ctx, argv: &[&[u8]]) {
             c.propagate_as(out);
         }
     }
-    signal_ready(c, key);
 }
 
 /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`
@@ -539,7 +523,7 @@ fn range_generic(c: &mut Ctx, argv: &[&[u8]], rev: bool) {
         return c.cl.reply.null_array();
     }
     let entries = collect(s, start, end, count.max(0) as usize, rev);
-    reply_entries(c, &entries);
+    reply_entries(&mut c.cl.reply, &entries);
 }
 
 /// `XRANGE key start end [COUNT count]`
@@ -630,20 +614,63 @@ fn propagate_consumer_creation(c: &mut Ctx, key: &[u8], group_name: &[u8], consu
     );
 }
 
-/// The consumer `name` of the group, created (with its event) if missing;
-/// its seen time refreshed.
-fn consumer_of<'g>(
-    g: &'g mut Group,
-    name: &[u8],
-    now: i64,
-    created: &mut bool,
-) -> &'g mut Consumer {
-    let c = g.consumers.entry(name.to_vec()).or_insert_with(|| {
-        *created = true;
+/// Make sure the group has consumer `name` (created with its event and a
+/// change counted when missing) and refresh its seen time (Redis's
+/// streamLookupConsumer + streamCreateConsumer). Whether it was created.
+fn ensure_consumer(c: &mut Ctx, g: &mut Group, key: &[u8], name: &[u8], now: i64) -> bool {
+    let mut created = false;
+    let consumer = g.consumers.entry(name.to_vec()).or_insert_with(|| {
+        created = true;
         Consumer::default()
     });
-    c.seen_time = now;
-    c
+    consumer.seen_time = now;
+    if created {
+        c.notify(NotifyFlags::STREAM, "xgroup-createconsumer", key);
+        c.dirty(1);
+    }
+    created
+}
+
+/// A pending entry whose stream entry is gone leaves the PEL, and the
+/// change propagates (an XCLAIM of a missing entry drops it on a replica).
+fn drop_gone_pending(c: &mut Ctx, g: &mut Group, key: &[u8], gname: &[u8], id: StreamId) -> bool {
+    let Some(nack) = g.pel.remove(&id) else {
+        return false;
+    };
+    if let Some(prev) = g.consumers.get_mut(&nack.consumer) {
+        prev.pel.remove(&id);
+    }
+    propagate_xclaim(c, key, gname, id, &nack, g.last_id);
+    c.dirty(1);
+    true
+}
+
+/// Give pending entry `id` to consumer `name` (which exists) delivered at
+/// `time`, its delivery count set to `count` or else bumped when `bump`;
+/// propagated as the XCLAIM that does the same on a replica.
+#[allow(clippy::too_many_arguments)]
+fn claim(
+    c: &mut Ctx,
+    g: &mut Group,
+    key: &[u8],
+    gname: &[u8],
+    id: StreamId,
+    name: &[u8],
+    time: i64,
+    count: Option<u64>,
+    bump: bool,
+) {
+    claim_to(g, id, name);
+    let nack = g.pel.get_mut(&id).expect("pending entry");
+    nack.delivery_time = time;
+    match count {
+        Some(n) => nack.delivery_count = n,
+        None if bump => nack.delivery_count += 1,
+        None => {}
+    }
+    let nack = nack.clone();
+    propagate_xclaim(c, key, gname, id, &nack, g.last_id);
+    c.dirty(1);
 }
 
 /// Serve one stream of XREADGROUP: new entries (`>`), delivered and added
@@ -671,11 +698,7 @@ fn serve_group(
     let Some(g) = s.groups.get_mut(group_name) else {
         return;
     };
-    let mut created = false;
-    consumer_of(g, consumer, now, &mut created);
-    if created {
-        c.notify(NotifyFlags::STREAM, "xgroup-createconsumer", key);
-        c.dirty(1);
+    if ensure_consumer(c, g, key, consumer, now) {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
     let g = s.groups.get_mut(group_name).expect("group");
@@ -707,7 +730,7 @@ fn serve_group(
             c.cl.reply.array(out.len());
             for (id, fields) in &out {
                 match fields {
-                    Some(f) => reply_entry(c, *id, f),
+                    Some(f) => reply_entry(&mut c.cl.reply, *id, f),
                     None => {
                         c.cl.reply.array(2);
                         c.cl.reply.bulk(&id_bytes(*id));
@@ -763,7 +786,7 @@ fn serve_group(
                     }
                 }
             }
-            reply_entries(c, &entries);
+            reply_entries(&mut c.cl.reply, &entries);
             for (id, nack, last) in claims {
                 propagate_xclaim(c, key, group_name, id, &nack, last);
             }
@@ -964,7 +987,7 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
                         Some(start) => collect(s, start, StreamId::MAX, count, false),
                         None => Vec::new(),
                     };
-                    reply_entries(c, &entries);
+                    reply_entries(&mut c.cl.reply, &entries);
                 }
             }
         }
@@ -1022,11 +1045,16 @@ const XGROUP_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn subcommand_syntax_error(c: &mut Ctx, argv: &[&[u8]], container: &str) {
+fn subcommand_syntax_error_text(argv: &[&[u8]], container: &str) -> String {
     let sub: String = c_str(argv[1]).chars().take(128).collect();
-    c.cl.reply.error(&format!(
+    format!(
         "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {container} HELP."
-    ));
+    )
+}
+
+fn subcommand_syntax_error(c: &mut Ctx, argv: &[&[u8]], container: &str) {
+    c.cl.reply
+        .error(&subcommand_syntax_error_text(argv, container));
 }
 
 fn entries_read_arg(arg: &[u8]) -> Result<i64, &'static str> {
@@ -1155,8 +1183,8 @@ pub fn xgroup(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.int(1);
                 c.dirty(1);
                 c.notify(NotifyFlags::STREAM, "xgroup-destroy", key);
-                // Consumers blocked on the group learn it is gone.
-                signal_ready(c, key);
+                // Consumers blocked on the group learn it is gone (the
+                // dispatcher signals the stream: see signal_stream_waiters).
             } else {
                 c.cl.reply.int(0);
             }
@@ -1270,14 +1298,15 @@ pub fn xpending(c: &mut Ctx, argv: &[&[u8]]) {
         range = Some((start, end, count));
     }
     let now = c.now_ms();
-    let s = match read_stream(c, argv[1]) {
-        Err(e) => return c.cl.reply.error(e),
-        Ok(s) => s,
+    let db = c.cl.db;
+    let s = match lookup_typed(c.srv, db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => None,
+        Typed::Found(s) => Some(s),
     };
     let Some(g) = s.and_then(|s| s.groups.get(argv[2])) else {
         return c.cl.reply.error(&nogroup_key_or_group(argv[1], argv[2]));
     };
-    let g = g.clone();
     if justinfo {
         c.cl.reply.array(4);
         c.cl.reply.int(g.pel.len() as i64);
@@ -1306,12 +1335,12 @@ pub fn xpending(c: &mut Ctx, argv: &[&[u8]]) {
         return;
     }
     let (start, end, mut count) = range.expect("range");
-    let ids: Vec<StreamId> = match consumer {
+    let ids: Box<dyn Iterator<Item = StreamId>> = match consumer {
         Some(name) => match g.consumers.get(name) {
             None => return c.cl.reply.array(0),
-            Some(cs) => cs.pel.range(start..).copied().collect(),
+            Some(cs) => Box::new(cs.pel.range(start..).copied()),
         },
-        None => g.pel.range(start..).map(|(k, _)| *k).collect(),
+        None => Box::new(g.pel.range(start..).map(|(k, _)| *k)),
     };
     let mut out = Vec::new();
     for id in ids {
@@ -1455,14 +1484,8 @@ pub fn xclaim(c: &mut Ctx, argv: &[&[u8]]) {
         let g = s.groups.get_mut(gname).expect("group");
         let Some(fields) = fields else {
             // Gone from the stream: gone from the PEL too.
-            if let Some(nack) = g.pel.remove(&id) {
-                if let Some(prev) = g.consumers.get_mut(&nack.consumer) {
-                    prev.pel.remove(&id);
-                }
-                let last = g.last_id;
-                propagate_xclaim(c, key, gname, id, &nack, last);
+            if drop_gone_pending(c, g, key, gname, id) {
                 propagate_last = false;
-                c.dirty(1);
             }
             continue;
         };
@@ -1485,29 +1508,13 @@ pub fn xclaim(c: &mut Ctx, argv: &[&[u8]]) {
             continue;
         }
         if !consumer_ready {
-            let mut created = false;
-            consumer_of(g, name, now, &mut created);
-            if created {
-                c.notify(NotifyFlags::STREAM, "xgroup-createconsumer", key);
-                c.dirty(1);
-            }
+            ensure_consumer(c, g, key, name, now);
             consumer_ready = true;
         }
-        let g = s.groups.get_mut(gname).expect("group");
-        claim_to(g, id, name);
-        let nack = g.pel.get_mut(&id).expect("pending entry");
-        nack.delivery_time = delivery_time;
-        if retrycount >= 0 {
-            nack.delivery_count = retrycount as u64;
-        } else if !justid {
-            nack.delivery_count += 1;
-        }
-        let nack = nack.clone();
-        let last = g.last_id;
+        let count = (retrycount >= 0).then_some(retrycount as u64);
+        claim(c, g, key, gname, id, name, delivery_time, count, !justid);
         replies.push((id, if justid { None } else { Some(fields) }));
-        propagate_xclaim(c, key, gname, id, &nack, last);
         propagate_last = false;
-        c.dirty(1);
     }
     if propagate_last {
         let g = &s.groups[gname];
@@ -1520,7 +1527,7 @@ pub fn xclaim(c: &mut Ctx, argv: &[&[u8]]) {
     for (id, fields) in &replies {
         match fields {
             None => c.cl.reply.bulk(&id_bytes(*id)),
-            Some(f) => reply_entry(c, *id, f),
+            Some(f) => reply_entry(&mut c.cl.reply, *id, f),
         }
     }
 }
@@ -1574,10 +1581,16 @@ pub fn xautoclaim(c: &mut Ctx, argv: &[&[u8]]) {
     let now = c.now_ms();
     let name = argv[3];
     let mut attempts = count.saturating_mul(10);
+    // At most the entries the attempts can visit, and the next one (the
+    // cursor), not the whole PEL from `start`.
+    let visit = usize::try_from(attempts)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
     let pending: Vec<StreamId> = s.groups[gname]
         .pel
         .range(start..)
         .map(|(k, _)| *k)
+        .take(visit)
         .collect();
     let mut idx = 0;
     let mut claimed: Vec<(StreamId, Option<Fields>)> = Vec::new();
@@ -1590,13 +1603,7 @@ pub fn xautoclaim(c: &mut Ctx, argv: &[&[u8]]) {
         let fields = s.lookup(id);
         let g = s.groups.get_mut(gname).expect("group");
         let Some(fields) = fields else {
-            let nack = g.pel.remove(&id).expect("pending entry");
-            if let Some(prev) = g.consumers.get_mut(&nack.consumer) {
-                prev.pel.remove(&id);
-            }
-            let last = g.last_id;
-            propagate_xclaim(c, key, gname, id, &nack, last);
-            c.dirty(1);
+            drop_gone_pending(c, g, key, gname, id);
             deleted.push(id);
             count -= 1;
             continue;
@@ -1605,27 +1612,12 @@ pub fn xautoclaim(c: &mut Ctx, argv: &[&[u8]]) {
             continue;
         }
         if !consumer_ready {
-            let mut created = false;
-            consumer_of(g, name, now, &mut created);
-            if created {
-                c.notify(NotifyFlags::STREAM, "xgroup-createconsumer", key);
-                c.dirty(1);
-            }
+            ensure_consumer(c, g, key, name, now);
             consumer_ready = true;
         }
-        let g = s.groups.get_mut(gname).expect("group");
-        claim_to(g, id, name);
-        let nack = g.pel.get_mut(&id).expect("pending entry");
-        nack.delivery_time = now;
-        if !justid {
-            nack.delivery_count += 1;
-        }
-        let nack = nack.clone();
-        let last = g.last_id;
+        claim(c, g, key, gname, id, name, now, None, !justid);
         claimed.push((id, if justid { None } else { Some(fields) }));
         count -= 1;
-        propagate_xclaim(c, key, gname, id, &nack, last);
-        c.dirty(1);
     }
     let cursor = pending.get(idx).copied().unwrap_or(StreamId::MIN);
     c.prevent_propagation();
@@ -1635,7 +1627,7 @@ pub fn xautoclaim(c: &mut Ctx, argv: &[&[u8]]) {
     for (id, fields) in &claimed {
         match fields {
             None => c.cl.reply.bulk(&id_bytes(*id)),
-            Some(f) => reply_entry(c, *id, f),
+            Some(f) => reply_entry(&mut c.cl.reply, *id, f),
         }
     }
     c.cl.reply.array(deleted.len());
@@ -1658,18 +1650,18 @@ const XINFO_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn reply_lag(c: &mut Ctx, lag: Option<i64>) {
+fn reply_lag(out: &mut Reply, lag: Option<i64>) {
     match lag {
-        Some(n) => c.cl.reply.int(n),
-        None => c.cl.reply.null(),
+        Some(n) => out.int(n),
+        None => out.null(),
     }
 }
 
-fn reply_entries_read(c: &mut Ctx, n: i64) {
+fn reply_entries_read(out: &mut Reply, n: i64) {
     if n == ENTRIES_READ_UNKNOWN {
-        c.cl.reply.null();
+        out.null();
     } else {
-        c.cl.reply.int(n);
+        out.int(n);
     }
 }
 
@@ -1680,10 +1672,11 @@ pub fn xinfo(c: &mut Ctx, argv: &[&[u8]]) {
         return reply_help(c, XINFO_HELP);
     }
     let key = argv[2];
-    let s = match read_stream(c, key) {
-        Err(e) => return c.cl.reply.error(e),
-        Ok(None) => return c.cl.reply.error(ERR_NO_SUCH_KEY),
-        Ok(Some(s)) => s.clone(),
+    let db = c.cl.db;
+    let s: &Stream = match lookup_typed(c.srv, db, key, true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.error(ERR_NO_SUCH_KEY),
+        Typed::Found(s) => s,
     };
     let now = crate::util::unix_time_ms();
     match sub {
@@ -1719,116 +1712,116 @@ pub fn xinfo(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.bulk(b"last-delivered-id");
                 c.cl.reply.bulk(&id_bytes(g.last_id));
                 c.cl.reply.bulk(b"entries-read");
-                reply_entries_read(c, g.entries_read);
+                reply_entries_read(&mut c.cl.reply, g.entries_read);
                 c.cl.reply.bulk(b"lag");
-                reply_lag(c, s.group_lag(g));
+                reply_lag(&mut c.cl.reply, s.group_lag(g));
             }
         }
-        _ => xinfo_stream(c, argv, &s),
+        _ => xinfo_stream(&mut c.cl.reply, argv, s),
     }
 }
 
-fn xinfo_stream(c: &mut Ctx, argv: &[&[u8]], s: &Stream) {
+fn xinfo_stream(out: &mut Reply, argv: &[&[u8]], s: &Stream) {
     let args = &argv[2..];
     let mut count: i64 = 10;
     let full = match args.len() {
         1 => false,
         2 | 4 => {
             if !eq_ic(args[1], "full") {
-                return subcommand_syntax_error(c, argv, "XINFO");
+                return out.error(&subcommand_syntax_error_text(argv, "XINFO"));
             }
             if args.len() == 4 {
                 if !eq_ic(args[2], "count") {
-                    return subcommand_syntax_error(c, argv, "XINFO");
+                    return out.error(&subcommand_syntax_error_text(argv, "XINFO"));
                 }
                 count = match arg_i64(args[3]) {
                     Ok(n) if n < 0 => 10,
                     Ok(n) => n,
-                    Err(e) => return c.cl.reply.error(e),
+                    Err(e) => return out.error(e),
                 };
             }
             true
         }
-        _ => return subcommand_syntax_error(c, argv, "XINFO"),
+        _ => return out.error(&subcommand_syntax_error_text(argv, "XINFO")),
     };
-    c.cl.reply.map(if full { 9 } else { 10 });
-    c.cl.reply.bulk(b"length");
-    c.cl.reply.int(s.length as i64);
-    c.cl.reply.bulk(b"radix-tree-keys");
-    c.cl.reply.int(s.nodes.len() as i64);
-    c.cl.reply.bulk(b"radix-tree-nodes");
+    out.map(if full { 9 } else { 10 });
+    out.bulk(b"length");
+    out.int(s.length as i64);
+    out.bulk(b"radix-tree-keys");
+    out.int(s.nodes.len() as i64);
+    out.bulk(b"radix-tree-nodes");
     // Our nodes sit in an ordered map, not a radix tree: what Redis's tree
     // would need for as many 16-byte keys, roughly.
-    c.cl.reply.int(if s.nodes.is_empty() {
+    out.int(if s.nodes.is_empty() {
         1
     } else {
         s.nodes.len() as i64 * 2
     });
-    c.cl.reply.bulk(b"last-generated-id");
-    c.cl.reply.bulk(&id_bytes(s.last_id));
-    c.cl.reply.bulk(b"max-deleted-entry-id");
-    c.cl.reply.bulk(&id_bytes(s.max_deleted_entry_id));
-    c.cl.reply.bulk(b"entries-added");
-    c.cl.reply.int(s.entries_added as i64);
-    c.cl.reply.bulk(b"recorded-first-entry-id");
-    c.cl.reply.bulk(&id_bytes(s.first_id));
+    out.bulk(b"last-generated-id");
+    out.bulk(&id_bytes(s.last_id));
+    out.bulk(b"max-deleted-entry-id");
+    out.bulk(&id_bytes(s.max_deleted_entry_id));
+    out.bulk(b"entries-added");
+    out.int(s.entries_added as i64);
+    out.bulk(b"recorded-first-entry-id");
+    out.bulk(&id_bytes(s.first_id));
     if !full {
-        c.cl.reply.bulk(b"groups");
-        c.cl.reply.int(s.groups.len() as i64);
+        out.bulk(b"groups");
+        out.int(s.groups.len() as i64);
         for (label, rev) in [(&b"first-entry"[..], false), (&b"last-entry"[..], true)] {
-            c.cl.reply.bulk(label);
+            out.bulk(label);
             match collect(s, StreamId::MIN, StreamId::MAX, 1, rev).first() {
-                Some((id, f)) => reply_entry(c, *id, f),
-                None => c.cl.reply.null(),
+                Some((id, f)) => reply_entry(out, *id, f),
+                None => out.null(),
             }
         }
         return;
     }
     let limit = |n: usize| if count == 0 { n } else { n.min(count as usize) };
-    c.cl.reply.bulk(b"entries");
+    out.bulk(b"entries");
     let entries = collect(s, StreamId::MIN, StreamId::MAX, count as usize, false);
-    reply_entries(c, &entries);
-    c.cl.reply.bulk(b"groups");
-    c.cl.reply.array(s.groups.len());
+    reply_entries(out, &entries);
+    out.bulk(b"groups");
+    out.array(s.groups.len());
     for (name, g) in &s.groups {
-        c.cl.reply.map(7);
-        c.cl.reply.bulk(b"name");
-        c.cl.reply.bulk(name);
-        c.cl.reply.bulk(b"last-delivered-id");
-        c.cl.reply.bulk(&id_bytes(g.last_id));
-        c.cl.reply.bulk(b"entries-read");
-        reply_entries_read(c, g.entries_read);
-        c.cl.reply.bulk(b"lag");
-        reply_lag(c, s.group_lag(g));
-        c.cl.reply.bulk(b"pel-count");
-        c.cl.reply.int(g.pel.len() as i64);
-        c.cl.reply.bulk(b"pending");
-        c.cl.reply.array(limit(g.pel.len()));
+        out.map(7);
+        out.bulk(b"name");
+        out.bulk(name);
+        out.bulk(b"last-delivered-id");
+        out.bulk(&id_bytes(g.last_id));
+        out.bulk(b"entries-read");
+        reply_entries_read(out, g.entries_read);
+        out.bulk(b"lag");
+        reply_lag(out, s.group_lag(g));
+        out.bulk(b"pel-count");
+        out.int(g.pel.len() as i64);
+        out.bulk(b"pending");
+        out.array(limit(g.pel.len()));
         for (id, nack) in g.pel.iter().take(limit(g.pel.len())) {
-            c.cl.reply.array(4);
-            c.cl.reply.bulk(&id_bytes(*id));
-            c.cl.reply.bulk(&nack.consumer);
-            c.cl.reply.int(nack.delivery_time);
-            c.cl.reply.int(nack.delivery_count as i64);
+            out.array(4);
+            out.bulk(&id_bytes(*id));
+            out.bulk(&nack.consumer);
+            out.int(nack.delivery_time);
+            out.int(nack.delivery_count as i64);
         }
-        c.cl.reply.bulk(b"consumers");
-        c.cl.reply.array(g.consumers.len());
+        out.bulk(b"consumers");
+        out.array(g.consumers.len());
         for (cname, cs) in &g.consumers {
-            c.cl.reply.map(4);
-            c.cl.reply.bulk(b"name");
-            c.cl.reply.bulk(cname);
-            c.cl.reply.bulk(b"seen-time");
-            c.cl.reply.int(cs.seen_time);
-            c.cl.reply.bulk(b"pel-count");
-            c.cl.reply.int(cs.pel.len() as i64);
-            c.cl.reply.bulk(b"pending");
-            c.cl.reply.array(limit(cs.pel.len()));
+            out.map(4);
+            out.bulk(b"name");
+            out.bulk(cname);
+            out.bulk(b"seen-time");
+            out.int(cs.seen_time);
+            out.bulk(b"pel-count");
+            out.int(cs.pel.len() as i64);
+            out.bulk(b"pending");
+            out.array(limit(cs.pel.len()));
             for id in cs.pel.iter().take(limit(cs.pel.len())) {
                 let nack = &g.pel[id];
-                c.cl.reply.array(3);
-                c.cl.reply.bulk(&id_bytes(*id));
-                c.cl.reply.int(nack.delivery_time);
-                c.cl.reply.int(nack.delivery_count as i64);
+                out.array(3);
+                out.bulk(&id_bytes(*id));
+                out.int(nack.delivery_time);
+                out.int(nack.delivery_count as i64);
             }
         }
     }

@@ -190,6 +190,10 @@ impl NodeMap {
         Some(&mut self.v[i].1)
     }
 
+    pub fn first_key(&self) -> Option<StreamId> {
+        self.v.front().map(|(k, _)| *k)
+    }
+
     pub fn last(&self) -> Option<(&StreamId, &Vec<u8>)> {
         self.v.back().map(|(k, n)| (k, n))
     }
@@ -504,8 +508,8 @@ impl Stream {
             return 0;
         }
         let mut deleted: i64 = 0;
-        let keys: Vec<StreamId> = self.nodes.keys().copied().collect();
-        for master in keys {
+        // From the front: each turn removes the first node or is the last.
+        while let Some(master) = self.nodes.first_key() {
             if let Some(m) = maxlen {
                 if self.length <= m {
                     break;

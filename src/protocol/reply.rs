@@ -22,6 +22,16 @@ pub enum Proto {
 /// bytes) and written from where they live, so a 100 MB GET is never
 /// copied. The bytes to send are `buf` with each shared piece spliced in
 /// at its offset; [`len`](Reply::len) counts both.
+/// The code INFO errorstats counts an error under (Redis's
+/// afterErrorReply): the word before a space within its first 31 bytes,
+/// else ERR. `msg` is the error without its leading `-`.
+pub fn error_code(msg: &str) -> &str {
+    let head = &msg.as_bytes()[..msg.len().min(31)];
+    head.iter()
+        .position(|&b| b == b' ')
+        .map_or("ERR", |p| &msg[..p])
+}
+
 #[derive(Debug)]
 pub struct Reply {
     pub buf: Vec<u8>,
@@ -200,14 +210,7 @@ impl Reply {
     /// message can never break the protocol.
     pub fn error(&mut self, msg: &str) {
         self.errors += 1;
-        // Redis's afterErrorReply: the code is what comes before a space
-        // within the first 31 bytes, else ERR.
-        let head = &msg.as_bytes()[..msg.len().min(31)];
-        let code = head
-            .iter()
-            .position(|&b| b == b' ')
-            .map_or("ERR", |p| &msg[..p]);
-        self.error_codes.push(code.to_string());
+        self.error_codes.push(error_code(msg).to_string());
         self.buf.push(b'-');
         for &b in msg.as_bytes() {
             self.buf

@@ -102,7 +102,10 @@ unsafe fn parse(l: *mut lua_State, b: &[u8], pos: &mut usize) -> Option<()> {
                 ffi::lua_rawseti(l, -2, i + 1);
             }
         }
-        b'%' => {
+        // A map's values, or a set's members each mapped to true, in a
+        // table under `map` or `set`.
+        b'%' | b'~' => {
+            let map = kind == b'%';
             let n = number(head)?;
             ffi::lua_createtable(l, 0, 1);
             // Grown as Redis grows it (no size given), so that the order
@@ -113,29 +116,16 @@ unsafe fn parse(l: *mut lua_State, b: &[u8], pos: &mut usize) -> Option<()> {
                     ffi::lua_pop(l, 2);
                     return None;
                 }
-                if parse(l, b, pos).is_none() {
+                if !map {
+                    ffi::lua_pushboolean(l, 1);
+                } else if parse(l, b, pos).is_none() {
                     ffi::lua_pop(l, 3);
                     return None;
                 }
                 ffi::lua_settable(l, -3);
             }
-            ffi::lua_setfield(l, -2, c"map".as_ptr());
-        }
-        b'~' => {
-            let n = number(head)?;
-            ffi::lua_createtable(l, 0, 1);
-            // Grown as Redis grows it (no size given), so that the order
-            // `next` walks it in (which a script's reply follows) is Redis's.
-            ffi::lua_createtable(l, 0, 0);
-            for _ in 0..n {
-                if parse(l, b, pos).is_none() {
-                    ffi::lua_pop(l, 2);
-                    return None;
-                }
-                ffi::lua_pushboolean(l, 1);
-                ffi::lua_settable(l, -3);
-            }
-            ffi::lua_setfield(l, -2, c"set".as_ptr());
+            let field = if map { c"map" } else { c"set" };
+            ffi::lua_setfield(l, -2, field.as_ptr());
         }
         b'_' => ffi::lua_pushnil(l),
         b'#' => ffi::lua_pushboolean(l, (head == b"t") as c_int),

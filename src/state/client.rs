@@ -422,6 +422,12 @@ impl ClientState {
         }
     }
 
+    /// Must this client be obeyed whatever the server's state (Redis's
+    /// mustObeyClient): our master's stream, or an AOF being replayed.
+    pub fn must_obey(&self) -> bool {
+        self.kind == ClientKind::Master || self.id == 0
+    }
+
     pub fn pending_output(&self) -> usize {
         self.reply.len() - self.sent
     }

@@ -105,6 +105,28 @@ pub fn start_kvstore_env(
     panic!("kvstore did not start");
 }
 
+/// A Python interpreter with redis-py. The Debian package's module is the
+/// system interpreter's, which a `python3` earlier on the PATH (pyenv, a
+/// venv) may not see. Missing, it fails the test under CI; elsewhere it
+/// says the check did not run and gives `None`.
+pub fn python_with_redis_py(check: &str) -> Option<&'static str> {
+    let python = ["python3", "/usr/bin/python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import redis"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if python.is_none() {
+        assert!(
+            !in_ci(),
+            "redis-py is required under CI (apt-get install python3-redis)"
+        );
+        eprintln!("SKIPPED: redis-py (python3-redis) is not installed; {check} did not run");
+    }
+    python
+}
+
 /// Running under CI (`CI=true` or `CI=1`)?
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")

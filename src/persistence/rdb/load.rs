@@ -567,6 +567,27 @@ pub fn load_step(
 
 /// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
 /// Redis's error.
+/// A reader of a DUMP payload's body once Redis's verifyDumpPayload
+/// passes: a version this server reads, and the CRC-64 right.
+fn payload_reader(data: &[u8]) -> R<Reader<'_>> {
+    const WRONG: &str = "ERR DUMP payload version or checksum are wrong";
+    if data.len() < 10 {
+        return Err(WRONG.into());
+    }
+    let body = data.len() - 10;
+    let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
+    let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
+    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
+        return Err(WRONG.into());
+    }
+    Ok(Reader {
+        data: &data[..body],
+        pos: 0,
+        complete: true,
+        short: false,
+    })
+}
+
 /// A value RESTORE takes from a DUMP payload.
 pub enum Restored {
     Str(Vec<u8>),
@@ -577,21 +598,7 @@ pub enum Restored {
 /// Redis's error texts for a wrong version or checksum and for bad data.
 pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, String> {
     const BAD: &str = "ERR Bad data format";
-    if data.len() < 10 {
-        return Err("ERR DUMP payload version or checksum are wrong".into());
-    }
-    let body = data.len() - 10;
-    let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
-    let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
-    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
-        return Err("ERR DUMP payload version or checksum are wrong".into());
-    }
-    let mut r = Reader {
-        data: &data[..body],
-        pos: 0,
-        complete: true,
-        short: false,
-    };
+    let mut r = payload_reader(data)?;
     let t = r.u8("type").map_err(|_| BAD.to_string())?;
     match read_value(&mut r, t, opts).map_err(|_| BAD.to_string())? {
         Loaded::Str(s) => Ok(Restored::Str(s.into_owned())),
@@ -613,24 +620,9 @@ pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, S
 }
 
 pub fn parse_functions_payload(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    // Redis's verifyDumpPayload: a version this server reads, and the CRC.
-    if data.len() < 10 {
-        return Err("ERR DUMP payload version or checksum are wrong".into());
-    }
-    let body = data.len() - 10;
-    let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
-    let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
-    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
-        return Err("ERR DUMP payload version or checksum are wrong".into());
-    }
-    let mut r = Reader {
-        data: &data[..body],
-        pos: 0,
-        complete: true,
-        short: false,
-    };
+    let mut r = payload_reader(data)?;
     let mut codes = Vec::new();
-    while r.pos < body {
+    while r.pos < r.data.len() {
         let t = r
             .u8("type")
             .map_err(|_| "ERR can not read data type".to_string())?;

@@ -69,23 +69,13 @@ impl<W: Write> RdbWriter<W> {
 /// FUNCTION DUMP's payload: a FUNCTION2 record per library, then the RDB
 /// version (2 bytes, little endian) and a CRC-64 of all that (as DUMP).
 pub fn functions_payload(codes: &[Vec<u8>], compress: bool) -> Vec<u8> {
-    let mut buf = Vec::new();
-    {
-        let mut r = RdbWriter {
-            out: BufWriter::new(&mut buf),
-            crc: 0,
-            compress,
-        };
+    payload(compress, |r| {
         for code in codes {
-            // Writing to memory cannot fail.
-            let _ = r.raw(&[OP_FUNCTION2]).and_then(|_| r.string(code));
+            r.raw(&[OP_FUNCTION2])?;
+            r.string(code)?;
         }
-        let _ = r.out.flush();
-    }
-    buf.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
-    let crc = crc64(0, &buf);
-    buf.extend_from_slice(&crc.to_le_bytes());
-    buf
+        Ok(())
+    })
 }
 
 /// Serialise every database of `dbs` in RDB format to `w`.
@@ -168,6 +158,15 @@ fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Resu
 /// DUMP's payload for a key's value: its RDB type and serialisation, the
 /// RDB version (2 bytes, little endian) and a CRC-64 of all that.
 pub fn dump_payload(e: &crate::db::Entry, compress: bool) -> Vec<u8> {
+    payload(compress, |r| write_object(r, None, e))
+}
+
+/// A DUMP-style payload: what `body` writes, the RDB version (2 bytes,
+/// little endian), a CRC-64 of all that.
+fn payload(
+    compress: bool,
+    body: impl FnOnce(&mut RdbWriter<&mut Vec<u8>>) -> io::Result<()>,
+) -> Vec<u8> {
     let mut buf = Vec::new();
     {
         let mut r = RdbWriter {
@@ -176,7 +175,7 @@ pub fn dump_payload(e: &crate::db::Entry, compress: bool) -> Vec<u8> {
             compress,
         };
         // Writing to memory cannot fail.
-        let _ = write_object(&mut r, None, e);
+        let _ = body(&mut r);
         let _ = r.out.flush();
     }
     buf.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
