@@ -942,14 +942,10 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
         let Typed::Found(s) = lookup_typed(c.srv, db, key, true, pick) else {
             continue;
         };
-        let last_valid = if s.length > 0 { s.edge_id(false) } else { None };
         let ready = match (group, from) {
             (Some(_), ReadFrom::After(_)) => true,
-            (Some((gname, _)), ReadFrom::New) => {
-                let glast = s.groups[gname].last_id;
-                last_valid.is_some_and(|m| m > glast)
-            }
-            (None, ReadFrom::After(gt)) => last_valid.is_some_and(|m| m > *gt),
+            (Some((gname, _)), ReadFrom::New) => s.has_entries_after(s.groups[gname].last_id),
+            (None, ReadFrom::After(gt)) => s.has_entries_after(*gt),
             (None, ReadFrom::New) => false,
         };
         if ready {

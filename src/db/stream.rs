@@ -448,6 +448,23 @@ impl Stream {
         found
     }
 
+    /// Is there a live entry above `id` (what XREAD and XREADGROUP serve)?
+    /// Decodes nothing when `id` is at or past the last ID (an idle poll).
+    pub fn has_entries_after(&self, id: StreamId) -> bool {
+        if self.length == 0 || id >= self.last_id {
+            return false;
+        }
+        let Some(start) = id.incr() else {
+            return false;
+        };
+        let mut found = false;
+        self.range(start, StreamId::MAX, false, &mut |_| {
+            found = true;
+            false
+        });
+        found
+    }
+
     /// The fields of the live entry `id`, if it exists.
     pub fn lookup(&self, id: StreamId) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = None;
