@@ -459,13 +459,11 @@ pub fn xdel(c: &mut Ctx, argv: &[&[u8]]) {
         Ok(None) => return c.cl.reply.int(0),
         Ok(Some(_)) => {}
     }
-    let mut ids = Vec::with_capacity(argv.len() - 2);
-    for a in &argv[2..] {
-        match parse_strict_id(a, 0) {
-            Ok(id) => ids.push(id),
-            Err(e) => return c.cl.reply.error(e),
-        }
-    }
+    // All parsed before any is applied, as Redis.
+    let ids: Vec<StreamId> = match argv[2..].iter().map(|a| parse_strict_id(a, 0)).collect() {
+        Ok(ids) => ids,
+        Err(e) => return c.cl.reply.error(e),
+    };
     let s = write_stream(c, key).ok().flatten().expect("stream");
     let deleted = ids.into_iter().filter(|&id| s.delete(id)).count();
     if deleted > 0 {
@@ -1233,13 +1231,11 @@ pub fn xack(c: &mut Ctx, argv: &[&[u8]]) {
     if !has {
         return c.cl.reply.int(0);
     }
-    let mut ids = Vec::with_capacity(argv.len() - 3);
-    for a in &argv[3..] {
-        match parse_strict_id(a, 0) {
-            Ok(id) => ids.push(id),
-            Err(e) => return c.cl.reply.error(e),
-        }
-    }
+    // All parsed before any is applied, as Redis.
+    let ids: Vec<StreamId> = match argv[3..].iter().map(|a| parse_strict_id(a, 0)).collect() {
+        Ok(ids) => ids,
+        Err(e) => return c.cl.reply.error(e),
+    };
     let s = read_stream(c, key).ok().flatten().expect("stream");
     let g = s.groups.get_mut(argv[2]).expect("group");
     let mut acked = 0;
