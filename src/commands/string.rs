@@ -27,7 +27,7 @@ pub fn string_bytes(e: &Entry) -> Option<Cow<'_, [u8]>> {
 }
 
 /// Length of a string value without materialising it.
-fn string_len(e: &Entry) -> Option<usize> {
+pub(super) fn string_len(e: &Entry) -> Option<usize> {
     match e.value() {
         ValueRef::Str(s) => Some(s.len()),
         ValueRef::Int(n) => {
@@ -83,7 +83,7 @@ fn exists_before_set(c: &mut Ctx, key: &[u8], needed: bool) -> bool {
 
 /// After a string write: `new` when the key was created, then the
 /// watchers, then the command's own event.
-fn string_written(c: &mut Ctx, key: &[u8], existed: bool, event: &str) {
+pub(super) fn string_written(c: &mut Ctx, key: &[u8], existed: bool, event: &str) {
     if !existed {
         c.notify(NotifyFlags::NEW, "new", key);
     }
@@ -498,7 +498,7 @@ pub fn msetnx(c: &mut Ctx, argv: &[&[u8]]) {
     mset_generic(c, argv, true);
 }
 
-fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'static str> {
+pub(super) fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'static str> {
     if size as u128 + append as u128 > c.srv.config.proto_max_bulk_len as u128 {
         Err(ERR_STRING_TOO_LONG)
     } else {
@@ -509,7 +509,7 @@ fn check_string_length(c: &Ctx, size: usize, append: usize) -> Result<(), &'stat
 /// Get mutable access to a string value as a growable buffer with room for
 /// `final_len` bytes, converting the entry to a boxed "raw" string (Redis's
 /// dbUnshareStringValue); a value a pending reply holds is copied first.
-fn unshare_string<'d>(db: &'d mut Db, key: &[u8], final_len: usize) -> &'d mut Vec<u8> {
+pub(super) fn unshare_string<'d>(db: &'d mut Db, key: &[u8], final_len: usize) -> &'d mut Vec<u8> {
     let needs_box = !matches!(
         db.main.get(key).map(|e| e.value()),
         Some(ValueRef::Boxed(Value::Str(_)))
@@ -538,7 +538,7 @@ fn unshare_string<'d>(db: &'d mut Db, key: &[u8], final_len: usize) -> &'d mut V
 }
 
 /// Re-inline a boxed string when it is small enough to live in its entry.
-fn compact_string(db: &mut Db, key: &[u8]) {
+pub(super) fn compact_string(db: &mut Db, key: &[u8]) {
     let small = match db.main.get(key).map(|e| e.value()) {
         Some(ValueRef::Boxed(Value::Str(v))) if v.len() <= crate::db::entry::INLINE_MAX => {
             Some(v.clone())
