@@ -13,6 +13,7 @@
 //! arguments as slices of the query buffer.
 
 pub mod args;
+pub mod bitmap;
 pub mod blocking;
 pub mod command;
 pub mod config_cmd;

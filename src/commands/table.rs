@@ -4,10 +4,10 @@
 use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
-    command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
-    server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
-    transaction as tx, zset as z,
+    bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h,
+    info as inf, keys as k, list as l, monitor as mon, pubsub as ps, replication as repl,
+    scripting as sc, server as srvc, set as se, slowlog as sl, sort as so, stream as xs,
+    string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -106,6 +106,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::INCRBY, st::incrby),
     cmd!(m::DECRBY, st::decrby),
     cmd!(m::INCRBYFLOAT, st::incrbyfloat),
+    // bitmaps
+    cmd!(m::SETBIT, bm::setbit),
+    cmd!(m::GETBIT, bm::getbit),
+    cmd!(m::BITCOUNT, bm::bitcount),
+    cmd!(m::BITPOS, bm::bitpos),
+    cmd!(m::BITOP, bm::bitop),
+    cmd!(m::BITFIELD, bm::bitfield),
+    cmd!(m::BITFIELD_RO, bm::bitfield_ro),
     // hashes
     cmd!(m::HSET, h::hset),
     cmd!(m::HMSET, h::hmset),

@@ -5,6 +5,7 @@
 //! This layer knows nothing about clients or propagation: expiring a key on
 //! access, counting hits and feeding replicas happen in `commands`.
 
+pub mod bitops;
 pub mod entry;
 pub mod lazyfree;
 pub mod listpack;
