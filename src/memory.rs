@@ -104,3 +104,44 @@ pub fn bytes_to_human(n: usize) -> String {
         format!("{:.2}T", n / (K * K * K * K))
     }
 }
+
+/// jemalloc's own statistics report (MEMORY MALLOC-STATS), as its
+/// malloc_stats_print writes it.
+pub fn malloc_stats_text() -> String {
+    unsafe extern "C" fn append(opaque: *mut libc::c_void, text: *const libc::c_char) {
+        // SAFETY: `opaque` is the `Vec<u8>` passed below, alive for the
+        // whole call; jemalloc hands a NUL-terminated string.
+        unsafe {
+            let out = &mut *(opaque as *mut Vec<u8>);
+            out.extend_from_slice(std::ffi::CStr::from_ptr(text).to_bytes());
+        }
+    }
+    let mut out: Vec<u8> = Vec::new();
+    // SAFETY: the callback only appends to `out`, which outlives the call.
+    unsafe {
+        tikv_jemalloc_sys::malloc_stats_print(
+            Some(append),
+            &mut out as *mut Vec<u8> as *mut libc::c_void,
+            std::ptr::null(),
+        );
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Hand every arena's dirty pages back to the kernel (MEMORY PURGE, as
+/// Redis's jemalloc_purge does); false when jemalloc refuses.
+pub fn purge() -> bool {
+    // "arena.<MALLCTL_ARENAS_ALL>.purge": 4096 names every arena.
+    let name = c"arena.4096.purge";
+    // SAFETY: a control with no input or output, named by a C string.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    rc == 0
+}

@@ -168,9 +168,6 @@ const KVSTORE_ONLY_FIELDS: &[&str] = &[
     // closed for their output buffer limit.
     "acl_access_denied_auth",
     "client_output_buffer_limit_disconnections",
-    // CLIENT LIST/INFO: Redis 7.2's library name and version fields.
-    "lib-name",
-    "lib-ver",
     // INFO persistence with the AOF on: which engine writes it.
     "aof_engine",
 ];

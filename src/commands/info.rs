@@ -59,61 +59,57 @@ fn info_section_clients(srv: &crate::state::Server, out: &mut String) {
     );
 }
 
-fn info_section_memory(srv: &mut crate::state::Server, out: &mut String) {
-    let stats = memory::allocator_stats();
-    let used = stats.allocated;
-    if used > srv.peak_memory {
-        srv.peak_memory = used;
-    }
-    let rss = memory::rss_bytes();
-    let peak = srv.peak_memory;
-    let overhead: usize = srv
-        .dbs
-        .iter()
-        .map(|d| d.main.overhead_bytes() + d.expires.overhead_bytes())
-        .sum::<usize>()
-        + srv
-            .clients
-            .iter()
-            .flatten()
-            .map(|c| c.qbuf_len + c.qbuf_free + c.reply.buf.capacity())
-            .sum::<usize>();
-    let dataset = used.saturating_sub(overhead);
+fn info_section_memory(
+    srv: &mut crate::state::Server,
+    caller: Option<&crate::state::ClientState>,
+    out: &mut String,
+) {
+    let mh = super::memory::memory_overhead(srv, caller);
+    let used = mh.total_allocated;
+    let stats = mh.allocator;
+    let rss = mh.rss;
+    let peak = mh.peak_allocated;
+    let overhead = mh.overhead_total;
+    let dataset = mh.dataset;
     let total = memory::total_system_memory();
-    let frag = if used > 0 {
-        rss as f64 / used as f64
-    } else {
-        0.0
-    };
     let h = memory::bytes_to_human;
     let lua = srv.scripts.memory();
     let scripts = srv.scripts.scripts_memory();
     let cached = srv.scripts.len();
+    let replication_buffers = mh.clients_slaves + mh.repl_backlog;
     let _ = write!(
         out,
-        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{scripts}\r\nnumber_of_cached_scripts:{cached}\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:{lua}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:0\r\nused_memory_scripts:{scripts}\r\nused_memory_scripts_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{frag:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
+        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\nused_memory_startup:{}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{total}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{scripts}\r\nnumber_of_cached_scripts:{cached}\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:{lua}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:{}\r\nused_memory_scripts:{scripts}\r\nused_memory_scripts_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\nmem_replication_backlog:{}\r\nmem_total_replication_buffers:{replication_buffers}\r\nmem_clients_slaves:{}\r\nmem_clients_normal:{}\r\nmem_cluster_links:0\r\nmem_aof_buffer:{}\r\nmem_allocator:jemalloc-5.3.0\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:{}\r\nlazyfreed_objects:{}\r\n",
         h(used),
         h(rss),
         h(peak),
-        if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
-        if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
+        mh.peak_perc,
+        mh.startup_allocated,
+        mh.dataset_perc,
         stats.allocated,
         stats.active,
         stats.resident,
         h(total),
         h(lua),
         h(lua),
+        mh.functions_caches,
         h(scripts),
         srv.config.maxmemory,
         h(srv.config.maxmemory as usize),
         srv.config.maxmemory_policy,
-        if stats.allocated > 0 { stats.active as f64 / stats.allocated as f64 } else { 0.0 },
-        stats.active.saturating_sub(stats.allocated),
-        if stats.active > 0 { stats.resident as f64 / stats.active as f64 } else { 0.0 },
-        stats.resident.saturating_sub(stats.active),
-        if stats.resident > 0 { rss as f64 / stats.resident as f64 } else { 0.0 },
-        rss as i64 - stats.resident as i64,
-        rss as i64 - used as i64,
+        mh.allocator_frag(),
+        mh.allocator_frag_bytes(),
+        mh.allocator_rss(),
+        mh.allocator_rss_bytes(),
+        mh.rss_extra(),
+        mh.rss_extra_bytes(),
+        mh.total_frag(),
+        mh.total_frag_bytes(),
+        mh.aof_buffer + replication_buffers,
+        mh.repl_backlog,
+        mh.clients_slaves,
+        mh.clients_normal,
+        mh.aof_buffer,
         crate::db::lazyfree::pending_objects(),
         crate::db::lazyfree::freed_objects(),
     );
@@ -380,7 +376,13 @@ const SECTIONS: [&str; 12] = [
 ];
 
 /// Build the INFO text for the requested sections (Redis's genRedisInfoString).
-pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String {
+/// INFO's text for `sections`; `caller` is the client asking (it is out of
+/// the client table while its command runs, but its memory counts).
+pub fn info_string(
+    srv: &mut crate::state::Server,
+    caller: Option<&crate::state::ClientState>,
+    sections: &[&[u8]],
+) -> String {
     let defaults = SECTIONS.iter().filter(|s| **s != "commandstats");
     let mut wanted: Vec<String> = Vec::new();
     if sections.is_empty() {
@@ -417,7 +419,7 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
         match *section {
             "server" => info_section_server(srv, &mut out),
             "clients" => info_section_clients(srv, &mut out),
-            "memory" => info_section_memory(srv, &mut out),
+            "memory" => info_section_memory(srv, caller, &mut out),
             "persistence" => info_section_persistence(srv, &mut out),
             "stats" => info_section_stats(srv, &mut out),
             "replication" => info_section_replication(srv, &mut out),
@@ -461,6 +463,6 @@ pub fn info_string(srv: &mut crate::state::Server, sections: &[&[u8]]) -> String
 
 /// `INFO [section ...]`
 pub fn info(c: &mut Ctx, argv: &[&[u8]]) {
-    let text = info_string(c.srv, &argv[1..]);
+    let text = info_string(c.srv, Some(c.cl), &argv[1..]);
     c.cl.reply.verbatim(text.as_bytes());
 }

@@ -24,6 +24,7 @@ pub mod info;
 pub mod keys;
 pub mod list;
 pub mod lookup;
+pub mod memory;
 pub mod meta;
 pub mod monitor;
 pub mod pubsub;

@@ -782,3 +782,151 @@ pub fn incrbyfloat(c: &mut Ctx, argv: &[&[u8]]) {
         b"KEEPTTL".to_vec(),
     ]);
 }
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]` — the
+/// longest common subsequence of two strings, its length (LEN), or its
+/// matching ranges (IDX), as Redis 7.0 computes them: the classic dynamic
+/// programming table, walked back from the end. Missing keys read as
+/// empty strings. The table's size is bounded by `proto-max-bulk-len`.
+pub fn lcs(c: &mut Ctx, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let mut read = |key: &[u8]| -> Result<Vec<u8>, ()> {
+        match lookup_read(c.srv, db, key) {
+            None => Ok(Vec::new()),
+            Some(e) => string_bytes(e).map(|s| s.into_owned()).ok_or(()),
+        }
+    };
+    let (a, b) = match (read(argv[1]), read(argv[2])) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => {
+            return c
+                .cl
+                .reply
+                .error("ERR The specified keys must contain string values")
+        }
+    };
+    let (mut want_len, mut want_idx, mut with_match_len, mut min_match_len) =
+        (false, false, false, 0i64);
+    let mut j = 3;
+    while j < argv.len() {
+        let opt = argv[j];
+        if eq_ic(opt, "idx") {
+            want_idx = true;
+        } else if eq_ic(opt, "len") {
+            want_len = true;
+        } else if eq_ic(opt, "withmatchlen") {
+            with_match_len = true;
+        } else if eq_ic(opt, "minmatchlen") && j + 1 < argv.len() {
+            min_match_len = match arg_i64(argv[j + 1]) {
+                Ok(n) => n.max(0),
+                Err(e) => return c.cl.reply.error(e),
+            };
+            j += 1;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    if want_len && want_idx {
+        return c
+            .cl
+            .reply
+            .error("ERR If you want both the length and indexes, please just use IDX.");
+    }
+    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+        return c.cl.reply.error("ERR String too long for LCS");
+    }
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u128 + 1) * (blen as u128 + 1);
+    if cells * 4 > c.srv.config.proto_max_bulk_len as u128 {
+        return c
+            .cl
+            .reply
+            .error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    }
+    let mut table: Vec<u32> = Vec::new();
+    if table.try_reserve_exact(cells as usize).is_err() {
+        return c
+            .cl
+            .reply
+            .error("ERR Insufficient memory, failed allocating transient memory for LCS");
+    }
+    table.resize(cells as usize, 0);
+    let w = blen + 1;
+    for i in 1..=alen {
+        for j in 1..=blen {
+            table[i * w + j] = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * w + j - 1] + 1
+            } else {
+                table[(i - 1) * w + j].max(table[i * w + j - 1])
+            };
+        }
+    }
+    let total = table[alen * w + blen];
+    if want_len {
+        return c.cl.reply.int(total as i64);
+    }
+    // Walk back from the end, collecting the string and, for IDX, the
+    // ranges of contiguous matches (with Redis's exact range rules).
+    let mut result = vec![0u8; total as usize];
+    let mut ranges: Vec<[usize; 4]> = Vec::new();
+    let (mut astart, mut aend, mut bstart, mut bend) = (alen, 0, 0, 0);
+    let (mut i, mut j, mut k) = (alen, blen, total as usize);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[k - 1] = a[i - 1];
+            if astart == alen {
+                (astart, aend, bstart, bend) = (i - 1, i - 1, j - 1, j - 1);
+            } else if astart == i && bstart == j {
+                astart -= 1;
+                bstart -= 1;
+            } else {
+                emit = true;
+            }
+            if astart == 0 || bstart == 0 {
+                emit = true;
+            }
+            k -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if table[(i - 1) * w + j] > table[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if astart != alen {
+                emit = true;
+            }
+        }
+        if emit {
+            let match_len = aend.wrapping_sub(astart).wrapping_add(1);
+            if min_match_len == 0 || match_len as i64 >= min_match_len {
+                ranges.push([astart, aend, bstart, bend]);
+            }
+            astart = alen;
+        }
+    }
+    if !want_idx {
+        return c.cl.reply.bulk(&result);
+    }
+    let r = &mut c.cl.reply;
+    r.map(2);
+    r.bulk(b"matches");
+    r.array(ranges.len());
+    for [astart, aend, bstart, bend] in ranges {
+        r.array(2 + with_match_len as usize);
+        r.array(2);
+        r.int(astart as i64);
+        r.int(aend as i64);
+        r.array(2);
+        r.int(bstart as i64);
+        r.int(bend as i64);
+        if with_match_len {
+            r.int((aend - astart + 1) as i64);
+        }
+    }
+    r.bulk(b"len");
+    r.int(total as i64);
+}

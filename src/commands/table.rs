@@ -5,9 +5,9 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h,
-    info as inf, keys as k, list as l, monitor as mon, pubsub as ps, replication as repl,
-    scripting as sc, server as srvc, set as se, slowlog as sl, sort as so, stream as xs,
-    string as st, transaction as tx, zset as z,
+    info as inf, keys as k, list as l, memory as mem, monitor as mon, pubsub as ps,
+    replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl, sort as so,
+    stream as xs, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -106,6 +106,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::INCRBY, st::incrby),
     cmd!(m::DECRBY, st::decrby),
     cmd!(m::INCRBYFLOAT, st::incrbyfloat),
+    cmd!(m::LCS, st::lcs),
     // bitmaps
     cmd!(m::SETBIT, bm::setbit),
     cmd!(m::GETBIT, bm::getbit),
@@ -270,6 +271,18 @@ pub static COMMANDS: &[CommandSpec] = &[
             m::OBJECT_IDLETIME,
             m::OBJECT_REFCOUNT,
             m::OBJECT_HELP
+        ]
+    ),
+    cmd!(
+        m::MEMORY,
+        mem::memory_cmd,
+        [
+            m::MEMORY_DOCTOR,
+            m::MEMORY_HELP,
+            m::MEMORY_MALLOC_STATS,
+            m::MEMORY_PURGE,
+            m::MEMORY_STATS,
+            m::MEMORY_USAGE
         ]
     ),
     cmd!(m::EXPIRE, ex::expire),

@@ -263,6 +263,16 @@ impl Entry {
         }
     }
 
+    /// [`Entry::heap_size`] with a big collection's elements sampled
+    /// (MEMORY USAGE … SAMPLES).
+    pub fn heap_size_sampled(&self, samples: usize) -> usize {
+        let own = self.alloc_size();
+        match self.value() {
+            ValueRef::Boxed(v) => own + v.heap_size_sampled(samples),
+            _ => own,
+        }
+    }
+
     #[inline]
     pub fn value(&self) -> ValueRef<'_> {
         let v = self.val_ptr();

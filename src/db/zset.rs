@@ -232,6 +232,25 @@ impl ZSet {
         }
     }
 
+    /// [`ZSet::heap_size`] with the members' bytes estimated from the
+    /// first `samples` of them (MEMORY USAGE … SAMPLES).
+    pub fn heap_size_sampled(&self, samples: usize) -> usize {
+        match self {
+            ZSet::Tree(t) if t.order.len() > samples => {
+                let seen: usize = t
+                    .order
+                    .iter()
+                    .take(samples)
+                    .map(|k| k.member().len() + 16)
+                    .sum();
+                t.order.len() * 24
+                    + t.members.overhead_bytes()
+                    + seen / samples.max(1) * t.order.len()
+            }
+            _ => self.heap_size(),
+        }
+    }
+
     /// A uniformly random member, without materialising the set.
     pub fn random_member(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
         match self {

@@ -152,6 +152,20 @@ impl Functions {
         self.engine.memory()
     }
 
+    /// Bytes of the libraries' bookkeeping outside the interpreter: their
+    /// code and the function index (MEMORY STATS `functions.caches`).
+    pub fn caches_memory(&self) -> usize {
+        self.libraries
+            .iter()
+            .map(|(name, l)| name.len() + l.code.len())
+            .sum::<usize>()
+            + self
+                .index
+                .iter()
+                .map(|(f, l)| f.len() + l.len())
+                .sum::<usize>()
+    }
+
     /// The code of every library, for DUMP, the RDB and the AOF.
     pub fn codes(&self) -> Vec<Vec<u8>> {
         self.libraries.values().map(|l| l.code.clone()).collect()

@@ -224,6 +224,7 @@ impl EventLoop {
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = Instant::now();
+        self.srv.startup_memory = crate::memory::allocator_stats().allocated;
         info!("Ready to accept connections");
         loop {
             let now = Instant::now();

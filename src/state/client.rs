@@ -16,8 +16,6 @@ pub struct ClientState {
     pub db: usize,
     pub reply: Reply,
     pub name: Option<Vec<u8>>,
-    pub lib_name: Option<Vec<u8>>,
-    pub lib_ver: Option<Vec<u8>>,
     pub authenticated: bool,
     /// Peer address (`ip:port`, or the socket path for unix clients).
     pub addr: String,
@@ -202,8 +200,6 @@ impl ClientState {
             db: 0,
             reply: Reply::new(Proto::Resp2),
             name: None,
-            lib_name: None,
-            lib_ver: None,
             authenticated,
             addr,
             laddr,
@@ -463,7 +459,7 @@ impl ClientState {
         let omem = pending - obl;
         let oll = omem.div_ceil(REPLY_CHUNK_BYTES);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -484,12 +480,20 @@ impl ClientState {
             obl,
             oll,
             omem,
-            self.qbuf_len + self.qbuf_free + self.reply.buf.capacity() + self.reply.shared_len() + std::mem::size_of::<ClientState>(),
+            self.memory(),
             self.last_cmd,
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             if self.reply.is_resp3() { 3 } else { 2 },
-            self.lib_name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
-            self.lib_ver.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
         )
+    }
+
+    /// Bytes this client holds: its state, query buffer and pending
+    /// output (CLIENT LIST `tot-mem`, INFO `mem_clients_*`).
+    pub fn memory(&self) -> usize {
+        self.qbuf_len
+            + self.qbuf_free
+            + self.reply.buf.capacity()
+            + self.reply.shared_len()
+            + std::mem::size_of::<ClientState>()
     }
 }

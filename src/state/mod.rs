@@ -171,6 +171,8 @@ pub struct Server {
     /// Writes on their way to the AOF and replicas.
     pub feed: Feed,
     pub peak_memory: usize,
+    /// Memory in use when the server started serving (`used_memory_startup`).
+    pub startup_memory: usize,
     pub lastsave_unix: i64,
     /// Background saves and their status.
     pub snapshot: snapshot::SnapshotState,
@@ -347,6 +349,7 @@ impl Server {
             script_disable_deny: false,
             feed: Feed::default(),
             peak_memory: 0,
+            startup_memory: 0,
             lastsave_unix: now / 1000,
             snapshot: Default::default(),
             loading: None,

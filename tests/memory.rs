@@ -1,0 +1,114 @@
+//! MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE against the real
+//! binary: the fields and shapes Redis 7.0 answers with, and sizes that
+//! follow what a key really holds.
+
+mod common;
+
+use common::{aggregate_items, bulk_payload, start_kvstore, start_redis, Conn};
+
+fn int(reply: &[u8]) -> i64 {
+    assert_eq!(
+        reply[0],
+        b':',
+        "not an integer: {}",
+        String::from_utf8_lossy(reply)
+    );
+    std::str::from_utf8(&reply[1..reply.len() - 2])
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The field names of MEMORY STATS, with `db.N` folded to `db.*`.
+fn stats_fields(c: &mut Conn) -> Vec<String> {
+    let raw = c.cmd_str(&["MEMORY", "STATS"]);
+    let (_, items) = aggregate_items(&raw).expect("an aggregate");
+    items
+        .iter()
+        .step_by(2)
+        .map(|f| {
+            let name = String::from_utf8_lossy(bulk_payload(f).unwrap()).into_owned();
+            if name.starts_with("db.") {
+                "db.*".into()
+            } else {
+                name
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn memory_stats_has_redis_fields_in_order() {
+    let kv = start_kvstore(&[]);
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    for port in [kv.port, redis.port] {
+        Conn::connect(port).cmd_str(&["SET", "k", "v"]);
+    }
+    let ours = stats_fields(&mut Conn::connect(kv.port));
+    let theirs = stats_fields(&mut Conn::connect(redis.port));
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn memory_usage_follows_the_value_size() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "small", "x"]);
+    c.cmd_str(&["SET", "big", &"x".repeat(100_000)]);
+    let small = int(&c.cmd_str(&["MEMORY", "USAGE", "small"]));
+    let big = int(&c.cmd_str(&["MEMORY", "USAGE", "big"]));
+    assert!(small > 0 && small < 100, "small string: {small}");
+    assert!((100_000..120_000).contains(&big), "100 KB string: {big}");
+    // A TTL costs its entry.
+    c.cmd_str(&["EXPIRE", "small", "100"]);
+    assert!(int(&c.cmd_str(&["MEMORY", "USAGE", "small"])) > small);
+    // A big hash: sampled and exact answers agree within reason.
+    for i in 0..2000 {
+        c.cmd_str(&["HSET", "h", &format!("field:{i}"), &format!("value:{i}")]);
+    }
+    let sampled = int(&c.cmd_str(&["MEMORY", "USAGE", "h"]));
+    let exact = int(&c.cmd_str(&["MEMORY", "USAGE", "h", "SAMPLES", "0"]));
+    assert!(exact > 2000 * 20, "2000 fields in {exact} bytes");
+    let diff = (sampled - exact).abs() as f64 / exact as f64;
+    assert!(diff < 0.25, "sampled {sampled} vs exact {exact}");
+    assert_eq!(c.cmd_str(&["MEMORY", "USAGE", "nokey"]), b"$-1\r\n");
+}
+
+#[test]
+fn memory_doctor_purge_and_malloc_stats_answer() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    let doctor = c.cmd_str(&["MEMORY", "DOCTOR"]);
+    let text = String::from_utf8_lossy(bulk_payload(&doctor).unwrap()).into_owned();
+    assert!(text.starts_with("Hi Sam"), "{text}");
+    assert_eq!(c.cmd_str(&["MEMORY", "PURGE"]), b"+OK\r\n");
+    let stats = c.cmd_str(&["MEMORY", "MALLOC-STATS"]);
+    let text = String::from_utf8_lossy(bulk_payload(&stats).unwrap()).into_owned();
+    assert!(text.contains("Begin jemalloc statistics"), "{text}");
+}
+
+#[test]
+fn redis_cli_memkeys_sizes_every_key() {
+    let Some(cli) = common::require_tool("redis-cli") else {
+        return;
+    };
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    for i in 0..50 {
+        c.cmd_str(&["SET", &format!("s{i}"), &"v".repeat(100)]);
+        c.cmd_str(&["RPUSH", &format!("l{i}"), "a", "b"]);
+    }
+    let out = std::process::Command::new(cli)
+        .args(["-p", &kv.port.to_string(), "--memkeys"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("Warning"), "{text}");
+    let strings = text.lines().find(|l| l.contains(" strings with ")).unwrap();
+    assert!(
+        strings.starts_with("50 strings with ") && !strings.contains(" with 0 bytes"),
+        "{strings}"
+    );
+}
