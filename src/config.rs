@@ -29,7 +29,9 @@ pub struct Config {
     pub requirepass: String,
     pub maxclients: i64,
     pub maxmemory: u64,
-    pub maxmemory_policy: String,
+    pub maxmemory_policy: MaxmemoryPolicy,
+    pub lfu_log_factor: i64,
+    pub lfu_decay_time: i64,
     pub maxmemory_samples: i64,
     pub maxmemory_eviction_tenacity: i64,
     pub maxmemory_clients: u64,
@@ -103,6 +105,7 @@ pub struct Config {
     pub replica_read_only: bool,
     /// A replica with its link down still answers (possibly stale) reads.
     pub replica_serve_stale_data: bool,
+    pub replica_ignore_maxmemory: bool,
     /// Writes need this many replicas acknowledging within this many
     /// seconds (0: no such rule).
     pub min_replicas_to_write: i64,
@@ -142,7 +145,9 @@ impl Default for Config {
             requirepass: String::new(),
             maxclients: 0,
             maxmemory: 0,
-            maxmemory_policy: String::new(),
+            maxmemory_policy: MaxmemoryPolicy::NoEviction,
+            lfu_log_factor: 0,
+            lfu_decay_time: 0,
             maxmemory_samples: 0,
             maxmemory_eviction_tenacity: 0,
             maxmemory_clients: 0,
@@ -203,6 +208,7 @@ impl Default for Config {
             masteruser: String::new(),
             replica_read_only: true,
             replica_serve_stale_data: true,
+            replica_ignore_maxmemory: true,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 0,
             repl_diskless_sync: true,
@@ -576,6 +582,70 @@ fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
     }
 }
 
+/// What happens when `maxmemory` is reached (Redis's maxmemory-policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaxmemoryPolicy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    #[default]
+    NoEviction,
+}
+
+impl MaxmemoryPolicy {
+    /// Every policy, in the order Redis lists them in its error.
+    pub const ALL: [MaxmemoryPolicy; 8] = [
+        Self::VolatileLru,
+        Self::VolatileLfu,
+        Self::VolatileRandom,
+        Self::VolatileTtl,
+        Self::AllkeysLru,
+        Self::AllkeysLfu,
+        Self::AllkeysRandom,
+        Self::NoEviction,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::VolatileLru => "volatile-lru",
+            Self::VolatileLfu => "volatile-lfu",
+            Self::VolatileRandom => "volatile-random",
+            Self::VolatileTtl => "volatile-ttl",
+            Self::AllkeysLru => "allkeys-lru",
+            Self::AllkeysLfu => "allkeys-lfu",
+            Self::AllkeysRandom => "allkeys-random",
+            Self::NoEviction => "noeviction",
+        }
+    }
+
+    /// Whether entries keep LFU counters instead of LRU times.
+    pub fn is_lfu(self) -> bool {
+        matches!(self, Self::VolatileLfu | Self::AllkeysLfu)
+    }
+
+    pub fn is_lru(self) -> bool {
+        matches!(self, Self::VolatileLru | Self::AllkeysLru)
+    }
+
+    /// Whether any key may be evicted, or only keys with a TTL.
+    pub fn all_keys(self) -> bool {
+        matches!(
+            self,
+            Self::AllkeysLru | Self::AllkeysLfu | Self::AllkeysRandom
+        )
+    }
+}
+
+impl std::fmt::Display for MaxmemoryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Validate a `save` value: pairs of seconds and changes, or "".
 fn parse_save(v: &str) -> Result<String, String> {
     let parts: Vec<&str> = v.split_whitespace().collect();
@@ -741,30 +811,32 @@ pub static OPTIONS: &[OptionSpec] = &[
         "maxmemory-policy",
         "noeviction",
         true,
-        "What to do at maxmemory: noeviction refuses writes with an OOM error.",
-        |c| c.maxmemory_policy.clone(),
+        "What to do at maxmemory: evict keys by this policy, or (noeviction) refuse writes with an OOM error.",
+        |c| c.maxmemory_policy.name().to_string(),
         |c, v| {
-            // Redis's list in its error; the sampling policies come with eviction.
-            let policy = parse_enum(
-                v,
-                &[
-                    "volatile-lru",
-                    "volatile-lfu",
-                    "volatile-random",
-                    "volatile-ttl",
-                    "allkeys-lru",
-                    "allkeys-lfu",
-                    "allkeys-random",
-                    "noeviction",
-                ],
-            )?;
-            if policy != "noeviction" {
-                return Err(format!(
-                    "maxmemory-policy {policy} is not supported by this build yet (only noeviction)"
-                ));
-            }
-            c.maxmemory_policy = policy
+            let names: Vec<&str> = MaxmemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+            let name = parse_enum(v, &names)?;
+            c.maxmemory_policy = MaxmemoryPolicy::ALL
+                .into_iter()
+                .find(|p| p.name() == name)
+                .unwrap_or_default()
         }
+    ),
+    opt!(
+        "lfu-log-factor",
+        "10",
+        true,
+        "How slowly LFU counters grow: a key needs about factor * counter hits per increment.",
+        |c| c.lfu_log_factor.to_string(),
+        |c, v| c.lfu_log_factor = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "lfu-decay-time",
+        "1",
+        true,
+        "Every this many minutes of idleness an LFU counter drops by one (0: never).",
+        |c| c.lfu_decay_time.to_string(),
+        |c, v| c.lfu_decay_time = parse_int(v, 0, i32::MAX as i64)?
     ),
     opt!(
         "maxmemory-samples",
@@ -1188,6 +1260,17 @@ pub static OPTIONS: &[OptionSpec] = &[
             |c, v| c.replica_serve_stale_data = parse_bool(v)?
         ),
         "slave-serve-stale-data"
+    ),
+    aliased(
+        opt!(
+            "replica-ignore-maxmemory",
+            "yes",
+            true,
+            "A replica never evicts: it mirrors its master, whose evictions arrive as DELs.",
+            |c| yes_no(c.replica_ignore_maxmemory),
+            |c, v| c.replica_ignore_maxmemory = parse_bool(v)?
+        ),
+        "slave-ignore-maxmemory"
     ),
     aliased(
         opt!(

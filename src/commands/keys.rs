@@ -497,7 +497,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     let expired = expire_if_needed(c.srv, db, argv[2]);
     let now = c.srv.now_ms;
-    let lfu = c.srv.config.maxmemory_policy.contains("lfu");
+    let lfu = c.srv.config.maxmemory_policy.is_lfu();
     let Some(e) = c.srv.dbs[db].main.get(argv[2]).filter(|_| !expired) else {
         return c.cl.reply.null();
     };
@@ -522,7 +522,9 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
             if !lfu {
                 return c.cl.reply.error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
             }
-            c.cl.reply.int((e.lru() & 0xff) as i64);
+            let minutes = crate::db::entry::lfu_minutes(now);
+            let freq = crate::db::entry::lfu_decayed(e.lru(), minutes, c.srv.config.lfu_decay_time);
+            c.cl.reply.int(freq as i64);
         }
     }
 }
@@ -625,15 +627,25 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
             c.propagate_as(out);
         }
     }
-    if idle >= 0 {
-        if let Some(e) = c.srv.dbs[db].main.get_mut(key) {
-            // The access clock counts seconds (24 bits, wrapping).
-            let now = crate::db::entry::lru_clock(c.srv.now_ms);
-            e.set_lru(now.wrapping_sub(idle as u32) & crate::db::entry::LRU_CLOCK_MAX);
+    // IDLETIME sets an LRU time and FREQ an LFU counter, each only under a
+    // policy that keeps one (Redis's objectSetLRUOrLFU).
+    let lfu = c.srv.config.maxmemory_policy.is_lfu();
+    let now_ms = c.srv.now_ms;
+    if let Some(e) = c.srv.dbs[db].main.get_mut(key) {
+        if lfu && freq >= 0 {
+            e.set_lru((crate::db::entry::lfu_minutes(now_ms) << 8) | freq as u32);
+        } else if !lfu && idle >= 0 {
+            let clock = crate::db::entry::lru_clock(now_ms) as i64;
+            let max = crate::db::entry::LRU_CLOCK_MAX as i64;
+            // A time before the clock's start wraps to half a cycle ahead.
+            let abs = if clock - idle < 0 {
+                (clock + max / 2) % max
+            } else {
+                clock - idle
+            };
+            e.set_lru(abs as u32);
         }
     }
-    // FREQ sets an LFU counter: there is none without LFU eviction (#12).
-    let _ = freq;
     c.modified(key, NotifyFlags::GENERIC, "restore");
     c.dirty(1);
     c.cl.reply.ok();

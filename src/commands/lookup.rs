@@ -69,7 +69,7 @@ pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'
 /// Find a live key (deleting it if its TTL has passed) and touch its clock.
 fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
     let now = srv.now_ms;
-    let clock = lru_clock(now);
+    let lfu = srv.config.maxmemory_policy.is_lfu();
     let d = &mut srv.dbs[db];
     let e: *mut Entry = d.main.get_mut(key)?;
     // SAFETY: `e` points into `d.main`; only shared lookups (which never move
@@ -81,7 +81,18 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
         }
         return None;
     }
-    unsafe { (*e).set_lru(clock) };
+    if lfu {
+        // SAFETY: as above.
+        let word = unsafe { (*e).lru() };
+        let r = (srv.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let (factor, decay) = (srv.config.lfu_log_factor, srv.config.lfu_decay_time);
+        let minutes = crate::db::entry::lfu_minutes(now);
+        let counter = crate::db::entry::lfu_decayed(word, minutes, decay);
+        let counter = crate::db::entry::lfu_log_incr(counter, factor, r);
+        unsafe { (*e).set_lru((minutes << 8) | counter as u32) };
+    } else {
+        unsafe { (*e).set_lru(lru_clock(now)) };
+    }
     Some(e)
 }
 

@@ -316,7 +316,7 @@ const MULTI_CONTROL: &[&str] = &["exec", "discard", "multi", "watch", "quit", "r
 /// Why a command was refused before it ran; inside MULTI a refusal
 /// makes EXEC fail (Redis's flagTransaction).
 fn refusal(
-    srv: &Server,
+    srv: &mut Server,
     client: &ClientState,
     cmd: &'static CommandSpec,
     argv: &[&[u8]],
@@ -347,11 +347,16 @@ fn refusal(
         _ => 0,
     };
     let flags = own_flags | queued_flags;
-    if flags & DENYOOM != 0
-        && srv.config.maxmemory > 0
-        && srv.used_memory() as u64 > srv.config.maxmemory
-    {
-        return Some(ERR_OOM.into());
+    if srv.config.maxmemory > 0 {
+        // Every command makes room first, reads too (Redis's
+        // performEvictions in processCommand); only writes that may grow
+        // memory, and anything queued in MULTI, are refused when it can't.
+        let out_of_memory = srv.perform_evictions() == crate::state::evict::Eviction::Fail;
+        let queued =
+            client.multi.is_some() && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset");
+        if out_of_memory && (flags & DENYOOM != 0 || queued) {
+            return Some(ERR_OOM.into());
+        }
     }
     if flags & WRITE != 0 || cmd.name == "ping" {
         if crate::state::snapshot::writes_refused(srv) {

@@ -58,6 +58,59 @@ pub fn lru_clock(now_ms: i64) -> u32 {
     ((now_ms / 1000) as u32) & LRU_CLOCK_MAX
 }
 
+/// The LFU clock in an entry's access word: minutes, 16 bits, wrapping
+/// (the word holds `minutes << 8 | counter`).
+pub fn lfu_minutes(now_ms: i64) -> u32 {
+    ((now_ms / 60_000) as u32) & 0xffff
+}
+
+/// The counter a new key starts with under an LFU policy, so that it is
+/// not evicted before it had a chance to be read.
+pub const LFU_INIT_VAL: u8 = 5;
+
+/// The access word of a new entry under an LFU policy.
+pub fn lfu_initial_word(now_ms: i64) -> u32 {
+    (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL as u32
+}
+
+/// An LFU counter after its idle periods are taken off: one per
+/// `decay_minutes` since the word's time (Redis's LFUDecrAndReturn).
+pub fn lfu_decayed(word: u32, now_minutes: u32, decay_minutes: i64) -> u8 {
+    let then = word >> 8;
+    let counter = (word & 0xff) as u8;
+    let elapsed = if now_minutes >= then {
+        now_minutes - then
+    } else {
+        65535 - then + now_minutes
+    };
+    let periods = if decay_minutes > 0 {
+        elapsed as i64 / decay_minutes
+    } else {
+        0
+    };
+    if periods >= counter as i64 {
+        0
+    } else {
+        counter - periods as u8
+    }
+}
+
+/// An LFU counter after one access: it grows with probability
+/// 1 / ((counter - LFU_INIT_VAL) * log_factor + 1), so it counts hits
+/// logarithmically up to 255 (Redis's LFULogIncr). `r` is uniform in [0, 1).
+pub fn lfu_log_incr(counter: u8, log_factor: i64, r: f64) -> u8 {
+    if counter == 255 {
+        return 255;
+    }
+    let base = (counter as f64 - LFU_INIT_VAL as f64).max(0.0);
+    let p = 1.0 / (base * log_factor as f64 + 1.0);
+    if r < p {
+        counter + 1
+    } else {
+        counter
+    }
+}
+
 /// Set the access clock new entries start with (the loop calls this
 /// whenever it reads the time).
 pub fn set_lru_clock(clock: u32) {

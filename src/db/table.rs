@@ -574,6 +574,69 @@ impl Table {
         v
     }
 
+    /// Up to `count` entries from consecutive buckets starting at a random
+    /// one (Redis's dictGetSomeKeys): cheap, cache-friendly samples for
+    /// eviction, not a uniform draw. Gives up after `10 * count` buckets.
+    pub fn sample_some<'t>(
+        &'t self,
+        count: usize,
+        rand: &mut dyn FnMut() -> u64,
+        f: &mut dyn FnMut(&'t Entry),
+    ) {
+        if self.len == 0 || count == 0 {
+            return;
+        }
+        let rehashing = self.rehash_idx;
+        let tables = if rehashing.is_some() { 2 } else { 1 };
+        let mask = self.tabs[..tables]
+            .iter()
+            .map(|t| t.len())
+            .max()
+            .unwrap_or(1)
+            - 1;
+        let (mut stored, mut empty_run) = (0, 0);
+        let mut i = (rand() as usize) & mask;
+        for _ in 0..count * 10 {
+            for (j, tab) in self.tabs[..tables].iter().enumerate() {
+                // Buckets of the old table below the rehash point are empty.
+                if let (Some(ri), 0) = (rehashing, j) {
+                    if i < ri {
+                        if i >= self.tabs[1].len() {
+                            i = ri;
+                        } else {
+                            continue;
+                        }
+                    }
+                }
+                if i >= tab.len() {
+                    continue;
+                }
+                if tab[i].is_null() {
+                    empty_run += 1;
+                    if empty_run >= 5 && empty_run > count {
+                        i = (rand() as usize) & mask;
+                        empty_run = 0;
+                    }
+                    continue;
+                }
+                empty_run = 0;
+                let mut link = &tab[i] as *const Link;
+                // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
+                unsafe {
+                    while !(*link).is_null() {
+                        f(&*(link as *const Entry));
+                        stored += 1;
+                        if stored == count {
+                            return;
+                        }
+                        link = *link as *const Link;
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// A uniformly chosen bucket's random entry (Redis's fair random key):
     /// `rand` supplies random numbers.
     pub fn random_entry(&self, rand: &mut dyn FnMut() -> u64) -> Option<&Entry> {

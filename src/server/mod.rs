@@ -392,6 +392,10 @@ impl EventLoop {
         // With buffered input to run, an `always` fsync goes to the thread
         // and the loop goes on; otherwise it is done here.
         self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
+        // Eviction that hit its time limit goes on, a slice per turn.
+        if self.srv.evictor.pending {
+            self.srv.perform_evictions();
+        }
         self.srv.tracking_broadcast();
         self.srv.flush_feed();
         self.srv.request_acks();

@@ -6,6 +6,7 @@
 pub mod aof;
 pub mod aof_uring;
 pub mod client;
+pub mod evict;
 pub mod feed;
 pub mod master;
 pub mod pubsub;
@@ -171,6 +172,8 @@ pub struct Server {
     /// Writes on their way to the AOF and replicas.
     pub feed: Feed,
     pub peak_memory: usize,
+    /// Eviction's candidate pool and progress (`maxmemory`).
+    pub evictor: evict::Evictor,
     /// Memory in use when the server started serving (`used_memory_startup`).
     pub startup_memory: usize,
     pub lastsave_unix: i64,
@@ -349,6 +352,7 @@ impl Server {
             script_disable_deny: false,
             feed: Feed::default(),
             peak_memory: 0,
+            evictor: evict::Evictor::default(),
             startup_memory: 0,
             lastsave_unix: now / 1000,
             snapshot: Default::default(),
@@ -419,7 +423,14 @@ impl Server {
     /// Refresh the cached time and the access clock of new entries.
     pub fn update_time(&mut self) {
         self.now_ms = unix_time_ms();
-        crate::db::entry::set_lru_clock(crate::db::entry::lru_clock(self.now_ms));
+        // New entries start with the clock the policy keeps: an LRU time,
+        // or an LFU time with the initial counter.
+        let word = if self.config.maxmemory_policy.is_lfu() {
+            crate::db::entry::lfu_initial_word(self.now_ms)
+        } else {
+            crate::db::entry::lru_clock(self.now_ms)
+        };
+        crate::db::entry::set_lru_clock(word);
     }
 
     /// Does anything consume propagated writes? Callers skip building a

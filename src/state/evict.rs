@@ -1,0 +1,318 @@
+//! Eviction at `maxmemory` (Redis's evict.c): before a command runs, keys
+//! are deleted by the configured policy until used memory is back under
+//! the limit.
+//!
+//! The sampling policies (LRU, LFU, TTL) keep Redis's eviction pool: each
+//! round samples `maxmemory-samples` keys of every database (from clusters
+//! of neighbouring buckets, which is cheap) into a pool of the 16 best
+//! candidates seen so far, and evicts the best one still alive. The pool
+//! persists between rounds, so the choice approximates a true LRU/LFU over
+//! far more keys than one sample holds. Random policies take one random
+//! key per database in turn.
+//!
+//! Memory is what this thread has allocated, less what replicas' output
+//! buffers and the AOF buffer hold (they shrink by themselves; counting
+//! them would evict the dataset to make room for its own propagation).
+//! One call frees at most what `maxmemory-eviction-tenacity` allows in
+//! time; the rest is freed on the following turns of the loop, as Redis
+//! does with its eviction timer.
+
+use std::time::Instant;
+
+use super::{ClientKind, Server};
+use crate::config::{MaxmemoryPolicy, NotifyFlags};
+use crate::db::entry::{lfu_decayed, lfu_minutes, lru_clock, LRU_CLOCK_MAX};
+use crate::db::{FreeMode, ValueRef};
+
+/// Candidates the eviction pool holds (Redis's EVPOOL_SIZE).
+const POOL_SIZE: usize = 16;
+/// Keys evicted between checks of the time limit.
+const CHECK_EVERY: u32 = 16;
+
+/// What an eviction attempt achieved (Redis's EVICT_OK/RUNNING/FAIL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// Memory is under the limit (or eviction does not apply now).
+    Ok,
+    /// Over the limit, but freeing continues on the next turns.
+    Running,
+    /// Over the limit with nothing to evict (or noeviction).
+    Fail,
+}
+
+/// One candidate: the higher `score`, the better to evict.
+#[derive(Clone, Debug, Default)]
+pub struct PoolEntry {
+    score: u64,
+    db: usize,
+    key: Vec<u8>,
+}
+
+/// Eviction state kept between calls.
+#[derive(Debug, Default)]
+pub struct Evictor {
+    /// Sorted by score, ascending; the best candidate is last.
+    pool: Vec<PoolEntry>,
+    /// The database the random policies visit next.
+    next_db: usize,
+    /// Freeing stopped at its time limit and continues on the next turn.
+    pub pending: bool,
+}
+
+impl Evictor {
+    /// Offer a sampled key; keeps the `POOL_SIZE` best (Redis's
+    /// evictionPoolPopulate insertion).
+    fn offer(&mut self, score: u64, db: usize, key: &[u8]) {
+        let pos = self.pool.partition_point(|e| e.score < score);
+        if self.pool.len() == POOL_SIZE {
+            if pos == 0 {
+                return; // worse than every candidate held
+            }
+            // Make room by dropping the worst.
+            self.pool.remove(0);
+            self.pool.insert(pos - 1, PoolEntry::new(score, db, key));
+        } else {
+            self.pool.insert(pos, PoolEntry::new(score, db, key));
+        }
+    }
+}
+
+impl PoolEntry {
+    fn new(score: u64, db: usize, key: &[u8]) -> PoolEntry {
+        PoolEntry {
+            score,
+            db,
+            key: key.to_vec(),
+        }
+    }
+}
+
+/// Redis's evictionTimeLimitUs: how long one call may spend freeing.
+fn time_limit_us(tenacity: i64) -> u64 {
+    if tenacity <= 10 {
+        50 * tenacity.max(0) as u64
+    } else if tenacity < 100 {
+        (500.0 * 1.15f64.powf(tenacity as f64 - 10.0)) as u64
+    } else {
+        u64::MAX
+    }
+}
+
+impl Server {
+    /// Memory that counts against `maxmemory`: used memory less replica
+    /// output buffers and the AOF buffer (Redis's
+    /// freeMemoryGetNotCountedMemory).
+    pub fn memory_not_counted_for_evict(&self) -> usize {
+        let replicas: usize = self
+            .clients
+            .iter()
+            .flatten()
+            .filter(|c| c.kind == ClientKind::Replica)
+            .map(|c| c.pending_output())
+            .sum();
+        replicas + self.aof.buf.capacity()
+    }
+
+    /// Bytes to free to get under `maxmemory`; 0 when under it.
+    fn memory_to_free(&self) -> usize {
+        let max = self.config.maxmemory as usize;
+        let used = self.used_memory();
+        if max == 0 || used <= max {
+            return 0;
+        }
+        used.saturating_sub(self.memory_not_counted_for_evict())
+            .saturating_sub(max)
+    }
+
+    /// Whether evicting now is allowed: not while loading, inside a busy
+    /// script, on a replica that ignores maxmemory, or while clients are
+    /// paused (the dataset must stay still).
+    fn may_evict(&self) -> bool {
+        self.loading.is_none()
+            && self.script_run.is_none()
+            && !(self.master.target.is_some() && self.config.replica_ignore_maxmemory)
+            && self.clients_paused().is_none()
+    }
+
+    /// Free memory by the policy until under `maxmemory` (Redis's
+    /// performEvictions). Each evicted key is deleted (lazily with
+    /// `lazyfree-lazy-eviction`), counted, notified as `evicted`, and
+    /// propagated as DEL (UNLINK when lazy) so replicas and the AOF drop it
+    /// too.
+    pub fn perform_evictions(&mut self) -> Eviction {
+        if self.config.maxmemory == 0 || !self.may_evict() {
+            return Eviction::Ok;
+        }
+        let to_free = self.memory_to_free();
+        if to_free == 0 {
+            self.evictor.pending = false;
+            return Eviction::Ok;
+        }
+        let policy = self.config.maxmemory_policy;
+        if policy == MaxmemoryPolicy::NoEviction {
+            return Eviction::Fail;
+        }
+        let started = Instant::now();
+        let limit = time_limit_us(self.config.maxmemory_eviction_tenacity);
+        let lazy = self.config.lazyfree_lazy_eviction;
+        let (mut freed, mut evicted) = (0usize, 0u32);
+        let mut result = Eviction::Ok;
+        self.evictor.pending = false;
+        while freed < to_free {
+            let Some((db, key)) = self.pick_victim(policy) else {
+                result = Eviction::Fail;
+                break;
+            };
+            let before = self.used_memory();
+            self.dbs[db].delete_with(&key, FreeMode::lazy_if(lazy));
+            freed += before.saturating_sub(self.used_memory());
+            self.stats.evicted_keys += 1;
+            self.signal_modified_key(None, db, &key);
+            self.notify_keyspace_event(NotifyFlags::EVICTED, "evicted", &key, db);
+            let del: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+            self.propagate(db, &[del, &key]);
+            evicted += 1;
+            if evicted % CHECK_EVERY == 0 {
+                // Lazily freed memory leaves in another thread: look again.
+                if lazy && self.memory_to_free() == 0 {
+                    break;
+                }
+                if started.elapsed().as_micros() as u64 > limit {
+                    self.evictor.pending = true;
+                    result = Eviction::Running;
+                    break;
+                }
+            }
+        }
+        // Lazily freed values may still be on their way out.
+        if result == Eviction::Fail && self.memory_to_free() == 0 {
+            result = Eviction::Ok;
+        }
+        result
+    }
+
+    /// The next key to evict under `policy`, with its database.
+    fn pick_victim(&mut self, policy: MaxmemoryPolicy) -> Option<(usize, Vec<u8>)> {
+        let all = policy.all_keys();
+        if matches!(
+            policy,
+            MaxmemoryPolicy::AllkeysRandom | MaxmemoryPolicy::VolatileRandom
+        ) {
+            let n = self.dbs.len();
+            for _ in 0..n {
+                self.evictor.next_db = (self.evictor.next_db + 1) % n;
+                let db = self.evictor.next_db;
+                let d = &self.dbs[db];
+                let table = if all { &d.main } else { &d.expires };
+                let rng = &mut self.rng;
+                if let Some(e) = table.random_entry(&mut || rng.next_u64()) {
+                    return Some((db, e.key().to_vec()));
+                }
+            }
+            return None;
+        }
+        loop {
+            let mut total = 0;
+            for db in 0..self.dbs.len() {
+                let d = &self.dbs[db];
+                let table = if all { &d.main } else { &d.expires };
+                if table.len() == 0 {
+                    continue;
+                }
+                total += table.len();
+                self.populate_pool(db, policy);
+            }
+            if total == 0 {
+                return None;
+            }
+            // The best candidates first; one deleted since is a ghost.
+            while let Some(best) = self.evictor.pool.pop() {
+                let d = &self.dbs[best.db];
+                let table = if all { &d.main } else { &d.expires };
+                if table.get(&best.key).is_some() {
+                    return Some((best.db, best.key));
+                }
+            }
+        }
+    }
+
+    /// Sample keys of `db` into the pool, scored by the policy.
+    fn populate_pool(&mut self, db: usize, policy: MaxmemoryPolicy) {
+        let samples = self.config.maxmemory_samples.max(1) as usize;
+        let now = self.now_ms;
+        let (clock, minutes) = (lru_clock(now), lfu_minutes(now));
+        let decay = self.config.lfu_decay_time;
+        let d = &self.dbs[db];
+        let sampled = if policy.all_keys() {
+            &d.main
+        } else {
+            &d.expires
+        };
+        let mut found: Vec<(u64, &[u8])> = Vec::with_capacity(samples);
+        let rng = &mut self.rng;
+        sampled.sample_some(samples, &mut || rng.next_u64(), &mut |e| {
+            let key = e.key();
+            let score = if policy == MaxmemoryPolicy::VolatileTtl {
+                // The sooner it expires, the better.
+                match e.value() {
+                    ValueRef::Int(when) => u64::MAX - when as u64,
+                    _ => 0,
+                }
+            } else {
+                // A key sampled from `expires` is read from the main table.
+                let word = if policy.all_keys() {
+                    Some(e.lru())
+                } else {
+                    d.main.get(key).map(|m| m.lru())
+                };
+                let Some(word) = word else { return };
+                if policy.is_lfu() {
+                    255 - lfu_decayed(word, minutes, decay) as u64
+                } else {
+                    // Idle time, on the wrapping 24-bit clock.
+                    if clock >= word {
+                        (clock - word) as u64
+                    } else {
+                        (clock + (LRU_CLOCK_MAX - word)) as u64
+                    }
+                }
+            };
+            found.push((score, key));
+        });
+        let found: Vec<(u64, Vec<u8>)> = found.into_iter().map(|(s, k)| (s, k.to_vec())).collect();
+        for (score, key) in found {
+            self.evictor.offer(score, db, &key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_keeps_the_best_candidates_in_order() {
+        let mut ev = Evictor::default();
+        for (i, score) in [5u64, 1, 9, 3, 7].into_iter().enumerate() {
+            ev.offer(score, 0, format!("k{i}").as_bytes());
+        }
+        let scores: Vec<u64> = ev.pool.iter().map(|e| e.score).collect();
+        assert_eq!(scores, [1, 3, 5, 7, 9]);
+        for s in 10..30 {
+            ev.offer(s, 0, b"x");
+        }
+        assert_eq!(ev.pool.len(), POOL_SIZE);
+        assert_eq!(ev.pool.last().unwrap().score, 29);
+        // Worse than everything held: refused.
+        ev.offer(0, 0, b"low");
+        assert!(ev.pool.iter().all(|e| e.key != b"low"));
+    }
+
+    #[test]
+    fn tenacity_maps_to_redis_time_limits() {
+        assert_eq!(time_limit_us(10), 500);
+        assert_eq!(time_limit_us(0), 0);
+        assert_eq!(time_limit_us(100), u64::MAX);
+        assert_eq!(time_limit_us(20), (500.0 * 1.15f64.powf(10.0)) as u64);
+    }
+}
