@@ -442,7 +442,8 @@ impl ZSet {
         max: f64,
         mut visit: impl FnMut(f64, MemberRef<'a>) -> bool,
     ) {
-        if !(min < max) {
+        // An empty (or NaN) range: B-tree ranges must not run backwards.
+        if min.partial_cmp(&max) != Some(std::cmp::Ordering::Less) {
             return;
         }
         match self {
