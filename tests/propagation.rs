@@ -212,7 +212,8 @@ type Step = (usize, &'static [&'static str], u64);
 /// A mixed workload over two clients: database changes, relative expiry,
 /// a lazily expired key inside an INCR, MULTI/EXEC with a SELECT inside,
 /// SPOP with a count (all members, so both servers pick the same), a
-/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT.
+/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT,
+/// GEOADD (propagated as the ZADD it runs) and the geo stores.
 const WORKLOAD: &[Step] = &[
     (0, &["SELECT", "1"], 0),
     (0, &["SET", "a", "1"], 0),
@@ -240,6 +241,78 @@ const WORKLOAD: &[Step] = &[
     (0, &["LPUSH", "l", "1", "2", "3"], 0),
     (0, &["RPOPLPUSH", "l", "l2"], 0),
     (0, &["DEL", "l", "l2", "nokey"], 0),
+    (
+        0,
+        &[
+            "GEOADD",
+            "g",
+            "13.361389",
+            "38.115556",
+            "Palermo",
+            "15.087269",
+            "37.502669",
+            "Catania",
+        ],
+        0,
+    ),
+    (
+        0,
+        &[
+            "GEOADD", "g", "CH", "XX", "13.5", "38.1", "Palermo", "1", "1", "x",
+        ],
+        0,
+    ),
+    (0, &["GEOADD", "g", "NX", "13.5", "38.1", "Palermo"], 0),
+    (
+        0,
+        &["GEORADIUS", "g", "15", "37", "200", "km", "STORE", "gr"],
+        0,
+    ),
+    (
+        0,
+        &[
+            "GEOSEARCH",
+            "g",
+            "FROMMEMBER",
+            "Palermo",
+            "BYRADIUS",
+            "200",
+            "km",
+        ],
+        0,
+    ),
+    (
+        0,
+        &[
+            "GEOSEARCHSTORE",
+            "gs",
+            "g",
+            "FROMLONLAT",
+            "15",
+            "37",
+            "BYBOX",
+            "400",
+            "400",
+            "km",
+            "STOREDIST",
+        ],
+        0,
+    ),
+    (
+        0,
+        &[
+            "GEOSEARCHSTORE",
+            "gs",
+            "nokey",
+            "FROMLONLAT",
+            "15",
+            "37",
+            "BYRADIUS",
+            "1",
+            "km",
+        ],
+        0,
+    ),
 ];
 
 /// Replace absolute times (PXAT, PEXPIREAT) by a marker: the two servers
@@ -363,7 +436,14 @@ fn feed_matches_what_redis_streams_to_a_replica() {
     let ours = normalize(kvstore_stream());
     // The workload exercises what it means to: a wrapped unit, the
     // served pop, a SELECT inside a transaction.
-    for expected in ["MULTI", "DEL k", "LPOP q", "SELECT 2", "SET f 1.5 KEEPTTL"] {
+    for expected in [
+        "MULTI",
+        "DEL k",
+        "LPOP q",
+        "SELECT 2",
+        "SET f 1.5 KEEPTTL",
+        "zadd g CH XX 3479100566894653 Palermo 3377822707026402 x",
+    ] {
         assert!(
             theirs.iter().any(|c| c == expected),
             "{expected} in {theirs:?}"

@@ -19,6 +19,7 @@ pub mod command;
 pub mod config_cmd;
 pub mod connection;
 pub mod expire;
+pub mod geo;
 pub mod hash;
 pub mod info;
 pub mod keys;

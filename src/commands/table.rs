@@ -4,8 +4,8 @@
 use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
-    bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h,
-    info as inf, keys as k, list as l, memory as mem, monitor as mon, pubsub as ps,
+    bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, geo as g,
+    hash as h, info as inf, keys as k, list as l, memory as mem, monitor as mon, pubsub as ps,
     replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl, sort as so,
     stream as xs, string as st, transaction as tx, zset as z,
 };
@@ -210,6 +210,16 @@ pub static COMMANDS: &[CommandSpec] = &[
             m::XINFO_STREAM
         ]
     ),
+    cmd!(m::GEOADD, g::geoadd),
+    cmd!(m::GEODIST, g::geodist),
+    cmd!(m::GEOHASH, g::geohash),
+    cmd!(m::GEOPOS, g::geopos),
+    cmd!(m::GEORADIUS, g::georadius),
+    cmd!(m::GEORADIUS_RO, g::georadius_ro),
+    cmd!(m::GEORADIUSBYMEMBER, g::georadiusbymember),
+    cmd!(m::GEORADIUSBYMEMBER_RO, g::georadiusbymember_ro),
+    cmd!(m::GEOSEARCH, g::geosearch),
+    cmd!(m::GEOSEARCHSTORE, g::geosearchstore),
     cmd!(m::ZADD, z::zadd),
     cmd!(m::ZINCRBY, z::zincrby),
     cmd!(m::ZSCORE, z::zscore),

@@ -16,7 +16,7 @@ use crate::db::{Value, ZSet};
 /// Members with their scores, in order.
 type Scored = Vec<(Vec<u8>, f64)>;
 
-fn pick(v: &mut Value) -> Option<&mut ZSet> {
+pub(super) fn pick(v: &mut Value) -> Option<&mut ZSet> {
     match v {
         Value::ZSet(z) => Some(z),
         _ => None,
@@ -483,7 +483,7 @@ fn zrange_generic(
 
 /// A sorted set of `items` (a STORE command's result), encoded as the
 /// configured limits say.
-fn build_zset(c: &Ctx, items: &[(Vec<u8>, f64)]) -> Value {
+pub(super) fn build_zset(c: &Ctx, items: &[(Vec<u8>, f64)]) -> Value {
     let (me, mv) = limits(c);
     let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
     let mut z = ZSet::with_hint(items.len(), maxlen, me, mv);

@@ -7,6 +7,7 @@
 
 pub mod bitops;
 pub mod entry;
+pub mod geohash;
 pub mod lazyfree;
 pub mod listpack;
 pub mod packed;

@@ -165,6 +165,27 @@ impl Clone for Tree {
     }
 }
 
+/// A member met by [`ZSet::visit_score_range`], its bytes read on demand.
+#[derive(Clone, Copy)]
+pub struct MemberRef<'a>(MemberAt<'a>);
+
+#[derive(Clone, Copy)]
+enum MemberAt<'a> {
+    /// In a packed set, where the scan already has it.
+    Bytes(&'a [u8]),
+    /// Behind a tree key's pointer.
+    Key(&'a OrderKey),
+}
+
+impl<'a> MemberRef<'a> {
+    pub fn bytes(self) -> &'a [u8] {
+        match self.0 {
+            MemberAt::Bytes(b) => b,
+            MemberAt::Key(k) => k.member(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum ZSet {
     Packed(Packed),
@@ -427,6 +448,53 @@ impl ZSet {
                 }
             }
             ZSet::Packed(_) => self.filter(rev, &|_, s| inside(s)),
+        }
+    }
+
+    /// Visit the members with scores in `min <= score < max`, in order,
+    /// until `visit` returns false (the geo commands' scan of one geohash
+    /// box). Members are handed over as [`MemberRef`]s, read only if the
+    /// visitor asks: most candidates of a search are rejected by score.
+    pub fn visit_score_range<'a>(
+        &'a self,
+        min: f64,
+        max: f64,
+        mut visit: impl FnMut(f64, MemberRef<'a>) -> bool,
+    ) {
+        // An empty (or NaN) range: B-tree ranges must not run backwards.
+        if min.partial_cmp(&max) != Some(std::cmp::Ordering::Less) {
+            return;
+        }
+        match self {
+            ZSet::Tree(t) => {
+                use std::ops::Bound::{Excluded, Included};
+                // A null entry sorts before every member of its score.
+                let lo = OrderKey {
+                    score: min,
+                    entry: std::ptr::null(),
+                };
+                let hi = OrderKey {
+                    score: max,
+                    entry: std::ptr::null(),
+                };
+                for k in t.order.range((Included(lo), Excluded(hi))) {
+                    if !visit(k.score, MemberRef(MemberAt::Key(k))) {
+                        return;
+                    }
+                }
+            }
+            ZSet::Packed(p) => {
+                let mut it = p.iter();
+                while let (Some(m), Some(s)) = (it.next(), it.next()) {
+                    let score = bytes_score(s);
+                    if score < min {
+                        continue;
+                    }
+                    if score >= max || !visit(score, MemberRef(MemberAt::Bytes(m))) {
+                        return;
+                    }
+                }
+            }
         }
     }
 

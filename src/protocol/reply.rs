@@ -338,6 +338,19 @@ impl Reply {
         }
     }
 
+    /// A double in Redis's human form (addReplyHumanLongDouble: `%.17f`
+    /// without trailing zeros): `,x` in RESP3, a bulk string in RESP2.
+    pub fn human_double(&mut self, d: f64) {
+        let s = format_human_double(d);
+        if self.is_resp3() {
+            self.buf.push(b',');
+            self.buf.extend_from_slice(s.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(s.as_bytes());
+        }
+    }
+
     pub fn boolean(&mut self, b: bool) {
         if self.is_resp3() {
             self.buf
@@ -486,6 +499,79 @@ pub fn format_double(d: f64) -> String {
     format_g(d, 17)
 }
 
+/// Room for `%.<prec>f` of any double with up to 17 decimals: 309
+/// integer digits, a sign, the point and the decimals.
+const PRINTF_F_MAX: usize = 400;
+
+/// A double as C's `printf("%.<prec>f")` writes it (`inf`, `nan`, and every
+/// integer digit of a huge value), for error texts and replies that Redis
+/// formats that way.
+pub fn format_printf_f(d: f64, prec: usize) -> String {
+    let prec = prec.min(17);
+    let mut buf = [0u8; PRINTF_F_MAX];
+    // SAFETY: snprintf writes at most buf.len() bytes, NUL-terminated; the
+    // format takes an int precision and a double.
+    let n = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            c"%.*f".as_ptr(),
+            prec as libc::c_int,
+            d,
+        )
+    };
+    if n > 0 && (n as usize) < buf.len() {
+        String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+    } else {
+        format!("{d:.prec$}")
+    }
+}
+
+/// A double as Redis's ld2string(LD_STR_HUMAN) writes it: `%.17f` with
+/// trailing zeros (and a trailing point) removed, `-0` as `0`, infinities
+/// as `inf`/`-inf`.
+pub fn format_human_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let mut s = format_printf_f(d, 17);
+    if s.contains('.') {
+        let kept = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(kept);
+    }
+    if s == "-0" {
+        s = "0".into();
+    }
+    s
+}
+
+/// A double with exactly `digits` decimals, as Redis's fixedpoint_d2string
+/// writes it (GEODIST and WITHDIST use four): the value times 10^digits
+/// rounded half to even (`llrint`, whose out-of-range result is
+/// `i64::MIN`), then the point put back in.
+pub fn format_fixed_point(d: f64, digits: u32) -> String {
+    let digits = digits.clamp(1, 17) as usize;
+    if d == 0.0 {
+        return format!("0.{}", "0".repeat(digits));
+    }
+    const TWO_63: f64 = 9223372036854775808.0;
+    let scaled = (d * 10f64.powi(digits as i32)).round_ties_even();
+    let v = if scaled.is_nan() || !(-TWO_63..TWO_63).contains(&scaled) {
+        i64::MIN
+    } else {
+        scaled as i64
+    };
+    let mut text = v.unsigned_abs().to_string();
+    if text.len() <= digits {
+        text = format!("{}{text}", "0".repeat(digits + 1 - text.len()));
+    }
+    text.insert(text.len() - digits, '.');
+    if v < 0 {
+        text.insert(0, '-');
+    }
+    text
+}
+
 /// `printf("%.<prec>g")`, shared by INCRBYFLOAT (`%.17Lg` then trimmed) and
 /// double replies.
 pub fn format_g(d: f64, prec: usize) -> String {
@@ -534,6 +620,28 @@ mod tests {
         assert_eq!(format_double(1.5e-7), "1.4999999999999999e-07");
         assert_eq!(format_double(f64::INFINITY), "inf");
         assert_eq!(format_g(5.0e3, 17), "5000");
+    }
+
+    #[test]
+    fn formats_human_doubles_like_redis() {
+        assert_eq!(
+            format_human_double(13.361389338970184),
+            "13.36138933897018433"
+        );
+        assert_eq!(format_human_double(2.0), "2");
+        assert_eq!(format_human_double(-0.0), "0");
+        assert_eq!(format_human_double(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_printf_f(200.0, 6), "200.000000");
+        assert_eq!(format_printf_f(-0.0, 6), "-0.000000");
+    }
+
+    #[test]
+    fn formats_fixed_point_with_four_decimals() {
+        assert_eq!(format_fixed_point(0.0, 4), "0.0000");
+        assert_eq!(format_fixed_point(0.775, 4), "0.7750");
+        assert_eq!(format_fixed_point(0.0005, 4), "0.0005");
+        assert_eq!(format_fixed_point(166274.15156960033, 4), "166274.1516");
+        assert_eq!(format_fixed_point(-1.5, 4), "-1.5000");
     }
 
     #[test]
