@@ -169,8 +169,10 @@ impl Server {
             self.stats.evicted_keys += 1;
             self.signal_modified_key(None, db, &key);
             self.notify_keyspace_event(NotifyFlags::EVICTED, "evicted", &key, db);
-            let del: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
-            self.propagate(db, &[del, &key]);
+            if self.propagating() {
+                let del: &[u8] = if lazy { b"UNLINK" } else { b"DEL" };
+                self.propagate(db, &[del, &key]);
+            }
             evicted += 1;
             if evicted % CHECK_EVERY == 0 {
                 // Lazily freed memory leaves in another thread: look again.

@@ -1,0 +1,186 @@
+//! Eviction at `maxmemory`, against the real binary: memory stays under
+//! the limit, each policy picks the keys it should, evicted keys are
+//! notified and reach a replica as deletions, and noeviction refuses
+//! writes with Redis's OOM error.
+
+mod common;
+
+use common::{start_kvstore, Conn};
+
+const LIMIT: u64 = 8 << 20;
+
+fn info_u64(c: &mut Conn, section: &str, field: &str) -> u64 {
+    c.info_field(section, field).parse().unwrap()
+}
+
+/// Write `n` keys `prefix:i` of a 200-byte value, pipelined.
+fn fill(c: &mut Conn, prefix: &str, n: usize, ttl: bool) {
+    let value = "v".repeat(200);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut batch = Vec::new();
+        for i in chunk {
+            let key = format!("{prefix}:{i}");
+            if ttl {
+                batch.extend(common::encode(&[b"SET", key.as_bytes(), value.as_bytes(), b"EX", b"10000"]));
+            } else {
+                batch.extend(common::encode(&[b"SET", key.as_bytes(), value.as_bytes()]));
+            }
+        }
+        c.send_raw(&batch);
+        for _ in chunk {
+            let r = c.read_reply();
+            assert_eq!(r, b"+OK\r\n", "{}", String::from_utf8_lossy(&r));
+        }
+    }
+}
+
+fn start(policy: &str) -> common::ServerProcess {
+    start_kvstore(&["--maxmemory", &LIMIT.to_string(), "--maxmemory-policy", policy])
+}
+
+fn exists(c: &mut Conn, key: &str) -> bool {
+    c.cmd_str(&["EXISTS", key]) == b":1\r\n"
+}
+
+#[test]
+fn allkeys_lru_stays_under_the_limit_and_keeps_recently_read_keys() {
+    let kv = start("allkeys-lru");
+    let mut c = Conn::connect(kv.port);
+    fill(&mut c, "hot", 500, false);
+    // The access clock counts seconds: each round writes new keys, lets a
+    // second pass, then reads the hot keys, so that every round's cold keys
+    // are older than the hot keys' last read.
+    for round in 0..10 {
+        fill(&mut c, &format!("cold{round}"), 4000, false);
+        std::thread::sleep(std::time::Duration::from_millis(1050));
+        for i in 0..500 {
+            c.cmd_str(&["GET", &format!("hot:{i}")]);
+        }
+    }
+    let used = info_u64(&mut c, "memory", "used_memory");
+    assert!(used <= LIMIT + (LIMIT / 10), "used_memory {used} over the limit {LIMIT}");
+    assert!(info_u64(&mut c, "stats", "evicted_keys") > 5_000);
+    let kept = (0..500).filter(|i| exists(&mut c, &format!("hot:{i}"))).count();
+    assert!(kept >= 450, "only {kept} of 500 recently read keys survived");
+}
+
+#[test]
+fn volatile_policies_never_touch_persistent_keys() {
+    for policy in ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"] {
+        let kv = start(policy);
+        let mut c = Conn::connect(kv.port);
+        fill(&mut c, "keep", 3000, false);
+        fill(&mut c, "temp", 30_000, true);
+        assert!(info_u64(&mut c, "stats", "evicted_keys") > 0, "{policy}");
+        let kept = (0..3000).filter(|i| exists(&mut c, &format!("keep:{i}"))).count();
+        assert_eq!(kept, 3000, "{policy} evicted persistent keys");
+        // With only persistent keys left to grow, writes are refused.
+        let value = "p".repeat(200);
+        let mut refused = false;
+        for i in 0..100_000 {
+            let r = c.cmd_str(&["SET", &format!("more:{i}"), &value]);
+            if r.starts_with(b"-OOM") {
+                assert_eq!(r, b"-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "{policy} never refused a write");
+        // Reads still work.
+        assert!(exists(&mut c, "keep:1"));
+    }
+}
+
+#[test]
+fn volatile_ttl_evicts_the_nearest_expiry_first() {
+    let kv = start("volatile-ttl");
+    let mut c = Conn::connect(kv.port);
+    let value = "v".repeat(200);
+    for i in 0..2000 {
+        c.cmd_str(&["SET", &format!("late:{i}"), &value, "EX", "100000"]);
+    }
+    for i in 0..2000 {
+        c.cmd_str(&["SET", &format!("soon:{i}"), &value, "EX", "1000"]);
+    }
+    fill(&mut c, "bulk", 40_000, true);
+    let late = (0..2000).filter(|i| exists(&mut c, &format!("late:{i}"))).count();
+    let soon = (0..2000).filter(|i| exists(&mut c, &format!("soon:{i}"))).count();
+    assert!(late > soon, "late {late} soon {soon}");
+}
+
+#[test]
+fn allkeys_lfu_keeps_frequently_read_keys() {
+    let kv = start("allkeys-lfu");
+    let mut c = Conn::connect(kv.port);
+    fill(&mut c, "freq", 300, false);
+    for _ in 0..30 {
+        for i in 0..300 {
+            c.cmd_str(&["GET", &format!("freq:{i}")]);
+        }
+    }
+    let f: i64 = String::from_utf8_lossy(&c.cmd_str(&["OBJECT", "FREQ", "freq:1"]))
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(f > 5, "the counter grew: {f}");
+    fill(&mut c, "once", 40_000, false);
+    let kept = (0..300).filter(|i| exists(&mut c, &format!("freq:{i}"))).count();
+    assert!(kept >= 280, "only {kept} of 300 frequent keys survived");
+}
+
+#[test]
+fn noeviction_refuses_writes_and_allows_reads_and_deletes() {
+    let kv = start("noeviction");
+    let mut c = Conn::connect(kv.port);
+    let value = "v".repeat(1000);
+    let mut refused_at = None;
+    for i in 0..20_000 {
+        if c.cmd_str(&["SET", &format!("k:{i}"), &value]).starts_with(b"-OOM") {
+            refused_at = Some(i);
+            break;
+        }
+    }
+    assert!(refused_at.is_some());
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(c.cmd_str(&["GET", "k:0"]).len(), "$1000\r\n".len() + 1000 + 2);
+    assert_eq!(c.cmd_str(&["DEL", "k:0", "k:1", "k:2"]), b":3\r\n");
+    // Queued in MULTI while out of memory: the transaction fails.
+    c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert!(c.cmd_str(&["GET", "k:5"]).starts_with(b"-OOM"));
+    assert!(c.cmd_str(&["EXEC"]).starts_with(b"-EXECABORT"));
+}
+
+#[test]
+fn evicted_keys_are_notified_and_deleted_on_the_replica() {
+    let master = start("allkeys-random");
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut m = Conn::connect(master.port);
+    let mut r = Conn::connect(replica.port);
+    common::wait_for("the link", 20, || {
+        r.info_field("replication", "master_link_status") == "up"
+    });
+    m.cmd_str(&["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    let mut sub = Conn::connect(master.port);
+    sub.cmd_str(&["SUBSCRIBE", "__keyevent@0__:evicted"]);
+    fill(&mut m, "k", 40_000, false);
+    let evicted = info_u64(&mut m, "stats", "evicted_keys");
+    assert!(evicted > 0);
+    let (msgs, _) = sub.read_available(std::time::Duration::from_millis(300));
+    assert!(
+        String::from_utf8_lossy(&msgs).contains("evicted"),
+        "no evicted event"
+    );
+    common::wait_for("the replica to catch up", 20, || {
+        r.info_field("replication", "slave_repl_offset")
+            == m.info_field("replication", "master_repl_offset")
+    });
+    // The replica never evicts on its own; it mirrors the master's DELs.
+    assert_eq!(info_u64(&mut r, "stats", "evicted_keys"), 0);
+    assert_eq!(m.cmd_str(&["DBSIZE"]), r.cmd_str(&["DBSIZE"]));
+    for i in (0..40_000).step_by(997) {
+        let key = format!("k:{i}");
+        assert_eq!(exists(&mut m, &key), exists(&mut r, &key), "{key}");
+    }
+}
