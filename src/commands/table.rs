@@ -5,7 +5,7 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
+    hyperloglog as hl, keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
     server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
     transaction as tx, zset as z,
 };
@@ -165,6 +165,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::SDIFFSTORE, se::sdiffstore),
     cmd!(m::SSCAN, se::sscan),
     // sorted sets
+    // hyperloglog
+    cmd!(m::PFADD, hl::pfadd),
+    cmd!(m::PFCOUNT, hl::pfcount),
+    cmd!(m::PFMERGE, hl::pfmerge),
+    cmd!(m::PFDEBUG, hl::pfdebug),
+    cmd!(m::PFSELFTEST, hl::pfselftest),
     // streams
     cmd!(m::XADD, xs::xadd),
     cmd!(m::XRANGE, xs::xrange),

@@ -6,6 +6,7 @@
 //! access, counting hits and feeding replicas happen in `commands`.
 
 pub mod entry;
+pub mod hll;
 pub mod lazyfree;
 pub mod listpack;
 pub mod packed;
