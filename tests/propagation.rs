@@ -212,7 +212,9 @@ type Step = (usize, &'static [&'static str], u64);
 /// A mixed workload over two clients: database changes, relative expiry,
 /// a lazily expired key inside an INCR, MULTI/EXEC with a SELECT inside,
 /// SPOP with a count (all members, so both servers pick the same), a
-/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT.
+/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT,
+/// HyperLogLogs (PFADD when it changes a register, PFCOUNT when it caches,
+/// PFDEBUG when it converts, PFMERGE always).
 const WORKLOAD: &[Step] = &[
     (0, &["SELECT", "1"], 0),
     (0, &["SET", "a", "1"], 0),
@@ -237,6 +239,17 @@ const WORKLOAD: &[Step] = &[
     (0, &["EXPIRE", "m2", "-1"], 0),
     (0, &["INCRBYFLOAT", "f", "1.5"], 0),
     (0, &["SELECT", "0"], 0),
+    (0, &["PFADD", "hll", "a", "b"], 0),
+    (0, &["PFADD", "hll", "a"], 0),
+    (0, &["PFCOUNT", "hll"], 0),
+    (0, &["PFCOUNT", "hll"], 0),
+    (0, &["PFCOUNT", "hll", "nokey"], 0),
+    (0, &["PFMERGE", "hll2", "hll", "nokey"], 0),
+    (0, &["PFDEBUG", "TODENSE", "hll"], 0),
+    (0, &["PFDEBUG", "TODENSE", "hll"], 0),
+    (0, &["PFDEBUG", "GETREG", "hll2"], 0),
+    (0, &["PFDEBUG", "ENCODING", "hll2"], 0),
+    (0, &["PFADD", "hll", "a"], 0),
     (0, &["LPUSH", "l", "1", "2", "3"], 0),
     (0, &["RPOPLPUSH", "l", "l2"], 0),
     (0, &["DEL", "l", "l2", "nokey"], 0),
@@ -363,7 +376,15 @@ fn feed_matches_what_redis_streams_to_a_replica() {
     let ours = normalize(kvstore_stream());
     // The workload exercises what it means to: a wrapped unit, the
     // served pop, a SELECT inside a transaction.
-    for expected in ["MULTI", "DEL k", "LPOP q", "SELECT 2", "SET f 1.5 KEEPTTL"] {
+    for expected in [
+        "MULTI",
+        "DEL k",
+        "LPOP q",
+        "SELECT 2",
+        "SET f 1.5 KEEPTTL",
+        "PFCOUNT hll",
+        "PFDEBUG TODENSE hll",
+    ] {
         assert!(
             theirs.iter().any(|c| c == expected),
             "{expected} in {theirs:?}"

@@ -214,8 +214,12 @@ pub fn pfmerge(c: &mut Ctx, argv: &[&[u8]]) {
         create_hll(&mut c.srv.dbs[db], dest, hll::new_sparse());
     }
     let h = hll_mut(&mut c.srv.dbs[db], dest);
-    let written = (if use_dense { hll::to_dense(h).map(|_| ()) } else { Ok(()) })
-        .and_then(|()| union.write_into(h, sparse_max));
+    let written = (if use_dense {
+        hll::to_dense(h).map(|_| ())
+    } else {
+        Ok(())
+    })
+    .and_then(|()| union.write_into(h, sparse_max));
     if let Err(e) = written {
         return c.cl.reply.error(hll_error(e));
     }
@@ -237,10 +241,7 @@ pub fn pfmerge(c: &mut Ctx, argv: &[&[u8]]) {
 pub fn pfdebug(c: &mut Ctx, argv: &[&[u8]]) {
     let db = c.cl.db;
     // Redis compares the subcommand as a C string.
-    let sub = argv[1]
-        .split(|&b| b == 0)
-        .next()
-        .unwrap_or_default();
+    let sub = argv[1].split(|&b| b == 0).next().unwrap_or_default();
     let key = argv[2];
     let Some(e) = lookup_write(c.srv, db, key) else {
         return c.cl.reply.error("ERR The specified key does not exist");

@@ -4,10 +4,10 @@
 use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
-    command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h, info as inf,
-    hyperloglog as hl, keys as k, list as l, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
-    server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
-    transaction as tx, zset as z,
+    command as cmd, config_cmd as cfg, connection as conn, expire as ex, hash as h,
+    hyperloglog as hl, info as inf, keys as k, list as l, monitor as mon, pubsub as ps,
+    replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl, sort as so,
+    stream as xs, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);

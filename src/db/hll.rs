@@ -699,6 +699,13 @@ impl Registers {
     /// destination): register by register in order, so a sparse one comes
     /// out, or is promoted, exactly as in Redis. The cache is not touched.
     pub fn write_into(&self, hll: &mut Vec<u8>, sparse_max_bytes: usize) -> Result<(), HllError> {
+        if validate(hll)? == Encoding::Dense {
+            let regs = &mut hll[HLL_HDR_SIZE..];
+            for (i, &v) in self.0.iter().enumerate() {
+                dense_set(regs, i, v);
+            }
+            return Ok(());
+        }
         for (i, &v) in self.0.iter().enumerate() {
             if v != 0 {
                 set_register(hll, i, v, sparse_max_bytes)?;
@@ -878,7 +885,10 @@ mod tests {
         // Redis's C function, compiled and run with seed 0xadc83b19.
         assert_eq!(murmurhash64a(b"", HASH_SEED), 0xd8dfea6585bc9732);
         assert_eq!(murmurhash64a(b"a", HASH_SEED), 0x53d2470a9b43b1a7);
-        assert_eq!(murmurhash64a(b"hello world!", HASH_SEED), 0x0fc444011f57220c);
+        assert_eq!(
+            murmurhash64a(b"hello world!", HASH_SEED),
+            0x0fc444011f57220c
+        );
         assert_eq!(
             murmurhash64a(b"0123456789abcdefXYZ", HASH_SEED),
             0x0301094724c4601e
@@ -924,7 +934,10 @@ mod tests {
             );
             assert_eq!(count(&sparse), count(&dense));
             let est = count(&dense).unwrap() as f64;
-            assert!((est - n as f64).abs() <= n as f64 * 0.05 + 1.0, "{n}: {est}");
+            assert!(
+                (est - n as f64).abs() <= n as f64 * 0.05 + 1.0,
+                "{n}: {est}"
+            );
         }
     }
 
@@ -1048,7 +1061,7 @@ mod tests {
                 let pos = (rng.next() as usize) % h.len();
                 h[pos] = rng.next() as u8;
             }
-            if rng.next() % 4 == 0 {
+            if rng.next().is_multiple_of(4) {
                 let cut = (rng.next() as usize) % h.len();
                 h.truncate(cut);
             }
