@@ -67,6 +67,8 @@ pub struct Config {
     pub set_max_listpack_entries: i64,
     pub zset_max_listpack_entries: i64,
     pub stream_node_max_bytes: u64,
+    /// A sparse HyperLogLog grows to at most this many bytes, then becomes dense.
+    pub hll_sparse_max_bytes: usize,
     pub stream_node_max_entries: i64,
     pub zset_max_listpack_value: i64,
     pub slowlog_log_slower_than: i64,
@@ -183,6 +185,7 @@ impl Default for Config {
             set_max_listpack_entries: 0,
             zset_max_listpack_entries: 0,
             stream_node_max_bytes: 0,
+            hll_sparse_max_bytes: 0,
             stream_node_max_entries: 0,
             zset_max_listpack_value: 0,
             slowlog_log_slower_than: 0,
@@ -1156,6 +1159,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?
     ),
     opt!(
+        "hll-sparse-max-bytes",
+        "3000",
+        true,
+        "A sparse HyperLogLog grows to at most this many bytes, then becomes dense.",
+        |c| c.hll_sparse_max_bytes.to_string(),
+        |c, v| c.hll_sparse_max_bytes = memory_in_range(v, 0, i64::MAX as u64)? as usize
+    ),
+    opt!(
         "stream-node-max-bytes",
         "4kb",
         true,
@@ -1688,6 +1699,7 @@ const MEMORY_OPTIONS: &[&str] = &[
     "hash-max-listpack-value",
     "zset-max-listpack-value",
     "repl-backlog-size",
+    "hll-sparse-max-bytes",
 ];
 
 /// String options Redis always writes quoted (its sdscatrepr).

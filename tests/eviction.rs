@@ -21,7 +21,13 @@ fn fill(c: &mut Conn, prefix: &str, n: usize, ttl: bool) {
         for i in chunk {
             let key = format!("{prefix}:{i}");
             if ttl {
-                batch.extend(common::encode(&[b"SET", key.as_bytes(), value.as_bytes(), b"EX", b"10000"]));
+                batch.extend(common::encode(&[
+                    b"SET",
+                    key.as_bytes(),
+                    value.as_bytes(),
+                    b"EX",
+                    b"10000",
+                ]));
             } else {
                 batch.extend(common::encode(&[b"SET", key.as_bytes(), value.as_bytes()]));
             }
@@ -35,7 +41,12 @@ fn fill(c: &mut Conn, prefix: &str, n: usize, ttl: bool) {
 }
 
 fn start(policy: &str) -> common::ServerProcess {
-    start_kvstore(&["--maxmemory", &LIMIT.to_string(), "--maxmemory-policy", policy])
+    start_kvstore(&[
+        "--maxmemory",
+        &LIMIT.to_string(),
+        "--maxmemory-policy",
+        policy,
+    ])
 }
 
 fn exists(c: &mut Conn, key: &str) -> bool {
@@ -58,21 +69,36 @@ fn allkeys_lru_stays_under_the_limit_and_keeps_recently_read_keys() {
         }
     }
     let used = info_u64(&mut c, "memory", "used_memory");
-    assert!(used <= LIMIT + (LIMIT / 10), "used_memory {used} over the limit {LIMIT}");
+    assert!(
+        used <= LIMIT + (LIMIT / 10),
+        "used_memory {used} over the limit {LIMIT}"
+    );
     assert!(info_u64(&mut c, "stats", "evicted_keys") > 5_000);
-    let kept = (0..500).filter(|i| exists(&mut c, &format!("hot:{i}"))).count();
-    assert!(kept >= 450, "only {kept} of 500 recently read keys survived");
+    let kept = (0..500)
+        .filter(|i| exists(&mut c, &format!("hot:{i}")))
+        .count();
+    assert!(
+        kept >= 450,
+        "only {kept} of 500 recently read keys survived"
+    );
 }
 
 #[test]
 fn volatile_policies_never_touch_persistent_keys() {
-    for policy in ["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"] {
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
         let kv = start(policy);
         let mut c = Conn::connect(kv.port);
         fill(&mut c, "keep", 3000, false);
         fill(&mut c, "temp", 30_000, true);
         assert!(info_u64(&mut c, "stats", "evicted_keys") > 0, "{policy}");
-        let kept = (0..3000).filter(|i| exists(&mut c, &format!("keep:{i}"))).count();
+        let kept = (0..3000)
+            .filter(|i| exists(&mut c, &format!("keep:{i}")))
+            .count();
         assert_eq!(kept, 3000, "{policy} evicted persistent keys");
         // With only persistent keys left to grow, writes are refused.
         let value = "p".repeat(200);
@@ -80,7 +106,10 @@ fn volatile_policies_never_touch_persistent_keys() {
         for i in 0..100_000 {
             let r = c.cmd_str(&["SET", &format!("more:{i}"), &value]);
             if r.starts_with(b"-OOM") {
-                assert_eq!(r, b"-OOM command not allowed when used memory > 'maxmemory'.\r\n");
+                assert_eq!(
+                    r,
+                    b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+                );
                 refused = true;
                 break;
             }
@@ -103,8 +132,12 @@ fn volatile_ttl_evicts_the_nearest_expiry_first() {
         c.cmd_str(&["SET", &format!("soon:{i}"), &value, "EX", "1000"]);
     }
     fill(&mut c, "bulk", 40_000, true);
-    let late = (0..2000).filter(|i| exists(&mut c, &format!("late:{i}"))).count();
-    let soon = (0..2000).filter(|i| exists(&mut c, &format!("soon:{i}"))).count();
+    let late = (0..2000)
+        .filter(|i| exists(&mut c, &format!("late:{i}")))
+        .count();
+    let soon = (0..2000)
+        .filter(|i| exists(&mut c, &format!("soon:{i}")))
+        .count();
     assert!(late > soon, "late {late} soon {soon}");
 }
 
@@ -125,7 +158,9 @@ fn allkeys_lfu_keeps_frequently_read_keys() {
         .unwrap();
     assert!(f > 5, "the counter grew: {f}");
     fill(&mut c, "once", 40_000, false);
-    let kept = (0..300).filter(|i| exists(&mut c, &format!("freq:{i}"))).count();
+    let kept = (0..300)
+        .filter(|i| exists(&mut c, &format!("freq:{i}")))
+        .count();
     assert!(kept >= 280, "only {kept} of 300 frequent keys survived");
 }
 
@@ -136,14 +171,19 @@ fn noeviction_refuses_writes_and_allows_reads_and_deletes() {
     let value = "v".repeat(1000);
     let mut refused_at = None;
     for i in 0..20_000 {
-        if c.cmd_str(&["SET", &format!("k:{i}"), &value]).starts_with(b"-OOM") {
+        if c.cmd_str(&["SET", &format!("k:{i}"), &value])
+            .starts_with(b"-OOM")
+        {
             refused_at = Some(i);
             break;
         }
     }
     assert!(refused_at.is_some());
     assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
-    assert_eq!(c.cmd_str(&["GET", "k:0"]).len(), "$1000\r\n".len() + 1000 + 2);
+    assert_eq!(
+        c.cmd_str(&["GET", "k:0"]).len(),
+        "$1000\r\n".len() + 1000 + 2
+    );
     assert_eq!(c.cmd_str(&["DEL", "k:0", "k:1", "k:2"]), b":3\r\n");
     // Queued in MULTI while out of memory: the transaction fails.
     c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);

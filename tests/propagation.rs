@@ -213,7 +213,9 @@ type Step = (usize, &'static [&'static str], u64);
 /// a lazily expired key inside an INCR, MULTI/EXEC with a SELECT inside,
 /// SPOP with a count (all members, so both servers pick the same), a
 /// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT,
-/// GEOADD (propagated as the ZADD it runs) and the geo stores.
+/// GEOADD (propagated as the ZADD it runs), the geo stores, and
+/// HyperLogLogs (PFADD when it changes a register, PFCOUNT when it caches,
+/// PFDEBUG when it converts, PFMERGE always).
 const WORKLOAD: &[Step] = &[
     (0, &["SELECT", "1"], 0),
     (0, &["SET", "a", "1"], 0),
@@ -238,6 +240,17 @@ const WORKLOAD: &[Step] = &[
     (0, &["EXPIRE", "m2", "-1"], 0),
     (0, &["INCRBYFLOAT", "f", "1.5"], 0),
     (0, &["SELECT", "0"], 0),
+    (0, &["PFADD", "hll", "a", "b"], 0),
+    (0, &["PFADD", "hll", "a"], 0),
+    (0, &["PFCOUNT", "hll"], 0),
+    (0, &["PFCOUNT", "hll"], 0),
+    (0, &["PFCOUNT", "hll", "nokey"], 0),
+    (0, &["PFMERGE", "hll2", "hll", "nokey"], 0),
+    (0, &["PFDEBUG", "TODENSE", "hll"], 0),
+    (0, &["PFDEBUG", "TODENSE", "hll"], 0),
+    (0, &["PFDEBUG", "GETREG", "hll2"], 0),
+    (0, &["PFDEBUG", "ENCODING", "hll2"], 0),
+    (0, &["PFADD", "hll", "a"], 0),
     (0, &["LPUSH", "l", "1", "2", "3"], 0),
     (0, &["RPOPLPUSH", "l", "l2"], 0),
     (0, &["DEL", "l", "l2", "nokey"], 0),
@@ -443,6 +456,8 @@ fn feed_matches_what_redis_streams_to_a_replica() {
         "SELECT 2",
         "SET f 1.5 KEEPTTL",
         "zadd g CH XX 3479100566894653 Palermo 3377822707026402 x",
+        "PFCOUNT hll",
+        "PFDEBUG TODENSE hll",
     ] {
         assert!(
             theirs.iter().any(|c| c == expected),

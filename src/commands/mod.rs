@@ -21,6 +21,7 @@ pub mod connection;
 pub mod expire;
 pub mod geo;
 pub mod hash;
+pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod list;
@@ -635,7 +636,13 @@ pub fn call(
         let keys = meta::get_keys(cmd.meta, argv);
         srv.tracking_remember_keys(client, keys.iter().map(|&(pos, _)| argv[pos]));
     }
-    if (dirty > 0 || force) && cmd.flags & WRITE != 0 && !no_propagate && srv.propagating() {
+    // A read that may replicate (PFCOUNT caching its result in the key) is
+    // propagated when it changed something, as Redis's call() does.
+    if (dirty > 0 || force)
+        && cmd.flags & (WRITE | MAY_REPLICATE) != 0
+        && !no_propagate
+        && srv.propagating()
+    {
         // Its WAIT will count replicas that have this turn's stream.
         if srv.repl.feeds_backlog && srv.repl.writers.last() != Some(&client.id) {
             srv.repl.writers.push(client.id);

@@ -5,9 +5,9 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, geo as g,
-    hash as h, info as inf, keys as k, list as l, memory as mem, monitor as mon, pubsub as ps,
-    replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl, sort as so,
-    stream as xs, string as st, transaction as tx, zset as z,
+    hash as h, hyperloglog as hl, info as inf, keys as k, list as l, memory as mem, monitor as mon,
+    pubsub as ps, replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl,
+    sort as so, stream as xs, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -174,6 +174,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::SDIFFSTORE, se::sdiffstore),
     cmd!(m::SSCAN, se::sscan),
     // sorted sets
+    // hyperloglog
+    cmd!(m::PFADD, hl::pfadd),
+    cmd!(m::PFCOUNT, hl::pfcount),
+    cmd!(m::PFMERGE, hl::pfmerge),
+    cmd!(m::PFDEBUG, hl::pfdebug),
+    cmd!(m::PFSELFTEST, hl::pfselftest),
     // streams
     cmd!(m::XADD, xs::xadd),
     cmd!(m::XRANGE, xs::xrange),

@@ -8,6 +8,7 @@
 pub mod bitops;
 pub mod entry;
 pub mod geohash;
+pub mod hll;
 pub mod lazyfree;
 pub mod listpack;
 pub mod packed;
