@@ -73,6 +73,12 @@ pub struct Config {
     pub zset_max_listpack_value: i64,
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: i64,
+    /// Milliseconds from which the latency monitor records an event (0: off).
+    pub latency_monitor_threshold: i64,
+    /// Per-command latency histograms (INFO latencystats, LATENCY HISTOGRAM).
+    pub latency_tracking: bool,
+    /// Percentiles INFO latencystats reports, each in [0, 100].
+    pub latency_tracking_info_percentiles: Vec<f64>,
     /// Most keys the client-tracking table remembers (0: no limit).
     pub tracking_table_max_keys: u64,
     pub notify_keyspace_events: NotifyFlags,
@@ -190,6 +196,9 @@ impl Default for Config {
             zset_max_listpack_value: 0,
             slowlog_log_slower_than: 0,
             slowlog_max_len: 0,
+            latency_monitor_threshold: 0,
+            latency_tracking: false,
+            latency_tracking_info_percentiles: Vec::new(),
             tracking_table_max_keys: 0,
             notify_keyspace_events: NotifyFlags(0),
             pidfile: String::new(),
@@ -661,6 +670,39 @@ fn parse_save(v: &str) -> Result<String, String> {
         }
     }
     Ok(parts.join(" "))
+}
+
+/// Validate `latency-tracking-info-percentiles` as Redis does: the value
+/// split at each single space (so doubled spaces make empty, invalid
+/// words), each word a double (C's strtod, whole word) in [0, 100]; an
+/// empty value means no percentiles.
+fn parse_percentiles(v: &str) -> Result<Vec<f64>, String> {
+    if v.is_empty() {
+        return Ok(Vec::new());
+    }
+    v.split(' ')
+        .map(|word| {
+            let p = crate::util::parse_f64(word.as_bytes()).ok_or_else(|| {
+                "Invalid latency-tracking-info-percentiles parameters".to_string()
+            })?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .to_string(),
+                );
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
+/// `latency-tracking-info-percentiles` as CONFIG GET shows it: `50 99 99.9`.
+fn format_percentiles(ps: &[f64]) -> String {
+    let words: Vec<String> = ps
+        .iter()
+        .map(|&p| crate::util::format_percentile(p))
+        .collect();
+    words.join(" ")
 }
 
 /// Mark an option protected.
@@ -1220,6 +1262,30 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c| c.slowlog_max_len.to_string(),
         |c, v| c.slowlog_max_len = parse_int(v, 0, i64::MAX)?
     ),
+    opt!(
+        "latency-monitor-threshold",
+        "0",
+        true,
+        "Latency monitor threshold in milliseconds (0 disables the monitor).",
+        |c| c.latency_monitor_threshold.to_string(),
+        |c, v| c.latency_monitor_threshold = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "latency-tracking",
+        "yes",
+        true,
+        "Per-command latency histograms (INFO latencystats, LATENCY HISTOGRAM).",
+        |c| yes_no(c.latency_tracking),
+        |c, v| c.latency_tracking = parse_bool(v)?
+    ),
+    multi_arg(opt!(
+        "latency-tracking-info-percentiles",
+        "50 99 99.9",
+        true,
+        "Percentiles INFO latencystats reports (\"\" for none).",
+        |c| format_percentiles(&c.latency_tracking_info_percentiles),
+        |c, v| c.latency_tracking_info_percentiles = parse_percentiles(v)?
+    )),
     aliased(
         multi_arg(opt!(
             "replicaof",
@@ -1667,6 +1733,10 @@ impl Config {
                     })
                     .collect();
             }
+            // Redis always writes it; an empty list as "" (else the default
+            // would apply).
+            "latency-tracking-info-percentiles" if value.is_empty() => (vec![line("\"\"")], true),
+            "latency-tracking-info-percentiles" => (vec![line(&value)], true),
             // A master has no replicaof line (Redis removes it).
             "replicaof" if value.is_empty() => (Vec::new(), false),
             // Strings Redis leaves out when unset (NULL by default).

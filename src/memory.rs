@@ -68,6 +68,20 @@ pub fn rss_bytes() -> usize {
     pages * page_size()
 }
 
+/// The sum of one field over every mapping in /proc/self/smaps, in bytes
+/// (Redis's zmalloc_get_smap_bytes_by_field): `AnonHugePages:` says whether
+/// transparent huge pages back the process. 0 where there is no smaps.
+pub fn smap_bytes_by_field(field: &str) -> usize {
+    let Ok(text) = std::fs::read_to_string("/proc/self/smaps") else {
+        return 0;
+    };
+    text.lines()
+        .filter_map(|line| line.strip_prefix(field))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
+        .map(|kb| kb * 1024)
+        .sum()
+}
+
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

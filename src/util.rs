@@ -1,10 +1,14 @@
 //! Small helpers every layer uses (Redis's util.c): number parsing with
 //! Redis's exact rules, C `long double` arithmetic, glob matching, random
-//! numbers and the wall clock.
+//! numbers and the wall clock; and, in submodules, the pure structures of
+//! latency reporting (`hdr`: HDR histograms, `sparkline`: ASCII graphs).
 //!
 //! This is the bottom layer: it imports nothing from the crate.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod hdr;
+pub mod sparkline;
 
 // ---- integers ----
 
@@ -79,6 +83,17 @@ pub fn parse_f64(arg: &[u8]) -> Option<f64> {
         return None;
     }
     Some(v)
+}
+
+/// A double as Redis prints a percentile (`%f`, then trimDoubleString:
+/// trailing zeroes and a trailing point removed): `99.9`, `50`.
+pub fn format_percentile(p: f64) -> String {
+    let mut s = format!("{p:.6}");
+    if s.contains('.') {
+        let trimmed = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(trimmed);
+    }
+    s
 }
 
 // ---- long double (Redis computes INCRBYFLOAT and timeouts in it) ----
@@ -522,6 +537,16 @@ pub fn unix_time_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_print_like_trimmed_percent_f() {
+        assert_eq!(format_percentile(50.0), "50");
+        assert_eq!(format_percentile(99.9), "99.9");
+        assert_eq!(format_percentile(100.0), "100");
+        assert_eq!(format_percentile(0.0), "0");
+        assert_eq!(format_percentile(12.3456789), "12.345679");
+        assert_eq!(format_percentile(0.0000001), "0");
+    }
 
     #[test]
     fn sha1_matches_known_digests() {

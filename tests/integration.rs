@@ -429,13 +429,9 @@ fn config_rewrite_writes_the_file_redis_writes() {
             drop(child);
             let text = std::fs::read_to_string(&conf).unwrap();
             // The port and the directory are each server's own. Left out:
-            // the ACL user lines Redis always adds (ACL users are issue 14) and
-            // its always-written latency-tracking-info-percentiles (latency
-            // tracking is issue 12).
+            // the ACL user lines Redis always adds (ACL users are issue 14).
             text.lines()
-                .filter(|l| {
-                    !l.starts_with("user ") && !l.starts_with("latency-tracking-info-percentiles ")
-                })
+                .filter(|l| !l.starts_with("user "))
                 .map(|l| {
                     if l.starts_with("port ") {
                         "port <port>".to_string()

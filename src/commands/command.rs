@@ -260,21 +260,6 @@ fn reply_command_docs(out: &mut crate::protocol::Reply, spec: &CommandSpec) {
     }
 }
 
-/// A command named as COMMAND INFO/DOCS name them: `get`, or `config|get`
-/// for a subcommand (Redis's lookupCommandBySds).
-fn lookup_by_full_name(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut parts = name.splitn(3, |&b| b == b'|');
-    let base = lookup_command(parts.next()?)?;
-    match (parts.next(), parts.next()) {
-        (None, _) => Some(base),
-        (Some(sub), None) if !base.subcommands.is_empty() => {
-            let argv: [&[u8]; 2] = [base.name.as_bytes(), sub];
-            base.resolve(&argv).ok().filter(|s| !std::ptr::eq(*s, base))
-        }
-        _ => None,
-    }
-}
-
 /// Every command and subcommand, as COMMAND LIST lists them.
 fn all_commands() -> impl Iterator<Item = &'static CommandSpec> {
     COMMANDS
@@ -305,7 +290,7 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
             }
             c.cl.reply.array(argv.len() - 2);
             for name in &argv[2..] {
-                match lookup_by_full_name(name) {
+                match lookup_command_by_full_name(name) {
                     Some(spec) => reply_command_info(&mut c.cl.reply, spec),
                     None => c.cl.reply.null(),
                 }
@@ -317,7 +302,7 @@ pub fn command(c: &mut Ctx, argv: &[&[u8]]) {
             } else {
                 argv[2..]
                     .iter()
-                    .filter_map(|n| lookup_by_full_name(n))
+                    .filter_map(|n| lookup_command_by_full_name(n))
                     .collect()
             };
             c.cl.reply.map(specs.len());

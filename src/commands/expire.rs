@@ -260,6 +260,7 @@ pub fn active_expire_cycle(srv: &mut Server) {
     }
     let elapsed_ms = start.elapsed().as_millis() as u64;
     srv.stats.expire_cycle_cpu_ms += elapsed_ms;
+    srv.latency_add_sample_if_needed("expire-cycle", elapsed_ms);
     if timed_out {
         srv.stats.expired_time_cap_reached_count += 1;
     }

@@ -359,8 +359,8 @@ fn info_section_keyspace(srv: &crate::state::Server, out: &mut String) {
     }
 }
 
-/// Every INFO section in Redis's order. All but commandstats are in the default set.
-const SECTIONS: [&str; 12] = [
+/// Every INFO section in Redis's order.
+const SECTIONS: [&str; 13] = [
     "server",
     "clients",
     "memory",
@@ -371,9 +371,14 @@ const SECTIONS: [&str; 12] = [
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
 ];
+
+/// Sections INFO leaves out unless named (or asked for with `all` or
+/// `everything`): Redis 7.0's default set has neither.
+const NON_DEFAULT_SECTIONS: [&str; 2] = ["commandstats", "latencystats"];
 
 /// Build the INFO text for the requested sections (Redis's genRedisInfoString).
 /// INFO's text for `sections`; `caller` is the client asking (it is out of
@@ -383,7 +388,9 @@ pub fn info_string(
     caller: Option<&crate::state::ClientState>,
     sections: &[&[u8]],
 ) -> String {
-    let defaults = SECTIONS.iter().filter(|s| **s != "commandstats");
+    let defaults = SECTIONS
+        .iter()
+        .filter(|s| !NON_DEFAULT_SECTIONS.contains(*s));
     let mut wanted: Vec<String> = Vec::new();
     if sections.is_empty() {
         wanted = defaults.clone().map(|s| s.to_string()).collect();
@@ -397,8 +404,12 @@ pub fn info_string(
                         wanted.push(d.to_string());
                     }
                 }
-                if s != "default" && !wanted.iter().any(|w| w == "commandstats") {
-                    wanted.push("commandstats".into());
+                if s != "default" {
+                    for extra in NON_DEFAULT_SECTIONS {
+                        if !wanted.iter().any(|w| w == extra) {
+                            wanted.push(extra.into());
+                        }
+                    }
                 }
             }
             _ => {
@@ -433,14 +444,9 @@ pub fn info_string(
             }
             "commandstats" => {
                 out.push_str("# Commandstats\r\n");
-                let mut names: Vec<(&str, &crate::state::CommandStats)> = COMMANDS
-                    .iter()
-                    .zip(srv.command_stats.iter())
-                    .map(|(spec, st)| (spec.name, st))
-                    .chain(srv.subcommand_stats.iter().map(|(n, st)| (*n, st)))
-                    .filter(|(_, st)| st.calls + st.rejected_calls + st.failed_calls > 0)
-                    .collect();
-                names.sort_by_key(|(n, _)| *n);
+                let names = all_command_stats(srv)
+                    .into_iter()
+                    .filter(|(_, st)| st.calls + st.rejected_calls + st.failed_calls > 0);
                 for (name, st) in names {
                     let per_call = if st.calls > 0 {
                         st.usec as f64 / st.calls as f64
@@ -452,6 +458,21 @@ pub fn info_string(
                         "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
                         st.calls, st.usec, st.rejected_calls, st.failed_calls
                     );
+                }
+            }
+            "latencystats" => {
+                out.push_str("# Latencystats\r\n");
+                if srv.config.latency_tracking {
+                    let percentiles = &srv.config.latency_tracking_info_percentiles;
+                    for (name, st) in all_command_stats(srv) {
+                        if let Some(h) = &st.latency_histogram {
+                            out.push_str(&crate::state::latency::percentiles_line(
+                                name,
+                                h,
+                                percentiles,
+                            ));
+                        }
+                    }
                 }
             }
             "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),

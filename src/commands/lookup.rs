@@ -33,7 +33,10 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
 /// signal its watchers (Redis's deleteExpiredKeyAndPropagate).
 pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
     let mode = crate::db::FreeMode::lazy_if(srv.config.lazyfree_lazy_expire);
+    // Freeing a large value inline is a latency spike of its own.
+    let timer = srv.latency_start();
     srv.dbs[db].delete_with(key, mode);
+    srv.latency_end("expire-del", timer);
     srv.stats.expired_keys += 1;
     let del: &[u8] = if srv.config.lazyfree_lazy_expire {
         b"UNLINK"

@@ -24,6 +24,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod list;
 pub mod lookup;
 pub mod memory;
@@ -269,6 +270,22 @@ pub fn lookup_command(name: &[u8]) -> Option<&'static CommandSpec> {
         *d = s.to_ascii_lowercase();
     }
     command_map().get(&buf[..name.len()]).copied()
+}
+
+/// A command named as COMMAND INFO, COMMAND DOCS and LATENCY HISTOGRAM
+/// name them: `get`, or `config|get` for a subcommand (Redis's
+/// lookupCommandBySds).
+pub fn lookup_command_by_full_name(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut parts = name.splitn(3, |&b| b == b'|');
+    let base = lookup_command(parts.next()?)?;
+    match (parts.next(), parts.next()) {
+        (None, _) => Some(base),
+        (Some(sub), None) if !base.subcommands.is_empty() => {
+            let argv: [&[u8]; 2] = [base.name.as_bytes(), sub];
+            base.resolve(&argv).ok().filter(|s| !std::ptr::eq(*s, base))
+        }
+        _ => None,
+    }
 }
 
 /// Redis's unknown-command error, with up to 128 bytes of arguments.
@@ -657,13 +674,29 @@ pub fn call(
     }
     srv.feed.end_unit();
     let duration_us = crate::util::cycles::elapsed_us(started, crate::util::cycles::now());
+    let served = retry && client.reply.len() != reply_before;
+    // The latency monitor sees every run, a blocking one included; serving
+    // a blocked client is its own event (Redis's updateStatsOnUnblock).
+    let latency_event = match (retry, cmd.flags & FAST != 0) {
+        (true, _) => served.then_some("command-unblocking"),
+        (false, true) => Some("fast-command"),
+        (false, false) => Some("command"),
+    };
+    if let Some(event) = latency_event {
+        srv.latency_add_sample_if_needed(event, duration_us / 1000);
+    }
     // A blocked command is accounted when it is served (or times out).
-    if client.blocked.is_none() || (retry && client.reply.len() != reply_before) {
+    if client.blocked.is_none() || served {
+        let tracking = srv.config.latency_tracking;
         let stats = stats_of(srv, cmd);
         stats.calls += 1;
         stats.usec += duration_us;
         if client.reply.errors > errors_before {
             stats.failed_calls += 1;
+        }
+        if tracking {
+            let ns = i64::try_from(duration_us.saturating_mul(1000)).unwrap_or(i64::MAX);
+            crate::state::latency::record_command_latency(&mut stats.latency_histogram, ns);
         }
         if cmd.flags & SKIP_SLOWLOG == 0 {
             slowlog::push_if_slow(srv, client, argv, duration_us);
@@ -720,6 +753,31 @@ fn stats_of<'s>(
             .resize(COMMANDS.len().max(idx + 1), Default::default());
     }
     &mut srv.command_stats[idx]
+}
+
+/// The counters of a command, if it has any yet (read-only twin of
+/// `stats_of`).
+pub fn command_stats_of<'s>(
+    srv: &'s Server,
+    cmd: &'static CommandSpec,
+) -> Option<&'s crate::state::CommandStats> {
+    if cmd.name.contains('|') {
+        return srv.subcommand_stats.get(cmd.name);
+    }
+    srv.command_stats.get(spec_index(cmd))
+}
+
+/// Every command and subcommand with counters, by full name in name order
+/// (INFO commandstats and latencystats, LATENCY HISTOGRAM).
+pub fn all_command_stats(srv: &Server) -> Vec<(&'static str, &crate::state::CommandStats)> {
+    let mut all: Vec<(&'static str, &crate::state::CommandStats)> = COMMANDS
+        .iter()
+        .zip(srv.command_stats.iter())
+        .map(|(spec, st)| (spec.name, st))
+        .chain(srv.subcommand_stats.iter().map(|(n, st)| (*n, st)))
+        .collect();
+    all.sort_by_key(|(n, _)| *n);
+    all
 }
 
 /// Run a command on behalf of an in-process caller (tests, tools). The

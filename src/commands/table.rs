@@ -5,9 +5,9 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, geo as g,
-    hash as h, hyperloglog as hl, info as inf, keys as k, list as l, memory as mem, monitor as mon,
-    pubsub as ps, replication as repl, scripting as sc, server as srvc, set as se, slowlog as sl,
-    sort as so, stream as xs, string as st, transaction as tx, zset as z,
+    hash as h, hyperloglog as hl, info as inf, keys as k, latency as lat, list as l, memory as mem,
+    monitor as mon, pubsub as ps, replication as repl, scripting as sc, server as srvc, set as se,
+    slowlog as sl, sort as so, stream as xs, string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -421,6 +421,19 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::BGSAVE, srvc::bgsave),
     cmd!(m::BGREWRITEAOF, srvc::bgrewriteaof),
     cmd!(m::MONITOR, mon::monitor),
+    cmd!(
+        m::LATENCY,
+        lat::latency_cmd,
+        [
+            m::LATENCY_DOCTOR,
+            m::LATENCY_GRAPH,
+            m::LATENCY_HELP,
+            m::LATENCY_HISTOGRAM,
+            m::LATENCY_HISTORY,
+            m::LATENCY_LATEST,
+            m::LATENCY_RESET
+        ]
+    ),
     cmd!(
         m::SLOWLOG,
         sl::slowlog,

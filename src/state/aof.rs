@@ -359,6 +359,15 @@ impl Server {
             info!("Asynchronous AOF fsync is taking too long (disk is busy?). Writing the AOF buffer without waiting for fsync to complete, this may slow down Redis.");
         }
         self.aof.flush_postponed_since = None;
+        // Redis tells delayed writes apart by what else was going on.
+        let write_event = if self.aof.fsync_in_progress() {
+            "aof-write-pending-fsync"
+        } else if self.aof.rewrite.is_some() || self.snapshot.child.is_some() {
+            "aof-write-active-child"
+        } else {
+            "aof-write-alone"
+        };
+        let timer = self.latency_start();
         let Some(file) = self.aof.file.as_mut() else {
             return;
         };
@@ -374,6 +383,8 @@ impl Server {
                 Err(e) => break Err(e),
             }
         };
+        self.latency_end(write_event, timer);
+        self.latency_end("aof-write", timer);
         self.aof.buf.drain(..written);
         self.aof.current_size += written as u64;
         self.aof.written += written as u64;
@@ -406,12 +417,14 @@ impl Server {
             if idle_turn && !self.aof.fsync_in_progress() {
                 // Nothing else to do meanwhile: sync here, as Redis does,
                 // without the hand-off to the thread.
+                let timer = self.latency_start();
                 if let Some(f) = self.aof.file.as_ref() {
                     if let Err(e) = f.sync_data() {
                         warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {e}. Exiting...");
                         std::process::exit(1);
                     }
                 }
+                self.latency_end("aof-fsync-always", timer);
                 self.aof.inline_synced = self.aof.written;
                 self.aof.last_fsync = Some(Instant::now());
             } else {
@@ -903,7 +916,7 @@ impl Server {
             // SAFETY: leaving the child without running the parent's destructors.
             unsafe { libc::_exit(code) };
         }
-        self.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
+        super::snapshot::record_fork(self, start);
         self.aof.rewrite = Some(RewriteChild {
             pid,
             started: start,
@@ -993,7 +1006,12 @@ impl Server {
         let name = self.config.appendfilename.clone();
         let seq = self.aof.manifest.base_seq + 1;
         let base = format::base_name(&name, seq, child.rdb);
-        if let Err(e) = std::fs::rename(&tmp, dir.join(&base)) {
+        let timer = self.latency_start();
+        let renamed = std::fs::rename(&tmp, dir.join(&base));
+        if renamed.is_ok() {
+            self.latency_end("aof-rename", timer);
+        }
+        if let Err(e) = renamed {
             let _ = std::fs::remove_file(&tmp);
             self.aof.last_bgrewrite_ok = false;
             self.aof.rewrites_consecutive_failures += 1;
@@ -1022,7 +1040,9 @@ impl Server {
         self.aof.last_bgrewrite_ok = true;
         self.aof.rewrites += 1;
         self.aof.rewrites_consecutive_failures = 0;
+        let timer = self.latency_start();
         self.aof.current_size = files_size(&dir, &self.aof.manifest);
+        self.latency_end("aof-fstat", timer);
         self.aof.base_size = self.aof.current_size;
         if self.aof.status == AofStatus::WaitRewrite {
             self.aof.status = AofStatus::On;

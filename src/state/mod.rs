@@ -8,6 +8,7 @@ pub mod aof_uring;
 pub mod client;
 pub mod evict;
 pub mod feed;
+pub mod latency;
 pub mod master;
 pub mod pubsub;
 pub mod rdma_sync;
@@ -276,6 +277,8 @@ pub struct Server {
     /// for subcommands.
     pub command_stats: Vec<CommandStats>,
     pub subcommand_stats: std::collections::HashMap<&'static str, CommandStats>,
+    /// Latency spikes by event (LATENCY, `latency-monitor-threshold`).
+    pub latency: latency::LatencyMonitor,
 }
 
 /// One SLOWLOG entry (Redis's slowlogEntry).
@@ -290,13 +293,16 @@ pub struct SlowlogEntry {
     pub name: Vec<u8>,
 }
 
-/// INFO commandstats counters of one command.
-#[derive(Debug, Default, Clone, Copy)]
+/// INFO commandstats counters of one command, and its latency histogram
+/// (INFO latencystats, LATENCY HISTOGRAM), made on its first call while
+/// `latency-tracking` is on.
+#[derive(Debug, Default, Clone)]
 pub struct CommandStats {
     pub calls: u64,
     pub usec: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
+    pub latency_histogram: Option<Box<crate::util::hdr::HdrHistogram>>,
 }
 
 /// One [`RateLimit`](crate::logging::RateLimit) per kind of client-triggered
@@ -393,6 +399,7 @@ impl Server {
             slowlog_next_id: 0,
             command_stats: Vec::new(),
             subcommand_stats: Default::default(),
+            latency: Default::default(),
         };
         srv.apply_lazyfree_config();
         srv

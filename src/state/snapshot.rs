@@ -24,6 +24,9 @@ pub struct SnapshotState {
     pub last_bgsave_ok: bool,
     pub last_bgsave_secs: i64,
     pub latest_fork_usec: u64,
+    /// Bytes in use copied per second by the latest fork, in GB/s (Redis's
+    /// stat_fork_rate; LATENCY DOCTOR grades it).
+    pub fork_rate_gb_per_sec: f64,
     /// `dirty` when the running background save started.
     pub dirty_at_start: u64,
     pub saves: u64,
@@ -43,6 +46,7 @@ impl Default for SnapshotState {
             last_bgsave_ok: true,
             last_bgsave_secs: -1,
             latest_fork_usec: 0,
+            fork_rate_gb_per_sec: 0.0,
             dirty_at_start: 0,
             saves: 0,
             last_try_unix: 0,
@@ -190,11 +194,22 @@ pub fn bgsave_with(
     drop(errors_wr);
     srv.snapshot.child_to_socket = to_socket;
     srv.snapshot.child_errors = errors_rd;
-    srv.snapshot.latest_fork_usec = start.elapsed().as_micros() as u64;
+    record_fork(srv, start);
     srv.snapshot.child = Some((pid, start));
     srv.snapshot.dirty_at_start = srv.dirty;
     info!("Background saving started by pid {pid}");
     Ok(())
+}
+
+/// Account a fork that began at `started` (BGSAVE, a diskless transfer,
+/// an AOF rewrite): INFO's latest_fork_usec, the fork rate LATENCY DOCTOR
+/// grades, and the `fork` latency event.
+pub fn record_fork(srv: &mut Server, started: Instant) {
+    let usec = started.elapsed().as_micros() as u64;
+    srv.snapshot.latest_fork_usec = usec;
+    srv.snapshot.fork_rate_gb_per_sec =
+        srv.used_memory() as f64 * 1_000_000.0 / usec as f64 / (1024.0 * 1024.0 * 1024.0);
+    srv.latency_add_sample_if_needed("fork", usec / 1000);
 }
 
 /// The image into a pipe as a diskless transfer sends it: `$EOF:<mark>`,
@@ -267,8 +282,13 @@ pub fn check_child(srv: &mut Server) {
         srv.snapshot.last_bgsave_ok = false;
         let why = describe_child_failure(errors, status);
         warn!("Background saving error (child pid {pid}): {why}");
-        // A child killed half way leaves its temporary file behind.
+        // A child killed half way leaves its temporary file behind; Redis
+        // times its removal then (a large file can take long to unlink).
+        let timer = srv.latency_start();
         let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
+        if r == pid && libc::WIFSIGNALED(status) {
+            srv.latency_end("rdb-unlink-temp-file", timer);
+        }
     }
     srv.replication_snapshot_done(ok);
 }
