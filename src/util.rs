@@ -399,6 +399,16 @@ pub fn random_hex(n: usize) -> String {
 /// The SHA-1 of `data` in lower-case hex (Redis names scripts by it:
 /// EVALSHA, SCRIPT LOAD, `redis.sha1hex`).
 pub fn sha1_hex(data: &[u8]) -> String {
+    hex(&sha1(data))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-1 of `data`.
+pub fn sha1(data: &[u8]) -> [u8; 20] {
     let mut h: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
     let bit_len = (data.len() as u64).wrapping_mul(8);
     let mut msg = data.to_vec();
@@ -439,7 +449,11 @@ pub fn sha1_hex(data: &[u8]) -> String {
             *x = x.wrapping_add(y);
         }
     }
-    h.iter().map(|x| format!("{x:08x}")).collect()
+    let mut out = [0u8; 20];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
 }
 
 // ---- time ----

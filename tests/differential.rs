@@ -464,10 +464,10 @@ fn show_closed(bytes: &[u8], closed: bool) -> String {
 
 #[test]
 fn replies_match_redis() {
-    let Some(redis) = start_redis(&[]) else {
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
         return;
     };
-    let kv = start_kvstore(&[]);
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
     let cases = load_cases();
     assert!(!cases.is_empty());
     let mut failures = Vec::new();

@@ -18,6 +18,7 @@ pub mod blocking;
 pub mod command;
 pub mod config_cmd;
 pub mod connection;
+pub mod digest;
 pub mod expire;
 pub mod geo;
 pub mod hash;

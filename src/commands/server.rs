@@ -199,9 +199,62 @@ const DEBUG_HELP: &[&str] = &[
     "    Let scripts run commands they may not run (a test hook).",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
     "HELP",
     "    Prints this help.",
 ];
+
+/// `DEBUG POPULATE count [prefix] [size]` — create `prefix:N` = `value:N`
+/// (zero-padded or cut to `size` bytes) for N below `count`, skipping keys
+/// that exist; not propagated (a test tool, as in Redis).
+fn debug_populate(c: &mut Ctx, argv: &[&[u8]]) {
+    if argv.len() > 5 {
+        return c.cl.reply.error(
+            "ERR unknown subcommand or wrong number of arguments for 'populate'. Try DEBUG HELP.",
+        );
+    }
+    // Redis's getPositiveLongFromObjectOrReply: one message for both.
+    let positive = |a: &[u8]| match parse_i64(a) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err("ERR value is out of range, must be positive"),
+    };
+    let count = match positive(argv[2]) {
+        Ok(n) => n,
+        Err(e) => return c.cl.reply.error(e),
+    };
+    let size = match argv.get(4).map(|a| positive(a)) {
+        None => 0,
+        Some(Ok(n)) => n as usize,
+        Some(Err(e)) => return c.cl.reply.error(e),
+    };
+    let prefix: &[u8] = argv.get(3).copied().unwrap_or(b"key");
+    let db = c.cl.db;
+    for j in 0..count {
+        let mut key = prefix.to_vec();
+        key.extend_from_slice(format!(":{j}").as_bytes());
+        if lookup_write(c.srv, db, &key).is_some() {
+            continue;
+        }
+        let mut value = format!("value:{j}").into_bytes();
+        if size > 0 {
+            value.resize(size, 0);
+        }
+        c.srv.dbs[db].set(Entry::from_vec(&key, value, false), false);
+        c.signal_modified(&key);
+    }
+    c.cl.reply.ok();
+}
 
 /// C's atoi: leading spaces, a sign, the digits up to the first other byte.
 fn c_atoi(s: &[u8]) -> i64 {
@@ -287,6 +340,10 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("object", 3),
         ("reload", -2),
         ("loadaof", 2),
+        ("digest", 2),
+        ("digest-value", -2),
+        ("change-repl-id", 2),
+        ("populate", -3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -371,6 +428,16 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "protocol" => debug_protocol(c, argv[2]),
+        "digest" => super::digest::debug_digest(c),
+        "digest-value" => super::digest::debug_digest_value(c, &argv[2..]),
+        "change-repl-id" => {
+            // A new history: the id changes and no second id remains.
+            c.srv.replid = crate::util::random_hex(40);
+            c.srv.repl.replid2 = "0".repeat(40);
+            c.srv.repl.second_offset = -1;
+            c.cl.reply.ok();
+        }
+        "populate" => debug_populate(c, argv),
         _ => {
             let db = c.cl.db;
             let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {

@@ -153,6 +153,7 @@ impl Server {
             return Eviction::Fail;
         }
         let started = Instant::now();
+        let cycle = self.latency_start();
         let limit = time_limit_us(self.config.maxmemory_eviction_tenacity);
         let lazy = self.config.lazyfree_lazy_eviction;
         let (mut freed, mut evicted) = (0usize, 0u32);
@@ -164,7 +165,9 @@ impl Server {
                 break;
             };
             let before = self.used_memory();
+            let del = self.latency_start();
             self.dbs[db].delete_with(&key, FreeMode::lazy_if(lazy));
+            self.latency_end("eviction-del", del);
             freed += before.saturating_sub(self.used_memory());
             self.stats.evicted_keys += 1;
             self.signal_modified_key(None, db, &key);
@@ -190,6 +193,7 @@ impl Server {
         if result == Eviction::Fail && self.memory_to_free() == 0 {
             result = Eviction::Ok;
         }
+        self.latency_end("eviction-cycle", cycle);
         result
     }
 
