@@ -224,3 +224,68 @@ fn evicted_keys_are_notified_and_deleted_on_the_replica() {
         assert_eq!(exists(&mut m, &key), exists(&mut r, &key), "{key}");
     }
 }
+
+fn int_reply(raw: &[u8]) -> i64 {
+    String::from_utf8_lossy(raw)
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an integer: {}", String::from_utf8_lossy(raw)))
+}
+
+#[test]
+fn access_clocks_survive_a_reload_and_redis_reads_them() {
+    // LFU: the counter travels in FREQ records.
+    let kv = start_kvstore(&[
+        "--maxmemory-policy",
+        "allkeys-lfu",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "hot", "v"]);
+    c.cmd_str(&["SET", "cold", "v"]);
+    for _ in 0..2000 {
+        c.cmd_str(&["GET", "hot"]);
+    }
+    let before = int_reply(&c.cmd_str(&["OBJECT", "FREQ", "hot"]));
+    assert!(before > 10, "counter {before}");
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(int_reply(&c.cmd_str(&["OBJECT", "FREQ", "hot"])), before);
+    assert_eq!(int_reply(&c.cmd_str(&["OBJECT", "FREQ", "cold"])), 5);
+
+    // LRU: the idle time travels in IDLE records; redis-server 7.0 loads
+    // the dump and sees the same idle time.
+    let kv = start_kvstore(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "k", "v"]);
+    let payload = c.cmd_str(&["DUMP", "k"]);
+    let payload = common::bulk_payload(&payload).unwrap().to_vec();
+    c.cmd(&[b"RESTORE", b"old", b"0", &payload, b"IDLETIME", b"5000"]);
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    let idle = int_reply(&c.cmd_str(&["OBJECT", "IDLETIME", "old"]));
+    assert!((5000..5010).contains(&idle), "idle {idle}");
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let dump = kv.dir.path().join("dump.rdb");
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(&dump, copy.path().join("restored.rdb")).unwrap();
+    let dir = copy.path().to_str().unwrap().to_string();
+    let Some(redis) = common::start_redis(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--dir",
+        &dir,
+        "--dbfilename",
+        "restored.rdb",
+    ]) else {
+        return;
+    };
+    let mut r = Conn::connect(redis.port);
+    let idle = int_reply(&r.cmd_str(&["OBJECT", "IDLETIME", "old"]));
+    assert!((5000..5010).contains(&idle), "redis sees idle {idle}");
+}

@@ -473,6 +473,9 @@ pub struct LoadState {
     pos: usize,
     db: usize,
     expire: Option<i64>,
+    /// The next key's IDLE (seconds) or FREQ (counter) record.
+    idle: Option<u64>,
+    freq: Option<u8>,
     now: i64,
     pub stats: LoadStats,
     started: std::time::Instant,
@@ -530,6 +533,8 @@ pub fn load_begin(data: &[u8]) -> Result<LoadState, String> {
         pos: r.pos,
         db: 0,
         expire: None,
+        idle: None,
+        freq: None,
         now: crate::util::unix_time_ms(),
         stats: LoadStats {
             version,
@@ -838,10 +843,10 @@ fn load_record(
             )
         }
         OP_IDLE => {
-            r.len()?;
+            st.idle = Some(r.len()?);
         }
         OP_FREQ => {
-            r.u8("frequency")?;
+            st.freq = Some(r.u8("frequency")?);
         }
         OP_FUNCTION2 => {
             let code = r.string()?;
@@ -861,6 +866,7 @@ fn load_record(
                 }
             })?;
             let ttl = st.expire.take();
+            let (idle, freq) = (st.idle.take(), st.freq.take());
             if ttl.is_some_and(|t| t <= st.now) {
                 st.stats.expired_skipped += 1;
                 return Ok(Record::Key);
@@ -880,6 +886,10 @@ fn load_record(
                     )
                 }
             };
+            let mut entry = entry;
+            if let Some(word) = access_word(opts.lfu, idle, freq, st.now) {
+                entry.set_lru(word);
+            }
             let table = &dbs[st.db].main;
             let hash = table.hash(&key);
             table.prefetch_bucket(hash);
@@ -895,6 +905,27 @@ fn load_record(
         }
     }
     Ok(Record::Other)
+}
+
+/// The access word a loaded key gets from its IDLE or FREQ record, as
+/// Redis's objectSetLRUOrLFU: a FREQ under an LFU policy, an IDLE under
+/// any other (an idle time before the clock's start wraps half a cycle).
+fn access_word(lfu: bool, idle: Option<u64>, freq: Option<u8>, now_ms: i64) -> Option<u32> {
+    use crate::db::entry::{lfu_minutes, lru_clock, LRU_CLOCK_MAX};
+    if lfu {
+        freq.map(|f| (lfu_minutes(now_ms) << 8) | f as u32)
+    } else {
+        idle.map(|idle| {
+            let clock = lru_clock(now_ms) as i64;
+            let max = LRU_CLOCK_MAX as i64;
+            let abs = clock - idle.min(i64::MAX as u64) as i64;
+            (if abs < 0 {
+                (clock + max / 2) % max
+            } else {
+                abs
+            }) as u32
+        })
+    }
 }
 
 #[cfg(test)]

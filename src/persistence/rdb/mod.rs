@@ -78,6 +78,43 @@ pub struct SaveOptions {
     pub repl: Option<ReplInfo>,
     /// The code of every function library (FUNCTION2 records).
     pub functions: Vec<Vec<u8>>,
+    /// What each key's access clock means, so that a restart keeps its
+    /// LRU idle time or LFU counter (Redis writes IDLE or FREQ records
+    /// under an LRU or LFU maxmemory-policy).
+    pub access: AccessRecords,
+}
+
+/// Which access records a dump carries, with the clocks to compute them.
+#[derive(Debug, Clone, Copy)]
+pub enum AccessRecords {
+    None,
+    /// IDLE: seconds since the last access, from the LRU clock now.
+    Lru {
+        clock: u32,
+    },
+    /// FREQ: the LFU counter, decayed to the minutes clock now.
+    Lfu {
+        minutes: u32,
+        decay: i64,
+    },
+}
+
+impl AccessRecords {
+    pub fn from_config(cfg: &Config, now_ms: i64) -> AccessRecords {
+        use crate::db::entry::{lfu_minutes, lru_clock};
+        if cfg.maxmemory_policy.is_lfu() {
+            AccessRecords::Lfu {
+                minutes: lfu_minutes(now_ms),
+                decay: cfg.lfu_decay_time,
+            }
+        } else if cfg.maxmemory_policy.is_lru() {
+            AccessRecords::Lru {
+                clock: lru_clock(now_ms),
+            }
+        } else {
+            AccessRecords::None
+        }
+    }
 }
 
 /// Where in a replication history a snapshot was taken.
@@ -98,6 +135,7 @@ impl SaveOptions {
             aof_base: false,
             repl: None,
             functions: Vec::new(),
+            access: AccessRecords::from_config(cfg, crate::util::unix_time_ms()),
         }
     }
 }
@@ -112,6 +150,9 @@ pub struct LoadOptions {
     pub(super) hash_limits: (usize, usize),
     pub(super) zset_limits: (usize, usize),
     pub(super) intset_max: usize,
+    /// Whether FREQ records set LFU counters (an LFU policy) or IDLE
+    /// records set LRU times (any other).
+    pub(super) lfu: bool,
 }
 
 impl LoadOptions {
@@ -128,6 +169,7 @@ impl LoadOptions {
                 cfg.zset_max_listpack_value.max(0) as usize,
             ),
             intset_max: cfg.set_max_intset_entries.max(0) as usize,
+            lfu: cfg.maxmemory_policy.is_lfu(),
         }
     }
 }

@@ -132,6 +132,24 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
                         r.raw(&t.to_le_bytes())?;
                     }
                 }
+                // Redis's order: expire, then IDLE or FREQ, then the key.
+                match opts.access {
+                    AccessRecords::None => {}
+                    AccessRecords::Lru { clock } => {
+                        let lru = e.lru();
+                        let idle = if clock >= lru {
+                            clock - lru
+                        } else {
+                            clock + (crate::db::entry::LRU_CLOCK_MAX - lru)
+                        };
+                        r.raw(&[OP_IDLE])?;
+                        r.len(idle as u64)?;
+                    }
+                    AccessRecords::Lfu { minutes, decay } => {
+                        r.raw(&[OP_FREQ])?;
+                        r.raw(&[crate::db::entry::lfu_decayed(e.lru(), minutes, decay)])?;
+                    }
+                }
                 if key_delay_us > 0 {
                     std::thread::sleep(std::time::Duration::from_micros(key_delay_us as u64));
                 }
