@@ -34,7 +34,8 @@ pub struct Config {
     pub lfu_decay_time: i64,
     pub maxmemory_samples: i64,
     pub maxmemory_eviction_tenacity: i64,
-    pub maxmemory_clients: u64,
+    /// Bytes, or (negative) a percentage of `maxmemory`; 0 is off.
+    pub maxmemory_clients: i64,
     pub proto_max_bulk_len: i64,
     pub client_query_buffer_limit: u64,
     pub loglevel: String,
@@ -903,14 +904,26 @@ pub static OPTIONS: &[OptionSpec] = &[
         "maxmemory-clients",
         "0",
         true,
-        "Memory limit of all clients together (client eviction is not available yet: only 0).",
-        |c| c.maxmemory_clients.to_string(),
+        "Memory all normal and pub/sub clients may hold together, in bytes or as a percentage of maxmemory (\"10%\"); past it the biggest clients are disconnected (0: no limit).",
+        |c| if c.maxmemory_clients < 0 {
+            format!("{}%", -c.maxmemory_clients)
+        } else {
+            c.maxmemory_clients.to_string()
+        },
         |c, v| {
-            let n = parse_memory(v)?;
-            if n != 0 {
-                return Err("client eviction is not supported by this build yet".into());
+            // Redis's numericParseString: a memory value, else "N%"
+            // (stored negative), and a percentage above 100 is refused.
+            let bad = || "argument must be a memory or percent value".to_string();
+            c.maxmemory_clients = match parse_memory(v) {
+                Ok(n) => i64::try_from(n).map_err(|_| bad())?,
+                Err(_) => match v.strip_suffix('%').and_then(|p| crate::util::parse_i64(p.as_bytes())) {
+                    Some(p) if p > 100 => {
+                        return Err("percentage argument must be less or equal to 100".into())
+                    }
+                    Some(p) if p >= 0 => -p,
+                    _ => return Err(bad()),
+                },
             }
-            c.maxmemory_clients = 0
         }
     ),
     opt!(

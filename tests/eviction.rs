@@ -289,3 +289,78 @@ fn access_clocks_survive_a_reload_and_redis_reads_them() {
     let idle = int_reply(&r.cmd_str(&["OBJECT", "IDLETIME", "old"]));
     assert!((5000..5010).contains(&idle), "redis sees idle {idle}");
 }
+
+/// A client that has sent part of a big argument: its query buffer holds it.
+fn half_sent_big_argument(port: u16, bytes: usize) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", bytes * 2);
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&vec![b'x'; bytes]).unwrap();
+    s
+}
+
+fn closed(s: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(0) | Err(_)) && {
+        // A timeout means still open; a reset or EOF means closed.
+        match s.read(&mut buf) {
+            Ok(0) => true,
+            Err(e) => {
+                e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut
+            }
+            Ok(_) => false,
+        }
+    }
+}
+
+#[test]
+fn maxmemory_clients_disconnects_the_biggest_clients_but_not_no_evict_ones() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-clients", "1mb"]),
+        b"+OK\r\n"
+    );
+    // A protected client with a big query buffer stays.
+    let mut keeper = std::net::TcpStream::connect(("127.0.0.1", kv.port)).unwrap();
+    {
+        use std::io::{Read, Write};
+        keeper.write_all(b"CLIENT NO-EVICT on\r\n").unwrap();
+        let mut buf = [0u8; 5];
+        keeper.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"+OK\r\n");
+        keeper
+            .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$200000\r\n")
+            .unwrap();
+        keeper.write_all(&vec![b'x'; 100_000]).unwrap();
+    }
+    let mut small = half_sent_big_argument(kv.port, 100_000);
+    let mut big = half_sent_big_argument(kv.port, 600_000);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(closed(&mut big), "the biggest evictable client is gone");
+    assert!(!closed(&mut small), "a small client stays");
+    assert!(!closed(&mut keeper), "a NO-EVICT client stays");
+    assert!(
+        c.info_field("stats", "evicted_clients")
+            .parse::<u64>()
+            .unwrap()
+            >= 1
+    );
+    // Percentages of maxmemory, and their limits, as Redis.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-clients", "10%"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "maxmemory-clients"]),
+        b"*2\r\n$17\r\nmaxmemory-clients\r\n$3\r\n10%\r\n"
+    );
+    assert!(c
+        .cmd_str(&["CONFIG", "SET", "maxmemory-clients", "101%"])
+        .starts_with(b"-ERR CONFIG SET failed"));
+}

@@ -206,6 +206,8 @@ const DEBUG_HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
     "POPULATE <count> [<prefix>] [<size>]",
     "    Create <count> string keys named key:<num>. If <prefix> is specified then",
     "    it is used instead of the 'key' prefix. These are not propagated to",
@@ -344,6 +346,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("digest-value", -2),
         ("change-repl-id", 2),
         ("populate", -3),
+        ("pause-cron", 3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -438,6 +441,10 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "populate" => debug_populate(c, argv),
+        "pause-cron" => {
+            c.srv.cron_paused = c_atoi(argv[2]) != 0;
+            c.cl.reply.ok();
+        }
         _ => {
             let db = c.cl.db;
             let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {

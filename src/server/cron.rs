@@ -15,6 +15,10 @@ const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
 impl EventLoop {
     pub(super) fn cron(&mut self) {
         let srv = &mut self.srv;
+        // DEBUG PAUSE-CRON 1: a test stops periodic work to look at state.
+        if srv.cron_paused {
+            return;
+        }
         srv.cron_loops += 1;
         srv.update_time();
         let now = Instant::now();

@@ -396,6 +396,9 @@ impl EventLoop {
         if self.srv.evictor.pending {
             self.srv.perform_evictions();
         }
+        if self.srv.config.maxmemory_clients != 0 {
+            self.srv.evict_clients();
+        }
         self.srv.tracking_broadcast();
         self.srv.flush_feed();
         self.srv.request_acks();

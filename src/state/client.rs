@@ -487,13 +487,23 @@ impl ClientState {
         )
     }
 
-    /// Bytes this client holds: its state, query buffer and pending
-    /// output (CLIENT LIST `tot-mem`, INFO `mem_clients_*`).
+    /// Bytes this client holds: its state, query buffer, pending output, a
+    /// queued transaction, and what its subscriptions and watched keys
+    /// cost (CLIENT LIST `tot-mem`, INFO `mem_clients_*`, and what client
+    /// eviction weighs, as Redis's getClientMemoryUsage).
     pub fn memory(&self) -> usize {
+        /// Bookkeeping per subscription or watched key, beside its name.
+        const PER_NAME: usize = 16;
+        let names = |it: &mut dyn Iterator<Item = usize>| it.map(|n| n + PER_NAME).sum::<usize>();
         self.qbuf_len
             + self.qbuf_free
             + self.reply.buf.capacity()
             + self.reply.shared_len()
             + std::mem::size_of::<ClientState>()
+            + self.multi.as_ref().map_or(0, |m| m.mem)
+            + names(&mut self.channels.iter().map(|c| c.len()))
+            + names(&mut self.patterns.iter().map(|p| p.len()))
+            + names(&mut self.shard_channels.iter().map(|c| c.len()))
+            + names(&mut self.watched.iter().map(|w| w.key.len()))
     }
 }

@@ -292,6 +292,70 @@ impl Server {
     }
 }
 
+/// The smallest `maxmemory-clients` honoured (Redis's floor, so that a bad
+/// setting cannot disconnect everyone, the operator included).
+const CLIENT_EVICTION_MIN: usize = 128 << 10;
+
+impl Server {
+    /// What all normal and pub/sub clients may hold together, in bytes;
+    /// 0 when client eviction is off (Redis's getClientEvictionLimit).
+    pub fn client_eviction_limit(&self) -> usize {
+        let setting = self.config.maxmemory_clients;
+        let limit = if setting < 0 && self.config.maxmemory > 0 {
+            (self.config.maxmemory as f64 * -setting as f64 / 100.0) as usize
+        } else if setting > 0 {
+            setting as usize
+        } else {
+            return 0;
+        };
+        limit.max(CLIENT_EVICTION_MIN)
+    }
+
+    /// Disconnect the biggest clients, one after the other, while normal
+    /// and pub/sub clients together hold more than `maxmemory-clients`
+    /// (Redis's evictClients). Replicas, the master link and clients that
+    /// said CLIENT NO-EVICT ON are never chosen, though their memory
+    /// counts. Each is logged and counted in INFO `evicted_clients`.
+    pub fn evict_clients(&mut self) {
+        let limit = self.client_eviction_limit();
+        if limit == 0 {
+            return;
+        }
+        let mut total = 0;
+        let mut candidates: Vec<(usize, usize, u64)> = Vec::new();
+        for (slot, c) in self.clients.iter().enumerate() {
+            let Some(c) = c else { continue };
+            if c.kind != ClientKind::Normal || c.close_asap {
+                continue;
+            }
+            let mem = c.memory();
+            total += mem;
+            if !c.no_evict {
+                candidates.push((mem, slot, c.id));
+            }
+        }
+        if total < limit {
+            return;
+        }
+        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (mem, slot, id) in candidates {
+            if total < limit {
+                return;
+            }
+            if let Some(c) = self.clients[slot].as_mut() {
+                tracing::info!("Evicting client: {}", c.info_line());
+                c.close_asap = true;
+            }
+            self.to_close.push((slot, id));
+            self.stats.evicted_clients += 1;
+            total -= mem;
+        }
+        if total >= limit {
+            tracing::warn!("Over client maxmemory after evicting all evictable clients");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

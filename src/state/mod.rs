@@ -42,6 +42,8 @@ pub struct Stats {
     pub expired_time_cap_reached_count: u64,
     pub expire_cycle_cpu_ms: u64,
     pub evicted_keys: u64,
+    /// Clients disconnected by `maxmemory-clients`.
+    pub evicted_clients: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub total_error_replies: u64,
@@ -167,6 +169,8 @@ pub struct Server {
     pub rng: Rng,
     pub shutdown: Option<ShutdownMode>,
     pub active_expire_enabled: bool,
+    /// DEBUG PAUSE-CRON: periodic work is skipped (a test hook).
+    pub cron_paused: bool,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands
     /// (Redis's test hook).
     pub script_disable_deny: bool,
@@ -355,6 +359,7 @@ impl Server {
             rng: Rng::new(seed.rotate_left(17)),
             shutdown: None,
             active_expire_enabled: true,
+            cron_paused: false,
             script_disable_deny: false,
             feed: Feed::default(),
             peak_memory: 0,
