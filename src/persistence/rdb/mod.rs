@@ -78,6 +78,9 @@ pub struct SaveOptions {
     pub repl: Option<ReplInfo>,
     /// The code of every function library (FUNCTION2 records).
     pub functions: Vec<Vec<u8>>,
+    /// A file being written is fsynced every so many bytes
+    /// (`rdb-save-incremental-fsync`, `aof-rewrite-incremental-fsync`).
+    pub fsync_every: Option<u64>,
 }
 
 /// Where in a replication history a snapshot was taken.
@@ -98,6 +101,9 @@ impl SaveOptions {
             aof_base: false,
             repl: None,
             functions: Vec::new(),
+            fsync_every: cfg
+                .rdb_save_incremental_fsync
+                .then_some(super::INCREMENTAL_FSYNC_BYTES),
         }
     }
 }
