@@ -123,10 +123,19 @@ fn syslog_priority(rank: u8) -> libc::c_int {
     }
 }
 
-/// Send one log line to syslog (without its newline).
+/// Send one log line to syslog: its message, without the timestamp and
+/// level the log file has (syslog adds its own) or the newline.
 fn to_syslog(priority: libc::c_int, line: &[u8]) {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    let text: Vec<u8> = line.iter().copied().filter(|&b| b != 0).collect();
+    let message = std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| {
+            let (_, after_time) = l.split_once("Z ")?;
+            let (_, message) = after_time.trim_start().split_once(' ')?;
+            Some(message.as_bytes())
+        })
+        .unwrap_or(line);
+    let text: Vec<u8> = message.iter().copied().filter(|&b| b != 0).collect();
     if let Ok(msg) = CString::new(text) {
         // SAFETY: a constant "%s" format with one valid C string argument.
         unsafe { libc::syslog(priority, c"%s".as_ptr(), msg.as_ptr()) };

@@ -562,7 +562,7 @@ fn shutdown_waits_for_a_lagging_replica_and_can_be_aborted() {
     let (mut master, replica) = master_and_sleepy_replica("10");
     let mut r = Conn::connect(replica.port);
     let mut m = Conn::connect(master.port);
-    r.send(&[b"DEBUG", b"SLEEP", b"1.5"]);
+    r.send(&[b"DEBUG", b"SLEEP", b"3"]);
     std::thread::sleep(Duration::from_millis(100));
     m.cmd_str(&["SET", "k", "1"]);
     let mut stopping = Conn::connect(master.port);
