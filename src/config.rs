@@ -136,6 +136,121 @@ pub struct Config {
     pub rdb_key_save_delay: i64,
     /// Path of the config file the server was started with, if any.
     pub config_file: Option<PathBuf>,
+    /// `repl-diskless-sync-max-replicas`: a diskless sync starts as soon as
+    /// this many replicas wait for it, without waiting out the delay (0: no
+    /// such count).
+    pub repl_diskless_sync_max_replicas: i64,
+    /// `repl-disable-tcp-nodelay`: a replica's socket sends in bigger
+    /// segments (TCP_NODELAY off) from its full sync on.
+    pub repl_disable_tcp_nodelay: bool,
+    /// `rdb-del-sync-files`: without any persistence, the dump files a
+    /// full sync wrote (on the master) or received (on a replica) are
+    /// removed once used.
+    pub rdb_del_sync_files: bool,
+    /// `replica-priority` (INFO's slave_priority; Sentinel promotes the
+    /// lowest non-zero one).
+    pub replica_priority: i64,
+    /// `replica-announced`: Sentinel lists this replica (INFO's
+    /// replica_announced).
+    pub replica_announced: bool,
+    /// Address and port a replica tells its master (REPLCONF ip-address,
+    /// listening-port) instead of its own; empty / 0: its own.
+    pub replica_announce_ip: String,
+    pub replica_announce_port: u16,
+    /// A replica applies its master's writes even while it cannot persist
+    /// them (no: it stops with a crash report, as Redis).
+    pub replica_ignore_disk_write_errors: bool,
+    /// What a replica or the AOF loader does when a propagated command fails.
+    pub propagation_error_behavior: PropagationErrorBehavior,
+    /// How a SIGINT / SIGTERM shuts the server down (SHUTDOWN's flags).
+    pub shutdown_on_sigint: ShutdownFlags,
+    pub shutdown_on_sigterm: ShutdownFlags,
+    /// Seconds a shutdown waits for lagging replicas (0: it doesn't).
+    pub shutdown_timeout: i64,
+    /// `dynamic-hz`: the cron runs faster with many clients.
+    pub dynamic_hz: bool,
+    /// `jemalloc-bg-thread`: jemalloc purges from its own thread.
+    pub jemalloc_bg_thread: bool,
+    /// `disable-thp`: turn transparent huge pages off for the process when
+    /// the kernel has them `always` on.
+    pub disable_thp: bool,
+    /// `oom-score-adj` and its three values (master, replica, background
+    /// child).
+    pub oom_score_adj: OomScoreAdj,
+    pub oom_score_adj_values: [i32; 3],
+    /// `supervised`: how the server tells a supervisor it is ready.
+    pub supervised: SupervisedMode,
+    /// `set-proc-title` and the title's template.
+    pub set_proc_title: bool,
+    pub proc_title_template: String,
+    /// `crash-log-enabled`: a panic writes a crash report to the log.
+    pub crash_log_enabled: bool,
+    /// `crash-memcheck-enabled` (kvstore runs no memory test on a crash).
+    pub crash_memcheck_enabled: bool,
+    /// Options of features this build does not have, kept as values
+    /// (see their entries in [`OPTIONS`]).
+    pub sanitize_dump_payload: String,
+    pub aof_disable_auto_gc: bool,
+    pub aof_rewrite_incremental_fsync: bool,
+    pub rdb_save_incremental_fsync: bool,
+    pub always_show_logo: bool,
+    pub ignore_warnings: String,
+    pub io_threads: i64,
+    pub io_threads_do_reads: bool,
+    /// CPU lists (`0-3,8,10-14:2`) for the main thread, background
+    /// threads, AOF rewrite and snapshot children (empty: no pinning).
+    pub server_cpulist: String,
+    pub bio_cpulist: String,
+    pub aof_rewrite_cpulist: String,
+    pub bgsave_cpulist: String,
+    /// `socket-mark-id`: SO_MARK of the listening sockets (0: none).
+    pub socket_mark_id: u32,
+    /// Logging to syslog as well (`syslog-enabled`, `-ident`, `-facility`).
+    pub syslog_enabled: bool,
+    pub syslog_ident: String,
+    pub syslog_facility: String,
+    /// Active defragmentation (this build has none: `activedefrag` stays no).
+    pub defrag: DefragConfig,
+    /// Cluster options (this build has no cluster mode: kept as values).
+    pub cluster: ClusterConfig,
+}
+
+/// The `active-defrag-*` tunables: values only, as in a Redis built
+/// without defragmentation support.
+#[derive(Clone, Debug, Default)]
+pub struct DefragConfig {
+    pub enabled: bool,
+    pub ignore_bytes: u64,
+    pub threshold_lower: i64,
+    pub threshold_upper: i64,
+    pub cycle_min: i64,
+    pub cycle_max: i64,
+    pub max_scan_fields: i64,
+}
+
+/// The `cluster-*` options. kvstore has no cluster mode (`cluster-enabled
+/// yes` is refused at startup); the rest are values that configs written
+/// for Redis may set.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterConfig {
+    pub enabled: bool,
+    pub config_file: String,
+    pub node_timeout: i64,
+    pub port: i64,
+    pub announce_ip: String,
+    pub announce_hostname: String,
+    pub announce_port: i64,
+    pub announce_bus_port: i64,
+    pub announce_tls_port: i64,
+    pub preferred_endpoint_type: String,
+    pub replica_validity_factor: i64,
+    pub migration_barrier: i64,
+    pub allow_replica_migration: bool,
+    pub require_full_coverage: bool,
+    pub replica_no_failover: bool,
+    pub allow_reads_when_down: bool,
+    pub allow_pubsubshard_when_down: bool,
+    pub link_sendbuf_limit: u64,
 }
 
 impl Default for Config {
@@ -230,6 +345,46 @@ impl Default for Config {
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
             config_file: None,
+            repl_diskless_sync_max_replicas: 0,
+            repl_disable_tcp_nodelay: false,
+            rdb_del_sync_files: false,
+            replica_priority: 0,
+            replica_announced: true,
+            replica_announce_ip: String::new(),
+            replica_announce_port: 0,
+            replica_ignore_disk_write_errors: false,
+            propagation_error_behavior: PropagationErrorBehavior::Ignore,
+            shutdown_on_sigint: ShutdownFlags::default(),
+            shutdown_on_sigterm: ShutdownFlags::default(),
+            shutdown_timeout: 0,
+            dynamic_hz: true,
+            jemalloc_bg_thread: true,
+            disable_thp: true,
+            oom_score_adj: OomScoreAdj::No,
+            oom_score_adj_values: [0; 3],
+            supervised: SupervisedMode::No,
+            set_proc_title: true,
+            proc_title_template: String::new(),
+            crash_log_enabled: true,
+            crash_memcheck_enabled: true,
+            sanitize_dump_payload: String::new(),
+            aof_disable_auto_gc: false,
+            aof_rewrite_incremental_fsync: true,
+            rdb_save_incremental_fsync: true,
+            always_show_logo: false,
+            ignore_warnings: String::new(),
+            io_threads: 1,
+            io_threads_do_reads: false,
+            server_cpulist: String::new(),
+            bio_cpulist: String::new(),
+            aof_rewrite_cpulist: String::new(),
+            bgsave_cpulist: String::new(),
+            socket_mark_id: 0,
+            syslog_enabled: false,
+            syslog_ident: String::new(),
+            syslog_facility: String::new(),
+            defrag: DefragConfig::default(),
+            cluster: ClusterConfig::default(),
         };
         for opt in OPTIONS {
             (opt.set)(&mut c, opt.default).expect("option defaults are valid");
@@ -372,6 +527,270 @@ impl FsyncPolicy {
             FsyncPolicy::No => "no",
         }
     }
+}
+
+/// `oom-score-adj`: whether the server sets its own OOM score (Redis's
+/// setOOMScoreAdj), and how `oom-score-adj-values` are read: added to the
+/// score the process started with (`relative`, alias `yes`), or as they
+/// are (`absolute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OomScoreAdj {
+    No,
+    Relative,
+    Absolute,
+}
+
+impl OomScoreAdj {
+    fn parse(v: &str) -> Result<OomScoreAdj, String> {
+        match v.to_ascii_lowercase().as_str() {
+            "no" => Ok(OomScoreAdj::No),
+            "yes" | "relative" => Ok(OomScoreAdj::Relative),
+            "absolute" => Ok(OomScoreAdj::Absolute),
+            _ => {
+                Err("argument(s) must be one of the following: no, yes, relative, absolute".into())
+            }
+        }
+    }
+
+    /// As CONFIG GET shows it: Redis names `relative` by its first name, `yes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OomScoreAdj::No => "no",
+            OomScoreAdj::Relative => "yes",
+            OomScoreAdj::Absolute => "absolute",
+        }
+    }
+}
+
+/// What the server is, for `oom-score-adj-values` (its order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OomClass {
+    Master = 0,
+    Replica = 1,
+    BackgroundChild = 2,
+}
+
+/// `oom-score-adj-values`: three scores in [-2000, 2000] (Redis's
+/// setConfigOOMScoreAdjValuesOption and its messages).
+fn parse_oom_values(v: &str) -> Result<[i32; 3], String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.len() != 3 {
+        return Err("wrong number of arguments".into());
+    }
+    let mut out = [0i32; 3];
+    for (slot, w) in out.iter_mut().zip(&words) {
+        match strtoll_whole(w).filter(|n| (-2000..=2000).contains(n)) {
+            Some(n) => *slot = n as i32,
+            None => {
+                return Err(
+                    "Invalid oom-score-adj-values, elements must be between -2000 and 2000.".into(),
+                )
+            }
+        }
+    }
+    if out[OomClass::Replica as usize] < out[OomClass::Master as usize]
+        || out[OomClass::BackgroundChild as usize] < out[OomClass::Replica as usize]
+    {
+        tracing::warn!("The oom-score-adj-values configuration may not work for non-privileged processes! Please consult the documentation.");
+    }
+    Ok(out)
+}
+
+/// A number as C's strtoll reads a whole word (leading spaces, a sign,
+/// digits to the end; out of range saturates), as Redis reads each of the
+/// `oom-score-adj-values`.
+fn strtoll_whole(w: &str) -> Option<i64> {
+    let t = w.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(match digits.parse::<i64>() {
+        Ok(n) if neg => -n,
+        Ok(n) => n,
+        Err(_) if neg => i64::MIN,
+        Err(_) => i64::MAX,
+    })
+}
+
+/// `propagation-error-behavior`: what a replica (for its master's stream)
+/// or the AOF loader does when a command it applies fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PropagationErrorBehavior {
+    /// Log it and go on.
+    Ignore,
+    /// Stop with a crash report, a replica (while read-only) or the AOF
+    /// loader alike.
+    Panic,
+    /// Stop a read-only replica; the AOF loader goes on.
+    PanicOnReplicas,
+}
+
+impl PropagationErrorBehavior {
+    const NAMES: [(&'static str, PropagationErrorBehavior); 3] = [
+        ("ignore", PropagationErrorBehavior::Ignore),
+        ("panic", PropagationErrorBehavior::Panic),
+        (
+            "panic-on-replicas",
+            PropagationErrorBehavior::PanicOnReplicas,
+        ),
+    ];
+
+    fn parse(v: &str) -> Result<PropagationErrorBehavior, String> {
+        let name = parse_enum(v, &Self::NAMES.map(|(n, _)| n))?;
+        Ok(Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(PropagationErrorBehavior::Ignore, |(_, b)| *b))
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map_or("ignore", |(n, _)| n)
+    }
+}
+
+/// `supervised`: how a supervisor learns the server is ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SupervisedMode {
+    No,
+    /// Stop with SIGSTOP once initialised (upstart's `expect stop`).
+    Upstart,
+    /// sd_notify messages on $NOTIFY_SOCKET (READY=1, STOPPING=1, STATUS=).
+    Systemd,
+    /// Upstart when $UPSTART_JOB is set, else systemd when $NOTIFY_SOCKET is.
+    Auto,
+}
+
+impl SupervisedMode {
+    const NAMES: [(&'static str, SupervisedMode); 4] = [
+        ("upstart", SupervisedMode::Upstart),
+        ("systemd", SupervisedMode::Systemd),
+        ("auto", SupervisedMode::Auto),
+        ("no", SupervisedMode::No),
+    ];
+
+    fn parse(v: &str) -> Result<SupervisedMode, String> {
+        let name = parse_enum(v, &Self::NAMES.map(|(n, _)| n))?;
+        Ok(Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(SupervisedMode::No, |(_, m)| *m))
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("no", |(n, _)| n)
+    }
+}
+
+/// SHUTDOWN's flags, also those a signal's shutdown takes
+/// (`shutdown-on-sigint`, `shutdown-on-sigterm`): Redis's SHUTDOWN_* bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownFlags(u8);
+
+impl ShutdownFlags {
+    /// Save a final snapshot even without save points.
+    pub const SAVE: u8 = 1;
+    /// No final snapshot even with save points.
+    pub const NOSAVE: u8 = 2;
+    /// Don't wait for lagging replicas.
+    pub const NOW: u8 = 4;
+    /// Exit even when the final snapshot fails.
+    pub const FORCE: u8 = 8;
+    /// The names in Redis's enum order (`default` is no flag).
+    const NAMES: [(&'static str, u8); 5] = [
+        ("default", 0),
+        ("save", Self::SAVE),
+        ("nosave", Self::NOSAVE),
+        ("now", Self::NOW),
+        ("force", Self::FORCE),
+    ];
+
+    pub const fn new(bits: u8) -> ShutdownFlags {
+        ShutdownFlags(bits)
+    }
+
+    pub fn has(self, flag: u8) -> bool {
+        self.0 & flag != 0
+    }
+
+    /// These flags plus `flag`.
+    pub fn with(self, flag: u8) -> ShutdownFlags {
+        ShutdownFlags(self.0 | flag)
+    }
+
+    /// These flags without `flag`.
+    pub fn without(self, flag: u8) -> ShutdownFlags {
+        ShutdownFlags(self.0 & !flag)
+    }
+
+    /// Space-separated names, each adding its flag (Redis's multi-argument
+    /// enum), SAVE and NOSAVE not together.
+    fn parse(v: &str) -> Result<ShutdownFlags, String> {
+        let words: Vec<&str> = v.split_whitespace().collect();
+        let bad = || {
+            let names: Vec<&str> = Self::NAMES.iter().map(|(n, _)| *n).collect();
+            format!(
+                "argument(s) must be one of the following: {}",
+                names.join(", ")
+            )
+        };
+        if words.is_empty() {
+            return Err(bad());
+        }
+        let mut bits = 0;
+        for w in words {
+            let (_, bit) = Self::NAMES
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(w))
+                .ok_or_else(bad)?;
+            bits |= bit;
+        }
+        if bits & Self::SAVE != 0 && bits & Self::NOSAVE != 0 {
+            return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+        }
+        Ok(ShutdownFlags(bits))
+    }
+
+    /// As CONFIG GET shows them (Redis's configEnumGetName with bit flags).
+    pub fn names(self) -> String {
+        if self.0 == 0 {
+            return "default".into();
+        }
+        let names: Vec<&str> = Self::NAMES
+            .iter()
+            .filter(|(_, bit)| *bit != 0 && self.0 & bit != 0)
+            .map(|(n, _)| *n)
+            .collect();
+        names.join(" ")
+    }
+}
+
+/// A cluster-announce-hostname (Redis's isValidAnnouncedHostname).
+fn valid_hostname(v: &str) -> Result<String, String> {
+    /// Redis's NET_HOST_STR_LEN.
+    const MAX_HOSTNAME: usize = 256;
+    if v.len() >= MAX_HOSTNAME {
+        return Err(format!(
+            "Hostnames must be less than {MAX_HOSTNAME} characters"
+        ));
+    }
+    if !v
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    {
+        return Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into());
+    }
+    Ok(v.to_string())
 }
 
 /// `notify-keyspace-events`: which keyspace events are published, as
@@ -527,10 +946,11 @@ fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
 }
 
+/// An integer option, parsed as Redis's string2ll does (no sign but `-`,
+/// no leading zeros, no spaces) and checked against its range.
 fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
-    let n: i64 = v
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    let n = crate::util::parse_i64(v.as_bytes())
+        .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
     if n < min || n > max {
         return Err(format!(
             "argument must be between {min} and {max} inclusive"
@@ -1132,13 +1552,16 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c| yes_no(c.lazyfree_lazy_user_flush),
         |c, v| c.lazyfree_lazy_user_flush = parse_bool(v)?
     ),
-    opt!(
-        "replica-lazy-flush",
-        "no",
-        true,
-        "A replica empties its dataset in the background before a full sync.",
-        |c| yes_no(c.replica_lazy_flush),
-        |c, v| c.replica_lazy_flush = parse_bool(v)?
+    aliased(
+        opt!(
+            "replica-lazy-flush",
+            "no",
+            true,
+            "A replica empties its dataset in the background before a full sync.",
+            |c| yes_no(c.replica_lazy_flush),
+            |c, v| c.replica_lazy_flush = parse_bool(v)?
+        ),
+        "slave-lazy-flush",
     ),
     opt!(
         "stop-writes-on-bgsave-error",
@@ -1444,13 +1867,16 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c| c.repl_backlog_ttl.to_string(),
         |c, v| c.repl_backlog_ttl = parse_int(v, 0, i32::MAX as i64)?
     ),
-    opt!(
-        "repl-ping-replica-period",
-        "10",
-        true,
-        "Seconds between the PINGs a master sends its replicas.",
-        |c| c.repl_ping_replica_period.to_string(),
-        |c, v| c.repl_ping_replica_period = parse_int(v, 1, i32::MAX as i64)?
+    aliased(
+        opt!(
+            "repl-ping-replica-period",
+            "10",
+            true,
+            "Seconds between the PINGs a master sends its replicas.",
+            |c| c.repl_ping_replica_period.to_string(),
+            |c, v| c.repl_ping_replica_period = parse_int(v, 1, i32::MAX as i64)?
+        ),
+        "repl-ping-slave-period",
     ),
     opt!(
         "repl-timeout",
@@ -1525,6 +1951,547 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| parse_buffer_limits(v, &mut c.client_output_buffer_limit)?
     )),
     opt!(
+        "repl-diskless-sync-max-replicas",
+        "0",
+        true,
+        "A diskless full sync starts as soon as this many replicas wait for it, without waiting out repl-diskless-sync-delay (0: only the delay counts).",
+        |c| c.repl_diskless_sync_max_replicas.to_string(),
+        |c, v| c.repl_diskless_sync_max_replicas = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "repl-disable-tcp-nodelay",
+        "no",
+        true,
+        "yes: a replica's socket sends fewer, bigger segments (TCP_NODELAY off) from its full sync on: less bandwidth, more replication delay.",
+        |c| yes_no(c.repl_disable_tcp_nodelay),
+        |c, v| c.repl_disable_tcp_nodelay = parse_bool(v)?
+    ),
+    opt!(
+        "rdb-del-sync-files",
+        "no",
+        true,
+        "Without save points and AOF, remove the dump a full sync wrote (master) or received (replica) once it is used.",
+        |c| yes_no(c.rdb_del_sync_files),
+        |c, v| c.rdb_del_sync_files = parse_bool(v)?
+    ),
+    aliased(
+        opt!(
+            "replica-priority",
+            "100",
+            true,
+            "Replica priority for Sentinel's promotion (INFO slave_priority): lower first, 0 never.",
+            |c| c.replica_priority.to_string(),
+            |c, v| c.replica_priority = parse_int(v, 0, i32::MAX as i64)?
+        ),
+        "slave-priority",
+    ),
+    opt!(
+        "replica-announced",
+        "yes",
+        true,
+        "no: Sentinel leaves this replica out of its replica lists (INFO replica_announced).",
+        |c| yes_no(c.replica_announced),
+        |c, v| c.replica_announced = parse_bool(v)?
+    ),
+    aliased(
+        opt!(
+            "replica-announce-ip",
+            "",
+            true,
+            "Address a replica tells its master (REPLCONF ip-address) instead of the one it connects from (empty: that one).",
+            |c| c.replica_announce_ip.clone(),
+            |c, v| c.replica_announce_ip = v.to_string()
+        ),
+        "slave-announce-ip",
+    ),
+    aliased(
+        opt!(
+            "replica-announce-port",
+            "0",
+            true,
+            "Port a replica tells its master (REPLCONF listening-port) instead of its own (0: its own).",
+            |c| c.replica_announce_port.to_string(),
+            |c, v| c.replica_announce_port = parse_int(v, 0, 65535)? as u16
+        ),
+        "slave-announce-port",
+    ),
+    opt!(
+        "replica-ignore-disk-write-errors",
+        "no",
+        true,
+        "yes: a replica applies its master's writes even while it cannot persist them; no: it stops with a crash report.",
+        |c| yes_no(c.replica_ignore_disk_write_errors),
+        |c, v| c.replica_ignore_disk_write_errors = parse_bool(v)?
+    ),
+    opt!(
+        "propagation-error-behavior",
+        "ignore",
+        true,
+        "When a replicated or AOF-loaded command fails: ignore (log it), panic (a read-only replica and the AOF loader stop), panic-on-replicas.",
+        |c| c.propagation_error_behavior.name().to_string(),
+        |c, v| c.propagation_error_behavior = PropagationErrorBehavior::parse(v)?
+    ),
+    multi_arg(opt!(
+        "shutdown-on-sigint",
+        "default",
+        true,
+        "SHUTDOWN flags of the shutdown SIGINT starts: default, or any of save|nosave, now (don't wait for replicas), force (exit despite errors).",
+        |c| c.shutdown_on_sigint.names(),
+        |c, v| c.shutdown_on_sigint = ShutdownFlags::parse(v)?
+    )),
+    multi_arg(opt!(
+        "shutdown-on-sigterm",
+        "default",
+        true,
+        "SHUTDOWN flags of the shutdown SIGTERM starts (as shutdown-on-sigint).",
+        |c| c.shutdown_on_sigterm.names(),
+        |c, v| c.shutdown_on_sigterm = ShutdownFlags::parse(v)?
+    )),
+    opt!(
+        "shutdown-timeout",
+        "10",
+        true,
+        "Seconds a shutdown (without NOW) waits for lagging replicas to acknowledge everything, writes paused meanwhile (0: no wait).",
+        |c| c.shutdown_timeout.to_string(),
+        |c, v| c.shutdown_timeout = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "dynamic-hz",
+        "yes",
+        true,
+        "Run the cron faster while there are many clients: hz doubles while clients/hz exceeds 200, up to 500 (INFO hz vs configured_hz).",
+        |c| yes_no(c.dynamic_hz),
+        |c, v| c.dynamic_hz = parse_bool(v)?
+    ),
+    opt!(
+        "jemalloc-bg-thread",
+        "yes",
+        true,
+        "jemalloc purges unused pages from its own background thread.",
+        |c| yes_no(c.jemalloc_bg_thread),
+        |c, v| c.jemalloc_bg_thread = parse_bool(v)?
+    ),
+    opt!(
+        "disable-thp",
+        "yes",
+        false,
+        "Turn transparent huge pages off for this process (prctl) when the kernel has them set to always.",
+        |c| yes_no(c.disable_thp),
+        |c, v| c.disable_thp = parse_bool(v)?
+    ),
+    opt!(
+        "oom-score-adj",
+        "no",
+        true,
+        "Set the process's OOM score from oom-score-adj-values: no, yes/relative (added to the starting score), absolute.",
+        |c| c.oom_score_adj.name().to_string(),
+        |c, v| c.oom_score_adj = OomScoreAdj::parse(v)?
+    ),
+    multi_arg(opt!(
+        "oom-score-adj-values",
+        "0 200 800",
+        true,
+        "OOM scores of a master, a replica and a background child (snapshot, AOF rewrite), each -2000..2000.",
+        |c| c
+            .oom_score_adj_values
+            .map(|v| v.to_string())
+            .join(" "),
+        |c, v| c.oom_score_adj_values = parse_oom_values(v)?
+    )),
+    opt!(
+        "supervised",
+        "no",
+        false,
+        "Tell a supervisor when ready: no, upstart (SIGSTOP), systemd (sd_notify on $NOTIFY_SOCKET), auto (by environment).",
+        |c| c.supervised.name().to_string(),
+        |c, v| c.supervised = SupervisedMode::parse(v)?
+    ),
+    opt!(
+        "set-proc-title",
+        "yes",
+        false,
+        "Show proc-title-template as the process's command line (ps); within the length of the original command line.",
+        |c| yes_no(c.set_proc_title),
+        |c, v| c.set_proc_title = parse_bool(v)?
+    ),
+    opt!(
+        "proc-title-template",
+        "{title} {listen-addr} {server-mode}",
+        true,
+        "Process title; variables {title} {listen-addr} {server-mode} {port} {tls-port} {unixsocket} {config-file}.",
+        |c| c.proc_title_template.clone(),
+        |c, v| {
+            if !c.valid_proc_title_template(v) {
+                return Err("template format is invalid or contains unknown variables".into());
+            }
+            c.proc_title_template = v.to_string()
+        }
+    ),
+    opt!(
+        "crash-log-enabled",
+        "yes",
+        true,
+        "A crash (a panic) writes a crash report (message, location, backtrace) to the log.",
+        |c| yes_no(c.crash_log_enabled),
+        |c, v| c.crash_log_enabled = parse_bool(v)?
+    ),
+    opt!(
+        "crash-memcheck-enabled",
+        "yes",
+        true,
+        "Redis runs a memory test after a crash report; kvstore has no such test, the value is kept.",
+        |c| yes_no(c.crash_memcheck_enabled),
+        |c, v| c.crash_memcheck_enabled = parse_bool(v)?
+    ),
+    opt!(
+        "sanitize-dump-payload",
+        "no",
+        true,
+        "no, yes or clients. kvstore always validates RESTORE and RDB payloads in full, whatever this says.",
+        |c| c.sanitize_dump_payload.clone(),
+        |c, v| c.sanitize_dump_payload = parse_enum(v, &["no", "yes", "clients"])?
+    ),
+    opt!(
+        "aof-disable-auto-gc",
+        "no",
+        true,
+        "Keep the history AOF files a rewrite leaves (no: they are deleted).",
+        |c| yes_no(c.aof_disable_auto_gc),
+        |c, v| c.aof_disable_auto_gc = parse_bool(v)?
+    ),
+    opt!(
+        "aof-rewrite-incremental-fsync",
+        "yes",
+        true,
+        "fsync the file an AOF rewrite writes every 4 MB.",
+        |c| yes_no(c.aof_rewrite_incremental_fsync),
+        |c, v| c.aof_rewrite_incremental_fsync = parse_bool(v)?
+    ),
+    opt!(
+        "rdb-save-incremental-fsync",
+        "yes",
+        true,
+        "fsync a snapshot being written every 4 MB.",
+        |c| yes_no(c.rdb_save_incremental_fsync),
+        |c, v| c.rdb_save_incremental_fsync = parse_bool(v)?
+    ),
+    opt!(
+        "always-show-logo",
+        "no",
+        false,
+        "Log a startup banner even when the log is not a terminal.",
+        |c| yes_no(c.always_show_logo),
+        |c, v| c.always_show_logo = parse_bool(v)?
+    ),
+    opt!(
+        "ignore-warnings",
+        "",
+        true,
+        "Startup warnings to silence (Redis's ARM64-COW-BUG); kvstore makes no such check.",
+        |c| c.ignore_warnings.clone(),
+        |c, v| c.ignore_warnings = v.to_string()
+    ),
+    opt!(
+        "io-threads",
+        "1",
+        false,
+        "1-128. kvstore serves every client from its event loop thread: above 1 is accepted and logged, with no effect.",
+        |c| c.io_threads.to_string(),
+        |c, v| c.io_threads = parse_int(v, 1, 128)?
+    ),
+    opt!(
+        "io-threads-do-reads",
+        "no",
+        false,
+        "Read and parse on I/O threads (there are none: see io-threads).",
+        |c| yes_no(c.io_threads_do_reads),
+        |c, v| c.io_threads_do_reads = parse_bool(v)?
+    ),
+    opt!(
+        "server_cpulist",
+        "",
+        false,
+        "CPUs for the event loop thread, as 0-3,8,10-14:2 (empty: any).",
+        |c| c.server_cpulist.clone(),
+        |c, v| c.server_cpulist = v.to_string()
+    ),
+    opt!(
+        "bio_cpulist",
+        "",
+        false,
+        "CPUs for the background threads (lazy free, AOF fsync, unlinks).",
+        |c| c.bio_cpulist.clone(),
+        |c, v| c.bio_cpulist = v.to_string()
+    ),
+    opt!(
+        "aof_rewrite_cpulist",
+        "",
+        false,
+        "CPUs for the AOF rewrite child.",
+        |c| c.aof_rewrite_cpulist.clone(),
+        |c, v| c.aof_rewrite_cpulist = v.to_string()
+    ),
+    opt!(
+        "bgsave_cpulist",
+        "",
+        false,
+        "CPUs for the snapshot child (BGSAVE, full syncs).",
+        |c| c.bgsave_cpulist.clone(),
+        |c, v| c.bgsave_cpulist = v.to_string()
+    ),
+    opt!(
+        "socket-mark-id",
+        "0",
+        false,
+        "SO_MARK of the listening sockets, for routing and filtering (needs CAP_NET_ADMIN; 0: none).",
+        |c| c.socket_mark_id.to_string(),
+        |c, v| c.socket_mark_id = parse_int(v, 0, u32::MAX as i64)? as u32
+    ),
+    opt!(
+        "syslog-enabled",
+        "no",
+        false,
+        "Send log lines to syslog as well.",
+        |c| yes_no(c.syslog_enabled),
+        |c, v| c.syslog_enabled = parse_bool(v)?
+    ),
+    opt!(
+        "syslog-ident",
+        "redis",
+        false,
+        "syslog identity.",
+        |c| c.syslog_ident.clone(),
+        |c, v| c.syslog_ident = v.to_string()
+    ),
+    opt!(
+        "syslog-facility",
+        "local0",
+        false,
+        "syslog facility: user or local0-local7.",
+        |c| c.syslog_facility.clone(),
+        |c, v| c.syslog_facility = parse_enum(
+            v,
+            &["user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"]
+        )?
+    ),
+    opt!(
+        "activedefrag",
+        "no",
+        true,
+        "Active defragmentation: not in this build (as Redis without its modified jemalloc), only no.",
+        |c| yes_no(c.defrag.enabled),
+        |c, v| {
+            if parse_bool(v)? {
+                return Err(ERR_NO_DEFRAG.into());
+            }
+            c.defrag.enabled = false
+        }
+    ),
+    opt!(
+        "active-defrag-ignore-bytes",
+        "100mb",
+        true,
+        "Defragmentation tunable (kept; see activedefrag): least wasted bytes worth defragmenting.",
+        |c| c.defrag.ignore_bytes.to_string(),
+        |c, v| c.defrag.ignore_bytes = memory_in_range(v, 1, i64::MAX as u64)?
+    ),
+    opt!(
+        "active-defrag-threshold-lower",
+        "10",
+        true,
+        "Defragmentation tunable (kept): least fragmentation percentage to start.",
+        |c| c.defrag.threshold_lower.to_string(),
+        |c, v| c.defrag.threshold_lower = parse_int(v, 0, 1000)?
+    ),
+    opt!(
+        "active-defrag-threshold-upper",
+        "100",
+        true,
+        "Defragmentation tunable (kept): fragmentation percentage of the most effort.",
+        |c| c.defrag.threshold_upper.to_string(),
+        |c, v| c.defrag.threshold_upper = parse_int(v, 0, 1000)?
+    ),
+    opt!(
+        "active-defrag-cycle-min",
+        "1",
+        true,
+        "Defragmentation tunable (kept): least CPU percentage.",
+        |c| c.defrag.cycle_min.to_string(),
+        |c, v| c.defrag.cycle_min = parse_int(v, 1, 99)?
+    ),
+    opt!(
+        "active-defrag-cycle-max",
+        "25",
+        true,
+        "Defragmentation tunable (kept): most CPU percentage.",
+        |c| c.defrag.cycle_max.to_string(),
+        |c, v| c.defrag.cycle_max = parse_int(v, 1, 99)?
+    ),
+    opt!(
+        "active-defrag-max-scan-fields",
+        "1000",
+        true,
+        "Defragmentation tunable (kept): values with more fields are scanned apart.",
+        |c| c.defrag.max_scan_fields.to_string(),
+        |c, v| c.defrag.max_scan_fields = parse_int(v, 1, i64::MAX)?
+    ),
+    opt!(
+        "cluster-enabled",
+        "no",
+        false,
+        "Cluster mode: not supported by kvstore, only no.",
+        |c| yes_no(c.cluster.enabled),
+        |c, v| {
+            if parse_bool(v)? {
+                return Err("cluster mode is not supported by kvstore: cluster-enabled must be no".into());
+            }
+            c.cluster.enabled = false
+        }
+    ),
+    opt!(
+        "cluster-config-file",
+        "nodes.conf",
+        false,
+        "Cluster option (kept; no cluster mode): the cluster's state file.",
+        |c| c.cluster.config_file.clone(),
+        |c, v| c.cluster.config_file = v.to_string()
+    ),
+    opt!(
+        "cluster-port",
+        "0",
+        false,
+        "Cluster option (kept): cluster bus port (0: port + 10000).",
+        |c| c.cluster.port.to_string(),
+        |c, v| c.cluster.port = parse_int(v, 0, 65535)?
+    ),
+    opt!(
+        "cluster-node-timeout",
+        "15000",
+        true,
+        "Cluster option (kept): milliseconds before a node counts as failing.",
+        |c| c.cluster.node_timeout.to_string(),
+        |c, v| c.cluster.node_timeout = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "cluster-announce-ip",
+        "",
+        true,
+        "Cluster option (kept): address announced to the cluster.",
+        |c| c.cluster.announce_ip.clone(),
+        |c, v| c.cluster.announce_ip = v.to_string()
+    ),
+    opt!(
+        "cluster-announce-hostname",
+        "",
+        true,
+        "Cluster option (kept): hostname announced to the cluster.",
+        |c| c.cluster.announce_hostname.clone(),
+        |c, v| c.cluster.announce_hostname = valid_hostname(v)?
+    ),
+    opt!(
+        "cluster-announce-port",
+        "0",
+        true,
+        "Cluster option (kept): client port announced to the cluster.",
+        |c| c.cluster.announce_port.to_string(),
+        |c, v| c.cluster.announce_port = parse_int(v, 0, 65535)?
+    ),
+    opt!(
+        "cluster-announce-bus-port",
+        "0",
+        true,
+        "Cluster option (kept): bus port announced to the cluster.",
+        |c| c.cluster.announce_bus_port.to_string(),
+        |c, v| c.cluster.announce_bus_port = parse_int(v, 0, 65535)?
+    ),
+    opt!(
+        "cluster-announce-tls-port",
+        "0",
+        true,
+        "Cluster option (kept): TLS port announced to the cluster.",
+        |c| c.cluster.announce_tls_port.to_string(),
+        |c, v| c.cluster.announce_tls_port = parse_int(v, 0, 65535)?
+    ),
+    opt!(
+        "cluster-preferred-endpoint-type",
+        "ip",
+        true,
+        "Cluster option (kept): ip, hostname or unknown-endpoint.",
+        |c| c.cluster.preferred_endpoint_type.clone(),
+        |c, v| c.cluster.preferred_endpoint_type =
+            parse_enum(v, &["ip", "hostname", "unknown-endpoint"])?
+    ),
+    aliased(
+        opt!(
+            "cluster-replica-validity-factor",
+            "10",
+            true,
+            "Cluster option (kept): how stale a replica may be to fail over.",
+            |c| c.cluster.replica_validity_factor.to_string(),
+            |c, v| c.cluster.replica_validity_factor = parse_int(v, 0, i32::MAX as i64)?
+        ),
+        "cluster-slave-validity-factor",
+    ),
+    opt!(
+        "cluster-migration-barrier",
+        "1",
+        true,
+        "Cluster option (kept): replicas a master keeps before one migrates.",
+        |c| c.cluster.migration_barrier.to_string(),
+        |c, v| c.cluster.migration_barrier = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "cluster-allow-replica-migration",
+        "yes",
+        true,
+        "Cluster option (kept): replicas may migrate to orphaned masters.",
+        |c| yes_no(c.cluster.allow_replica_migration),
+        |c, v| c.cluster.allow_replica_migration = parse_bool(v)?
+    ),
+    opt!(
+        "cluster-require-full-coverage",
+        "yes",
+        true,
+        "Cluster option (kept): refuse queries while a slot is uncovered.",
+        |c| yes_no(c.cluster.require_full_coverage),
+        |c, v| c.cluster.require_full_coverage = parse_bool(v)?
+    ),
+    aliased(
+        opt!(
+            "cluster-replica-no-failover",
+            "no",
+            true,
+            "Cluster option (kept): this replica never fails over automatically.",
+            |c| yes_no(c.cluster.replica_no_failover),
+            |c, v| c.cluster.replica_no_failover = parse_bool(v)?
+        ),
+        "cluster-slave-no-failover",
+    ),
+    opt!(
+        "cluster-allow-reads-when-down",
+        "no",
+        true,
+        "Cluster option (kept): serve reads while the cluster is down.",
+        |c| yes_no(c.cluster.allow_reads_when_down),
+        |c, v| c.cluster.allow_reads_when_down = parse_bool(v)?
+    ),
+    opt!(
+        "cluster-allow-pubsubshard-when-down",
+        "yes",
+        true,
+        "Cluster option (kept): serve sharded pub/sub while the cluster is down.",
+        |c| yes_no(c.cluster.allow_pubsubshard_when_down),
+        |c, v| c.cluster.allow_pubsubshard_when_down = parse_bool(v)?
+    ),
+    opt!(
+        "cluster-link-sendbuf-limit",
+        "0",
+        true,
+        "Cluster option (kept): bytes a cluster bus link may buffer (0: no limit).",
+        |c| c.cluster.link_sendbuf_limit.to_string(),
+        |c, v| c.cluster.link_sendbuf_limit = parse_memory(v)?
+    ),
+    opt!(
         "daemonize",
         "no",
         false,
@@ -1537,6 +2504,10 @@ pub static OPTIONS: &[OptionSpec] = &[
         }
     ),
 ];
+
+/// Redis's refusal of `activedefrag yes` when built without its modified
+/// jemalloc (config.c's isValidActiveDefrag), word for word.
+pub const ERR_NO_DEFRAG: &str = "Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution";
 
 fn absolute_dir(v: &str) -> Result<PathBuf, String> {
     let p = Path::new(v);
@@ -1658,6 +2629,61 @@ impl Config {
         Ok(())
     }
 
+    /// Expand a `proc-title-template` (Redis's expandProcTitleTemplate):
+    /// `{name}` is a variable, `{{` a literal brace, the result trimmed of
+    /// spaces; `None` for an unknown variable or an unclosed brace.
+    pub fn expand_proc_title(&self, template: &str, title: &str) -> Option<String> {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            if after.is_empty() {
+                return None;
+            }
+            if let Some(more) = after.strip_prefix('{') {
+                out.push('{');
+                rest = more;
+                continue;
+            }
+            let close = after.find('}')?;
+            out.push_str(&self.proc_title_variable(&after[..close], title)?);
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        Some(out.trim_matches(' ').to_string())
+    }
+
+    /// One variable of the title (Redis's redisProcTitleGetVariable; this
+    /// server has no TLS port, cluster or sentinel mode).
+    fn proc_title_variable(&self, name: &str, title: &str) -> Option<String> {
+        Some(match name {
+            "title" => title.to_string(),
+            "listen-addr" if self.port != 0 => format!(
+                "{}:{}",
+                self.bind.first().map_or("*", String::as_str),
+                self.port
+            ),
+            "listen-addr" => format!("unixsocket:{}", self.unixsocket),
+            "server-mode" => String::new(),
+            "config-file" => self
+                .config_file
+                .as_ref()
+                .map_or("-".to_string(), |p| p.display().to_string()),
+            "port" => self.port.to_string(),
+            "tls-port" => "0".to_string(),
+            "unixsocket" => self.unixsocket.clone(),
+            _ => return None,
+        })
+    }
+
+    /// Redis's validateProcTitleTemplate: it expands (with an empty title)
+    /// to something not empty.
+    pub fn valid_proc_title_template(&self, template: &str) -> bool {
+        self.expand_proc_title(template, "")
+            .is_some_and(|t| !t.is_empty())
+    }
+
     /// CONFIG GET value of an option.
     pub fn get(&self, name: &str) -> Option<String> {
         find_option(name).map(|o| (o.get)(self))
@@ -1753,7 +2779,20 @@ impl Config {
             // A master has no replicaof line (Redis removes it).
             "replicaof" if value.is_empty() => (Vec::new(), false),
             // Strings Redis leaves out when unset (NULL by default).
-            "unixsocket" | "pidfile" | "requirepass" if value.is_empty() => (Vec::new(), false),
+            "unixsocket"
+            | "pidfile"
+            | "requirepass"
+            | "replica-announce-ip"
+            | "cluster-announce-ip"
+            | "cluster-announce-hostname"
+            | "server_cpulist"
+            | "bio_cpulist"
+            | "aof_rewrite_cpulist"
+            | "bgsave_cpulist"
+                if value.is_empty() =>
+            {
+                (Vec::new(), false)
+            }
             _ if QUOTED_OPTIONS.contains(&name) => (vec![line(&crate::util::repr(&value))], force),
             _ if MEMORY_OPTIONS.contains(&name) => {
                 let text = match value.parse::<u64>() {
@@ -1783,6 +2822,8 @@ const MEMORY_OPTIONS: &[&str] = &[
     "zset-max-listpack-value",
     "repl-backlog-size",
     "hll-sparse-max-bytes",
+    "active-defrag-ignore-bytes",
+    "cluster-link-sendbuf-limit",
 ];
 
 /// String options Redis always writes quoted (its sdscatrepr).
@@ -1794,6 +2835,17 @@ const QUOTED_OPTIONS: &[&str] = &[
     "appendfilename",
     "pidfile",
     "requirepass",
+    "replica-announce-ip",
+    "cluster-announce-ip",
+    "cluster-announce-hostname",
+    "cluster-config-file",
+    "syslog-ident",
+    "ignore-warnings",
+    "proc-title-template",
+    "server_cpulist",
+    "bio_cpulist",
+    "aof_rewrite_cpulist",
+    "bgsave_cpulist",
 ];
 
 /// Directives a config file may hold that are not options (Redis keeps

@@ -21,6 +21,7 @@ pub mod logging;
 pub mod memory;
 pub mod net;
 pub mod persistence;
+pub mod process;
 pub mod protocol;
 pub mod rdma;
 pub mod scripting;

@@ -2,11 +2,14 @@
 //!
 //! The level can change at run time (CONFIG SET loglevel), so filtering is
 //! done by the writer factory against a global level rather than fixed when
-//! the subscriber is built.
+//! the subscriber is built. With `syslog-enabled` every line goes to syslog
+//! too, at the priority of its level (Redis's syslogLevelMap). A panic
+//! writes a crash report to the log while `crash-log-enabled` is yes.
 
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{Level, Metadata};
@@ -49,20 +52,27 @@ enum Target {
 struct Writer {
     target: Target,
     enabled: bool,
+    /// The syslog priority of this line, when syslog is on.
+    syslog: Option<libc::c_int>,
 }
 
 impl Write for Writer {
+    /// The whole line at once (so syslog gets it whole, once).
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !self.enabled {
             return Ok(buf.len());
         }
+        if let Some(priority) = self.syslog {
+            to_syslog(priority, buf);
+        }
         match &self.target {
-            Target::Stdout => io::stdout().write(buf),
+            Target::Stdout => io::stdout().write_all(buf)?,
             Target::File(f) => f
                 .lock()
                 .map_err(|_| io::Error::other("log file lock poisoned"))?
-                .write(buf),
+                .write_all(buf)?,
         }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -78,6 +88,7 @@ impl Write for Writer {
 
 struct Factory {
     target: Target,
+    syslog: bool,
 }
 
 impl<'a> MakeWriter<'a> for Factory {
@@ -87,20 +98,76 @@ impl<'a> MakeWriter<'a> for Factory {
         Writer {
             target: self.target.clone(),
             enabled: true,
+            syslog: self.syslog.then_some(libc::LOG_NOTICE),
         }
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Writer {
-        let enabled = event_rank(meta.level()) <= LEVEL.load(Ordering::Relaxed);
+        let rank = event_rank(meta.level());
+        let enabled = rank <= LEVEL.load(Ordering::Relaxed);
         Writer {
             target: self.target.clone(),
             enabled,
+            syslog: self.syslog.then(|| syslog_priority(rank)),
         }
     }
 }
 
-/// Install the global subscriber. `logfile` empty means standard output.
-pub fn init(loglevel: &str, logfile: &str) -> io::Result<()> {
+/// Redis's syslogLevelMap: warning, notice, verbose (info), debug.
+fn syslog_priority(rank: u8) -> libc::c_int {
+    match rank {
+        0 | 1 => libc::LOG_WARNING,
+        2 => libc::LOG_NOTICE,
+        3 => libc::LOG_INFO,
+        _ => libc::LOG_DEBUG,
+    }
+}
+
+/// Send one log line to syslog: its message, without the timestamp and
+/// level the log file has (syslog adds its own) or the newline.
+fn to_syslog(priority: libc::c_int, line: &[u8]) {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let message = std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| {
+            let (_, after_time) = l.split_once("Z ")?;
+            let (_, message) = after_time.trim_start().split_once(' ')?;
+            Some(message.as_bytes())
+        })
+        .unwrap_or(line);
+    let text: Vec<u8> = message.iter().copied().filter(|&b| b != 0).collect();
+    if let Ok(msg) = CString::new(text) {
+        // SAFETY: a constant "%s" format with one valid C string argument.
+        unsafe { libc::syslog(priority, c"%s".as_ptr(), msg.as_ptr()) };
+    }
+}
+
+/// Where log lines go besides the log file: syslog's identity and
+/// facility (`syslog-ident`, `syslog-facility`), when `syslog-enabled`.
+pub struct Syslog<'a> {
+    pub ident: &'a str,
+    pub facility: &'a str,
+}
+
+/// A `syslog-facility` name as the C constant.
+fn syslog_facility(name: &str) -> libc::c_int {
+    match name {
+        "user" => libc::LOG_USER,
+        "local1" => libc::LOG_LOCAL1,
+        "local2" => libc::LOG_LOCAL2,
+        "local3" => libc::LOG_LOCAL3,
+        "local4" => libc::LOG_LOCAL4,
+        "local5" => libc::LOG_LOCAL5,
+        "local6" => libc::LOG_LOCAL6,
+        "local7" => libc::LOG_LOCAL7,
+        _ => libc::LOG_LOCAL0,
+    }
+}
+
+/// Install the global subscriber. `logfile` empty means standard output;
+/// with `syslog`, lines go to syslog as well (Redis's openlog with
+/// LOG_PID | LOG_NDELAY | LOG_NOWAIT).
+pub fn init(loglevel: &str, logfile: &str, syslog: Option<Syslog<'_>>) -> io::Result<()> {
     set_level(loglevel);
     let target = if logfile.is_empty() {
         Target::Stdout
@@ -108,13 +175,68 @@ pub fn init(loglevel: &str, logfile: &str) -> io::Result<()> {
         let f = OpenOptions::new().create(true).append(true).open(logfile)?;
         Target::File(Arc::new(Mutex::new(f)))
     };
+    if let Some(s) = &syslog {
+        let ident = CString::new(s.ident.replace('\0', ""))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // openlog keeps the pointer: the identity lives as long as the process.
+        let ident: &'static std::ffi::CStr = Box::leak(ident.into_boxed_c_str());
+        // SAFETY: `ident` is a NUL-terminated string that is never freed.
+        unsafe {
+            libc::openlog(
+                ident.as_ptr(),
+                libc::LOG_PID | libc::LOG_NDELAY | libc::LOG_NOWAIT,
+                syslog_facility(s.facility),
+            )
+        };
+    }
     let _ = tracing_subscriber::fmt()
         .with_max_level(Level::DEBUG)
         .with_ansi(false)
         .with_target(false)
-        .with_writer(Factory { target })
+        .with_writer(Factory {
+            target,
+            syslog: syslog.is_some(),
+        })
         .try_init();
     Ok(())
+}
+
+/// `crash-log-enabled`, read by the panic hook (which runs where the
+/// server's state cannot be reached).
+pub static CRASH_LOG_ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Install the panic hook: the usual message on standard error, then,
+/// while `crash-log-enabled` is yes, a crash report in the log in Redis's
+/// shape (its serverPanic and bug report markers): the message, where it
+/// happened, the thread and a backtrace.
+pub fn install_crash_hook() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        if !CRASH_LOG_ENABLED.load(Ordering::Relaxed) {
+            return;
+        }
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "Box<dyn Any>".to_string());
+        let place = info
+            .location()
+            .map_or(String::new(), |l| format!(" #{}:{}", l.file(), l.line()));
+        let thread = std::thread::current();
+        let backtrace = std::backtrace::Backtrace::force_capture();
+        tracing::error!("------------------------------------------------");
+        tracing::error!("!!! Software Failure. Press left mouse button to continue");
+        tracing::error!("Guru Meditation: {message}{place}");
+        tracing::error!("=== REDIS BUG REPORT START: Cut & paste starting from here ===");
+        tracing::error!(
+            "Crashed running the thread '{}'\n------ STACK TRACE ------\n{backtrace}",
+            thread.name().unwrap_or("unnamed")
+        );
+        tracing::error!("=== REDIS BUG REPORT END. Make sure to include from START to END. ===");
+    }));
 }
 
 /// A budget of log lines for one kind of event that a peer can trigger at

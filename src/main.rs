@@ -3,8 +3,10 @@
 use std::process::ExitCode;
 
 use kvstore::config::{default_config_text, Config};
+use kvstore::process;
 use kvstore::server::EventLoop;
-use tracing::{error, info};
+use std::sync::atomic::Ordering;
+use tracing::{error, info, warn};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,10 +43,17 @@ fn main() -> ExitCode {
         eprintln!("*** FATAL CONFIG FILE ERROR ***\n{e}");
         return ExitCode::FAILURE;
     }
-    if let Err(e) = kvstore::logging::init(&config.loglevel, &config.logfile) {
+    let syslog = config.syslog_enabled.then(|| kvstore::logging::Syslog {
+        ident: &config.syslog_ident,
+        facility: &config.syslog_facility,
+    });
+    if let Err(e) = kvstore::logging::init(&config.loglevel, &config.logfile, syslog) {
         eprintln!("Can't open the log file '{}': {e}", config.logfile);
         return ExitCode::FAILURE;
     }
+    kvstore::logging::install_crash_hook();
+    kvstore::logging::CRASH_LOG_ENABLED.store(config.crash_log_enabled, Ordering::Relaxed);
+    process::remember_exec_name(&std::env::args().next().unwrap_or_default());
     // Data files are relative to `dir`, as in Redis; the directory must
     // exist (a typo must not make the server write somewhere new).
     if let Err(e) = std::env::set_current_dir(&config.dir) {
@@ -56,6 +65,8 @@ fn main() -> ExitCode {
         error!("Can't chdir to '{}': {why}", config.dir.display());
         return ExitCode::FAILURE;
     }
+    // Before anything listens, as Redis (upstart stops the process here).
+    process::start_supervision(config.supervised);
     if !config.pidfile.is_empty() {
         if let Err(e) = std::fs::write(&config.pidfile, format!("{}\n", std::process::id())) {
             error!("Failed to write PID file '{}': {e}", config.pidfile);
@@ -67,6 +78,14 @@ fn main() -> ExitCode {
         kvstore::REDIS_VERSION,
         std::process::id()
     );
+    if config.io_threads > 1 {
+        warn!(
+            "io-threads {}: kvstore serves every client from its single event loop thread; the setting has no effect",
+            config.io_threads
+        );
+    }
+    kvstore::memory::set_background_thread(config.jemalloc_bg_thread);
+    process::set_bio_cpulist(&config.bio_cpulist);
     let mut event_loop = match EventLoop::bind(config) {
         Ok(l) => l,
         Err(e) => {
@@ -74,6 +93,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let config = &event_loop.srv.config;
+    if config.set_proc_title {
+        if let Err(e) = process::apply_proc_title(config, None) {
+            warn!("Can't set the process title: {e}");
+        }
+    }
+    log_banner(config);
+    process::disable_transparent_huge_pages(config);
     if let Err(e) = kvstore::state::snapshot::begin_startup_load(&mut event_loop.srv) {
         error!("{e}");
         eprintln!("{e}");
@@ -91,6 +118,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let config = &event_loop.srv.config;
+    process::set_cpu_affinity(&config.server_cpulist);
+    let _ = process::set_oom_score_adj(config, process::server_oom_class(config));
     match event_loop.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -98,6 +128,23 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The startup banner (Redis's redisAsciiArt): a small logo when the log
+/// is a terminal or `always-show-logo` says so, else one line.
+fn log_banner(config: &Config) {
+    use std::io::IsTerminal;
+    let port = config.port;
+    let pid = std::process::id();
+    if config.always_show_logo || (config.logfile.is_empty() && std::io::stdout().is_terminal()) {
+        info!(
+            "\n  _              _\n | | ____   __ __| |_ ___  _ __ ___    kvstore {} (Redis {} compatible) 64 bit\n | |/ /\\ \\ / / __| __/ _ \\| '__/ _ \\   Running in standalone mode\n |   <  \\ V /\\__ \\ || (_) | | |  __/   Port: {port}\n |_|\\_\\  \\_/ |___/\\__\\___/|_|  \\___|   PID: {pid}\n",
+            kvstore::KVSTORE_VERSION,
+            kvstore::REDIS_VERSION,
+        );
+    } else {
+        info!("Running mode=standalone, port={port}.");
     }
 }
 

@@ -142,6 +142,25 @@ pub fn malloc_stats_text() -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Turn jemalloc's background purging thread on or off
+/// (`jemalloc-bg-thread`, Redis's set_jemalloc_bg_thread). Returns whether
+/// jemalloc took it.
+pub fn set_background_thread(on: bool) -> bool {
+    let mut value = on;
+    // SAFETY: "background_thread" takes a bool, given by pointer with its
+    // size; nothing is read back.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"background_thread".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut value as *mut bool as *mut libc::c_void,
+            std::mem::size_of::<bool>(),
+        )
+    };
+    rc == 0
+}
+
 /// Hand every arena's dirty pages back to the kernel (MEMORY PURGE, as
 /// Redis's jemalloc_purge does); false when jemalloc refuses.
 pub fn purge() -> bool {

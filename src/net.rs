@@ -30,10 +30,35 @@ pub fn bind_tcp_listeners(config: &Config) -> io::Result<Vec<TcpListener>> {
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
         })?;
         let l = bind_tcp(sa, config.tcp_backlog as i32)?;
+        if config.socket_mark_id > 0 {
+            set_socket_mark(l.as_raw_fd(), config.socket_mark_id);
+        }
         info!("Listening on {}", l.local_addr()?);
         listeners.push(l);
     }
     Ok(listeners)
+}
+
+/// SO_MARK on a listening socket (`socket-mark-id`, Redis's
+/// anetSetSockMarkId): it needs CAP_NET_ADMIN; as in Redis a refusal does
+/// not stop the server, but it is logged here.
+fn set_socket_mark(fd: i32, mark: u32) {
+    // SAFETY: setsockopt with a valid pointer to a u32 on our own socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            &mark as *const u32 as *const libc::c_void,
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::warn!(
+            "Can't set socket-mark-id {mark} on a listening socket: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
@@ -42,6 +67,23 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     // SAFETY: re-issuing listen() on a bound socket to apply our backlog.
     unsafe { libc::listen(std_listener.as_raw_fd(), backlog.max(1)) };
     Ok(TcpListener::from_std(std_listener))
+}
+
+/// TCP_NODELAY on or off for a socket (a failure changes nothing worth
+/// reporting: the socket just keeps its setting).
+pub fn set_nodelay(fd: i32, on: bool) {
+    let value: libc::c_int = on.into();
+    // SAFETY: setsockopt with a valid pointer to an int on a socket the
+    // caller owns.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 pub fn set_keepalive(fd: i32, interval: i64) {

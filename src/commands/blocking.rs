@@ -76,6 +76,7 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
         stream: false,
         postponed: false,
         wait: None,
+        shutdown: false,
     });
 }
 
@@ -136,6 +137,7 @@ pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
         stream: false,
         postponed: true,
         wait: None,
+        shutdown: false,
     });
 }
 
@@ -371,6 +373,11 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(mut target) = c.srv.clients.get_mut(slot).and_then(|t| t.take()) else {
         return c.cl.reply.int(0);
     };
+    // A client waiting in SHUTDOWN waits for the shutdown, not a timeout.
+    if target.blocked.as_ref().is_some_and(|b| b.shutdown) {
+        c.srv.clients[slot] = Some(target);
+        return c.cl.reply.int(0);
+    }
     let was_blocked = target.blocked.is_some();
     if target.blocked.as_ref().is_some_and(|b| b.postponed) {
         // As Redis: an ERROR unblock replies the error; the command itself
@@ -443,6 +450,24 @@ pub fn wait(c: &mut Ctx, argv: &[&[u8]]) {
         stream: false,
         postponed: false,
         wait: Some((offset, numreplicas)),
+        shutdown: false,
+    });
+}
+
+/// SHUTDOWN: the client waits, without a reply, for the loop to shut the
+/// server down (or to cancel it: `cancel_shutdown` answers then).
+pub fn block_for_shutdown(c: &mut Ctx) {
+    c.srv.blocked_clients += 1;
+    c.cl.blocked = Some(Blocked {
+        db: c.cl.db,
+        keys: Vec::new(),
+        argv: Vec::new(),
+        deadline: None,
+        zset: false,
+        stream: false,
+        postponed: false,
+        wait: None,
+        shutdown: true,
     });
 }
 

@@ -87,11 +87,17 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         let fail = |why: &str| {
             format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
         };
-        if seen.contains(&opt.name) {
+        // An alias is a config of its own to Redis 7.0: naming an option
+        // and its alias in one call is no duplicate (the last one wins).
+        let named = match opt.alias {
+            Some(alias) if alias.eq_ignore_ascii_case(&name) => alias,
+            _ => opt.name,
+        };
+        if seen.contains(&named) {
             c.srv.config = backup;
             return c.cl.reply.error(&fail("duplicate parameter"));
         }
-        seen.push(opt.name);
+        seen.push(named);
         if !opt.mutable {
             c.srv.config = backup;
             return c.cl.reply.error(&fail("can't set immutable config"));
@@ -147,9 +153,53 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.stop_aof();
         }
     }
+    // The OOM score follows its options at once (Redis's updateOOMScoreAdj);
+    // one the kernel refuses leaves every option as it was.
+    let cfg = &c.srv.config;
+    if cfg.oom_score_adj != backup.oom_score_adj
+        || cfg.oom_score_adj_values != backup.oom_score_adj_values
+    {
+        let class = crate::process::server_oom_class(cfg);
+        if crate::process::set_oom_score_adj(cfg, class).is_err() {
+            let name = if cfg.oom_score_adj != backup.oom_score_adj {
+                "oom-score-adj"
+            } else {
+                "oom-score-adj-values"
+            };
+            c.srv.config = backup;
+            let _ = crate::process::set_oom_score_adj(&c.srv.config, class);
+            return c.cl.reply.error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs."
+            ));
+        }
+    }
+    // Redis sets the title on this change even with set-proc-title no;
+    // kvstore leaves the title alone then, as at startup.
+    if c.srv.config.proc_title_template != backup.proc_title_template
+        && c.srv.config.set_proc_title
+        && crate::process::apply_proc_title(&c.srv.config, None).is_err()
+    {
+        c.srv.config = backup;
+        return c.cl.reply.error(
+            "ERR CONFIG SET failed (possibly related to argument 'proc-title-template') - failed to set process title",
+        );
+    }
     c.srv.apply_lazyfree_config();
-    if c.srv.config.loglevel != backup.loglevel {
-        crate::logging::set_level(&c.srv.config.loglevel);
+    let cfg = &c.srv.config;
+    if cfg.loglevel != backup.loglevel {
+        crate::logging::set_level(&cfg.loglevel);
+    }
+    if cfg.hz != backup.hz {
+        c.srv.hz = cfg.hz;
+    }
+    if cfg.jemalloc_bg_thread != backup.jemalloc_bg_thread {
+        crate::memory::set_background_thread(cfg.jemalloc_bg_thread);
+    }
+    crate::logging::CRASH_LOG_ENABLED
+        .store(cfg.crash_log_enabled, std::sync::atomic::Ordering::Relaxed);
+    // History files kept while auto-gc was off go now.
+    if !cfg.aof_disable_auto_gc && backup.aof_disable_auto_gc {
+        c.srv.delete_aof_history();
     }
     c.cl.reply.ok();
 }

@@ -194,7 +194,7 @@ pub fn active_expire_cycle(srv: &mut Server) {
     let keys_per_loop = ACTIVE_EXPIRE_KEYS_PER_LOOP + ACTIVE_EXPIRE_KEYS_PER_LOOP / 4 * effort;
     let time_perc = ACTIVE_EXPIRE_SLOW_TIME_PERC + 2 * effort as u64;
     let acceptable_stale = ACTIVE_EXPIRE_ACCEPTABLE_STALE.saturating_sub(effort);
-    let budget_us = 1_000_000 * time_perc / srv.config.hz.max(1) as u64 / 100;
+    let budget_us = 1_000_000 * time_perc / srv.hz.max(1) as u64 / 100;
     let start = Instant::now();
     let (mut total_sampled, mut total_expired) = (0usize, 0usize);
     let mut timed_out = false;

@@ -347,8 +347,32 @@ fn refusal(
     }
     // A script's declared flags stand for EVAL's and FCALL's own.
     let own_flags = command_flags(srv, cmd, argv);
-    // The master's stream is obeyed, whatever would stop a client.
+    // The master's stream is obeyed, whatever would stop a client; only a
+    // write this replica cannot persist is weighed (Redis's processCommand
+    // with replica-ignore-disk-write-errors).
     if client.kind == crate::state::ClientKind::Master {
+        let queued = match (&client.multi, cmd.name) {
+            (Some(m), "exec") => m.flags,
+            _ => 0,
+        };
+        let is_write = (own_flags | queued) & WRITE != 0;
+        if (is_write || cmd.name == "ping")
+            && (crate::state::snapshot::writes_refused(srv) || srv.aof_write_error().is_some())
+        {
+            if !srv.config.replica_ignore_disk_write_errors && cmd.name != "ping" {
+                panic!("Replica was unable to write command to disk.");
+            }
+            if srv
+                .log_limits
+                .disk_error
+                .allow(std::time::Instant::now())
+                .is_some()
+            {
+                tracing::warn!(
+                    "Replica is applying a command even though it is unable to write to disk."
+                );
+            }
+        }
         return None;
     }
     if let Some(option) = protected_command_refused(srv, client, cmd) {
@@ -553,6 +577,10 @@ fn finish_command(
     // the offset before the GETACK); its command counts in the offset once
     // it has run (not while a pause holds it).
     if client.kind == crate::state::ClientKind::Master {
+        if client.reply.errors > errors_before {
+            propagated_command_failed(srv, client, argv, &reply_mark, "master");
+        }
+        client.reply.error_codes.clear();
         client.reply.rollback(reply_mark);
         if std::mem::take(&mut client.ack_requested) {
             let ack = srv.ack_bytes();
@@ -789,6 +817,40 @@ pub fn execute_detached(srv: &mut Server, client: &mut ClientState, argv: &[&[u8
     client.reply.take_bytes()
 }
 
+/// A command from our master (`to` "master") or the AOF being loaded
+/// (`to` "AOF-loading-client") failed here though it succeeded where it
+/// was written: log it and, as `propagation-error-behavior` says, stop
+/// (Redis's afterErrorReply for those clients). A replica stops only while
+/// read-only (a writable one may have diverged on purpose); the AOF
+/// loader only with `panic`.
+fn propagated_command_failed(
+    srv: &mut Server,
+    client: &ClientState,
+    argv: &[&[u8]],
+    since: &crate::protocol::reply::ReplyMark,
+    to: &str,
+) {
+    use crate::config::PropagationErrorBehavior as Behavior;
+    let error = client.reply.error_since(since).unwrap_or_default();
+    let error = &error[..error.len().min(4096)];
+    let name = lookup_command(argv[0]).map_or("<unknown>", |c| c.name);
+    let from = if to == "master" { "replica" } else { "server" };
+    tracing::warn!(
+        "== CRITICAL == This {from} is sending an error to its {to}: '{error}' after processing the command '{name}'"
+    );
+    srv.unexpected_error_replies += 1;
+    let behavior = srv.config.propagation_error_behavior;
+    let panic_in_replica = to == "master"
+        && srv.config.replica_read_only
+        && matches!(behavior, Behavior::Panic | Behavior::PanicOnReplicas);
+    let panic_in_aof = to != "master" && behavior == Behavior::Panic;
+    if panic_in_replica || panic_in_aof {
+        panic!(
+            "This {from} panicked sending an error to its {to} after processing the command '{name}'"
+        );
+    }
+}
+
 /// Run one command read from an AOF (Redis's loadSingleAppendOnlyFile):
 /// no authentication, memory or MISCONF gates, inside MULTI the commands
 /// are queued as they were; the reply is thrown away.
@@ -804,10 +866,15 @@ pub fn replay_aof_command(
         ));
     };
     let cmd = base.resolve(argv)?;
+    let errors_before = client.reply.errors;
+    let mark = client.reply.mark();
     if client.multi.is_some() && cmd.name != "exec" {
         transaction::queue(client, base, argv, cmd.flags);
     } else {
         call(srv, client, cmd, argv, false);
+    }
+    if client.reply.errors > errors_before {
+        propagated_command_failed(srv, client, argv, &mark, "AOF-loading-client");
     }
     client.reply.clear();
     client.reply.error_codes.clear();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::keys::encoding_name;
 use super::*;
 use crate::db::FreeMode;
-use crate::state::ShutdownMode;
+use crate::state::ShutdownFlags;
 
 /// A database index as SWAPDB takes it: `msg` for a non-integer or
 /// out-of-int-range argument, as Redis's getIntFromObjectOrReply does.
@@ -195,6 +195,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
     "    default.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
     "SET-DISABLE-DENY-SCRIPTS <0|1>",
     "    Let scripts run commands they may not run (a test hook).",
     "SLEEP <seconds>",
@@ -329,7 +331,7 @@ fn debug_protocol(c: &mut Ctx, name: &[u8]) {
     }
 }
 
-/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|HELP`
+/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
     // subcommands and answers anything else with addReplySubcommandSyntaxError.
@@ -347,6 +349,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("change-repl-id", 2),
         ("populate", -3),
         ("pause-cron", 3),
+        ("panic", 2),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -445,6 +448,9 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.cron_paused = c_atoi(argv[2]) != 0;
             c.cl.reply.ok();
         }
+        // Redis's DEBUG PANIC: crash as a bug would (the crash report, when
+        // `crash-log-enabled`, and the exit).
+        "panic" => panic!("DEBUG PANIC called at Unix time {}", c.srv.now_ms / 1000),
         _ => {
             let db = c.cl.db;
             let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
@@ -511,24 +517,39 @@ pub fn module(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 /// `SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]`
+///
+/// The client blocks while the loop shuts down (Redis's BLOCKED_SHUTDOWN):
+/// with replicas lagging and no NOW, writes pause for up to
+/// `shutdown-timeout` seconds while they catch up; then the final snapshot
+/// (unless NOSAVE; without save points only with SAVE) and the exit. A
+/// snapshot that fails, without FORCE, cancels the shutdown and the
+/// client gets an error; so does `SHUTDOWN ABORT` during the wait.
 pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
-    let (mut nosave, mut save, mut abort) = (false, false, false);
+    let mut flags = ShutdownFlags::default();
+    let mut abort = false;
     for a in &argv[1..] {
         if eq_ic(a, "nosave") {
-            nosave = true;
+            flags = flags.with(ShutdownFlags::NOSAVE);
         } else if eq_ic(a, "save") {
-            save = true;
-        } else if eq_ic(a, "now") || eq_ic(a, "force") {
+            flags = flags.with(ShutdownFlags::SAVE);
+        } else if eq_ic(a, "now") {
+            flags = flags.with(ShutdownFlags::NOW);
+        } else if eq_ic(a, "force") {
+            flags = flags.with(ShutdownFlags::FORCE);
         } else if eq_ic(a, "abort") {
             abort = true;
         } else {
             return c.cl.reply.error(ERR_SYNTAX);
         }
     }
-    if (nosave && save) || (abort && argv.len() > 2) {
+    let nosave = flags.has(ShutdownFlags::NOSAVE);
+    if (nosave && flags.has(ShutdownFlags::SAVE)) || (abort && argv.len() > 2) {
         return c.cl.reply.error(ERR_SYNTAX);
     }
     if abort {
+        if abort_shutdown(c.srv) {
+            return c.cl.reply.ok();
+        }
         return c.cl.reply.error("ERR No shutdown in progress.");
     }
     // While a script runs too long, only SHUTDOWN NOSAVE (which stops it).
@@ -541,19 +562,47 @@ pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
             });
         }
     }
-    use crate::state::snapshot;
-    let want_save = !nosave && (save || !snapshot::save_points(c.srv).is_empty());
-    if want_save {
-        snapshot::kill_child(c.srv);
-        if snapshot::save(c.srv).is_err() {
-            return c
-                .cl
-                .reply
-                .error("ERR Errors trying to SHUTDOWN. Check logs.");
-        }
+    // One already waiting for replicas goes on; this client waits for it.
+    if c.srv.shutdown_wait.is_none() {
+        c.srv.shutdown = Some(flags);
     }
-    // Saved above (or not wanted): the loop only has to stop.
-    c.srv.shutdown = Some(ShutdownMode::NoSave);
-    // No reply: the connection closes as the server exits.
-    c.cl.close_asap = true;
+    blocking::block_for_shutdown(c);
+}
+
+/// SHUTDOWN ABORT: stop a shutdown waiting for replicas (Redis's
+/// abortShutdown). False when none is under way.
+fn abort_shutdown(srv: &mut Server) -> bool {
+    if srv.shutdown_wait.is_some() {
+        cancel_shutdown(srv);
+    } else if srv.shutdown.take().is_none() {
+        return false;
+    }
+    tracing::info!("Shutdown manually aborted.");
+    true
+}
+
+/// A shutdown is off (aborted, or its final snapshot failed): writes
+/// resume and the clients blocked in SHUTDOWN get Redis's error (its
+/// cancelShutdown and replyToClientsBlockedOnShutdown).
+pub fn cancel_shutdown(srv: &mut Server) {
+    srv.shutdown = None;
+    srv.shutdown_wait = None;
+    let waiting: Vec<u64> = srv
+        .clients
+        .iter()
+        .flatten()
+        .filter(|c| c.blocked.as_ref().is_some_and(|b| b.shutdown))
+        .map(|c| c.id)
+        .collect();
+    for id in waiting {
+        let Some((slot, mut client)) = srv.take_client(id) else {
+            continue;
+        };
+        client
+            .reply
+            .error("ERR Errors trying to SHUTDOWN. Check logs.");
+        blocking::unblock(srv, &mut client);
+        srv.unblocked.push((slot, id));
+        srv.clients[slot] = Some(client);
+    }
 }

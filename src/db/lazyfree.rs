@@ -139,6 +139,7 @@ fn submit(job: Job) {
         std::thread::Builder::new()
             .name("kvstore-lazyfree".into())
             .spawn(move || {
+                crate::process::pin_background_thread();
                 let counters = thread_counters();
                 for Job(garbage, objects) in rx {
                     drop(garbage);

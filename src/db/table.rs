@@ -167,6 +167,7 @@ fn unmap_in_background(addr: usize, bytes: usize) {
         std::thread::Builder::new()
             .name("kvstore-reclaim".into())
             .spawn(move || {
+                crate::process::pin_background_thread();
                 for (addr, bytes) in rx {
                     // SAFETY: the mapping was created by Buckets::zeroed and
                     // is no longer referenced by anyone.

@@ -559,11 +559,13 @@ pub fn save_commands_to_file(
     dir: &std::path::Path,
     name: &str,
     timestamp: Option<i64>,
+    fsync_every: Option<u64>,
     may_publish: &dyn Fn() -> bool,
 ) -> std::io::Result<()> {
     let tmp = dir.join(format!("temp-{}-{name}", std::process::id()));
     let file = std::fs::File::create(&tmp)?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+    let mut w =
+        std::io::BufWriter::with_capacity(1 << 16, super::SyncingWriter::new(&file, fsync_every));
     // With aof-timestamp-enabled, a base starts with when it was made, as
     // Redis's rewriteAppendOnlyFileRio writes it.
     let stamp = match timestamp {
@@ -573,7 +575,7 @@ pub fn save_commands_to_file(
     let res = stamp
         .and_then(|_| write_commands(dbs, functions, &mut w))
         .and_then(|_| std::io::Write::flush(&mut w))
-        .and_then(|_| w.get_ref().sync_all());
+        .and_then(|_| file.sync_all());
     if let Err(e) = res {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);

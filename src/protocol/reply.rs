@@ -303,6 +303,24 @@ impl Reply {
         }
     }
 
+    /// The text of the first error reply written since `mark` (for a log
+    /// line: an error inside an aggregate is found at a line start).
+    pub fn error_since(&self, mark: &ReplyMark) -> Option<String> {
+        let text = self.buf.get(mark.buf..)?;
+        let mut at = 0;
+        while at < text.len() {
+            let end = text[at..]
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(text.len(), |i| at + i);
+            if text[at] == b'-' {
+                return Some(String::from_utf8_lossy(&text[at + 1..end]).into_owned());
+            }
+            at = end + 2;
+        }
+        None
+    }
+
     /// Drop everything added since `mark`.
     pub fn rollback(&mut self, mark: ReplyMark) {
         self.buf.truncate(mark.buf);

@@ -21,6 +21,7 @@ impl EventLoop {
         }
         srv.cron_loops += 1;
         srv.update_time();
+        srv.update_hz();
         let now = Instant::now();
         srv.stats
             .inst_ops
@@ -70,7 +71,7 @@ impl EventLoop {
             }
         }
         // Once a second, as Redis's replicationCron.
-        if srv.cron_loops.is_multiple_of((srv.config.hz as u64).max(1)) {
+        if srv.cron_loops.is_multiple_of((srv.hz as u64).max(1)) {
             srv.replication_cron();
             let timeout = Duration::from_secs(srv.config.repl_timeout.max(1) as u64);
             let loading = self.srv.master.state == crate::state::master::LinkState::Loading;
@@ -81,10 +82,7 @@ impl EventLoop {
         }
         let srv = &mut self.srv;
         // Decay the recent maxima every few seconds, as Redis's sampling does.
-        if srv
-            .cron_loops
-            .is_multiple_of((srv.config.hz as u64 * 5).max(1))
-        {
+        if srv.cron_loops.is_multiple_of((srv.hz as u64 * 5).max(1)) {
             srv.recent_max_input = 0;
             srv.recent_max_output = 0;
         }

@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
 use crate::state::replication::ReplicaPhase;
-use crate::state::{ClientState, Server, ShutdownMode};
+use crate::state::{ClientState, Server, ShutdownFlags, ShutdownWait};
 pub use client::{Conn, Link};
 
 /// Tokens at the top of the range are listeners and signals; clients use
@@ -91,7 +91,12 @@ enum Listener {
 pub struct EventLoop {
     poll: Poll,
     listeners: Vec<Listener>,
-    _signals: Signals,
+    signals: Signals,
+    /// A signal asked for the shutdown under way (a second SIGINT then
+    /// exits at once, as Redis's "You insist...").
+    signalled: bool,
+    /// systemd was told the server is ready (once the dataset is loaded).
+    ready_announced: bool,
     pub srv: Server,
     /// Connections, under the same slot as their client's state.
     links: Vec<Option<Link>>,
@@ -169,7 +174,9 @@ impl EventLoop {
         Ok(EventLoop {
             poll,
             listeners,
-            _signals: signals,
+            signals,
+            signalled: false,
+            ready_announced: false,
             srv,
             links: Vec::new(),
             pending_reads: Vec::new(),
@@ -230,17 +237,28 @@ impl EventLoop {
             let now = Instant::now();
             if now >= next_cron {
                 self.cron();
-                let period = Duration::from_millis(1000 / self.srv.config.hz.max(1) as u64);
+                let period = Duration::from_millis(1000 / self.srv.hz.max(1) as u64);
                 next_cron = now + period;
             }
             self.close_marked();
             if let Some(tcp) = self.srv.new_tcp_listeners.take() {
                 self.swap_tcp_listeners(tcp);
             }
-            if let Some(mode) = self.srv.shutdown {
-                if self.shutdown(mode) {
+            if let Some(flags) = self.srv.shutdown.take() {
+                if self.prepare_shutdown(flags) {
                     return Ok(());
                 }
+            }
+            if let Some(wait) = self.srv.shutdown_wait {
+                let done_waiting = Instant::now() >= wait.deadline || self.srv.replicas_caught_up();
+                if done_waiting && self.finish_shutdown(wait.flags) {
+                    return Ok(());
+                }
+            }
+            // A signal's shutdown that was aborted or failed is over: the
+            // next SIGINT starts another instead of exiting at once.
+            if self.srv.shutdown.is_none() && self.srv.shutdown_wait.is_none() {
+                self.signalled = false;
             }
             if self.srv.loading.is_some() {
                 // A full sync's dump: its end (or failure) is the link's.
@@ -263,6 +281,9 @@ impl EventLoop {
                     Err(e) => return Err(io::Error::other(e)),
                 }
             }
+            if !self.ready_announced && self.srv.loading.is_none() {
+                self.announce_ready();
+            }
             self.replication_turn();
             commands::blocking::resume_postponed(&mut self.srv);
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
@@ -271,6 +292,9 @@ impl EventLoop {
             let mut wake = next_cron;
             if let Some(&(deadline, _)) = self.srv.block_deadlines.first() {
                 wake = wake.min(deadline);
+            }
+            if let Some(wait) = self.srv.shutdown_wait {
+                wake = wake.min(wait.deadline);
             }
             // Wake when a pause that holds commands back runs out.
             if let Some(pause) = self
@@ -282,6 +306,7 @@ impl EventLoop {
                 wake = wake.min(Instant::now() + Duration::from_millis(left_ms));
             }
             let timeout = if self.pending_reads.is_empty()
+                && self.srv.shutdown.is_none()
                 && self.srv.pending_writes.is_empty()
                 && self.srv.unblocked.is_empty()
                 && self.srv.loading.as_ref().is_none_or(|l| l.waiting())
@@ -303,10 +328,7 @@ impl EventLoop {
             }
             for event in events.iter() {
                 match event.token() {
-                    SIGNAL_TOKEN => {
-                        warn!("Received SIGTERM/SIGINT scheduling shutdown...");
-                        self.srv.shutdown = Some(ShutdownMode::Default);
-                    }
+                    SIGNAL_TOKEN => self.signals_received(),
                     AOF_TOKEN => self.srv.aof_fsync_done(),
                     AOF_URING_TOKEN => self.srv.aof_uring_done(),
                     replica::MASTER_TOKEN => self.master_link_event(),
@@ -836,11 +858,95 @@ impl EventLoop {
         }
     }
 
-    /// Stop the server: a final snapshot when save points are configured
-    /// (or SAVE was given), unless NOSAVE. Returns false when the snapshot
-    /// failed and the server keeps running, as Redis does.
-    fn shutdown(&mut self, mode: ShutdownMode) -> bool {
+    /// SIGINT / SIGTERM: a shutdown with the flags `shutdown-on-sigint` /
+    /// `shutdown-on-sigterm` give it (Redis's sigShutdownHandler and the
+    /// cron's shutdown_asap). A SIGINT while a signal's shutdown is under
+    /// way exits at once.
+    fn signals_received(&mut self) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for sig in pending {
+            if sig == SIGINT && self.signalled {
+                warn!("You insist... exiting now.");
+                std::process::exit(1);
+            }
+            if self.srv.loading.is_some() {
+                warn!("Received shutdown signal during loading, scheduling shutdown.");
+            } else if sig == SIGINT {
+                warn!("Received SIGINT scheduling shutdown...");
+            } else {
+                warn!("Received SIGTERM scheduling shutdown...");
+            }
+            self.signalled = true;
+            let flags = if sig == SIGINT {
+                self.srv.config.shutdown_on_sigint
+            } else {
+                self.srv.config.shutdown_on_sigterm
+            };
+            // One waiting for replicas goes on as it is.
+            if self.srv.shutdown_wait.is_none() {
+                self.srv.shutdown = Some(flags);
+            }
+        }
+    }
+
+    /// Start stopping the server (Redis's prepareForShutdown): unless NOW
+    /// or `shutdown-timeout` 0, replicas that have not acknowledged the
+    /// whole stream are asked for an ACK and waited for, writes paused,
+    /// until they have or the timeout passes (the loop checks each turn);
+    /// else the server stops now. Returns true when it may exit.
+    fn prepare_shutdown(&mut self, mut flags: ShutdownFlags) -> bool {
+        // A half-loaded dataset must not overwrite the dump.
+        if self.srv.loading.is_some() {
+            flags = flags
+                .without(ShutdownFlags::SAVE)
+                .with(ShutdownFlags::NOSAVE);
+        }
         warn!("User requested shutdown...");
+        crate::process::notify_systemd("STOPPING=1\n");
+        let timeout = self.srv.config.shutdown_timeout;
+        if !flags.has(ShutdownFlags::NOW) && timeout != 0 && !self.srv.replicas_caught_up() {
+            if self.srv.clients_paused().is_none() {
+                self.srv.repl.want_acks = true;
+            }
+            self.srv.shutdown_wait = Some(ShutdownWait {
+                flags,
+                deadline: Instant::now() + Duration::from_secs(timeout as u64),
+            });
+            info!("Waiting for replicas before shutting down.");
+            return false;
+        }
+        self.finish_shutdown(flags)
+    }
+
+    /// Stop the server (Redis's finishShutdown): a final snapshot when save
+    /// points are configured (or SAVE was given), unless NOSAVE. A failed
+    /// snapshot, without FORCE, cancels the shutdown and the server keeps
+    /// running, as Redis does (returns false).
+    fn finish_shutdown(&mut self, flags: ShutdownFlags) -> bool {
+        let (mut replicas, mut lagging) = (0, 0);
+        let offset = self.srv.repl.offset;
+        for (c, l) in self.srv.replica_links() {
+            replicas += 1;
+            if l.ack_offset != offset {
+                lagging += 1;
+                let lag = match l.phase {
+                    ReplicaPhase::Online => l.ack_time.elapsed().as_secs(),
+                    _ => 0,
+                };
+                warn!(
+                    "Lagging replica {} reported offset {} behind master, lag={lag}, state={}.",
+                    c.addr,
+                    offset - l.ack_offset,
+                    l.state_name()
+                );
+            }
+        }
+        if replicas > 0 {
+            info!(
+                "{} of {replicas} replicas are in sync when shutting down.",
+                replicas - lagging
+            );
+        }
         use crate::state::snapshot;
         snapshot::kill_child(&mut self.srv);
         // The AOF gets everything written and synced before the end.
@@ -848,17 +954,23 @@ impl EventLoop {
         self.srv.flush_aof(true);
         self.srv.kill_aof_rewrite();
         self.srv.sync_aof_now();
-        let save = match mode {
-            ShutdownMode::NoSave => false,
-            ShutdownMode::Save => true,
-            ShutdownMode::Default => !snapshot::save_points(&self.srv).is_empty(),
-        };
+        let save = flags.has(ShutdownFlags::SAVE)
+            || (!flags.has(ShutdownFlags::NOSAVE) && !snapshot::save_points(&self.srv).is_empty());
         if save {
             info!("Saving the final RDB snapshot before exiting.");
+            crate::process::notify_systemd("STATUS=Saving the final RDB snapshot\n");
             if let Err(e) = snapshot::save(&mut self.srv) {
-                warn!("Error trying to save the DB, can't exit: {e}");
-                self.srv.shutdown = None;
-                return false;
+                if flags.has(ShutdownFlags::FORCE) {
+                    warn!("Error trying to save the DB. Exit anyway. ({e})");
+                } else {
+                    warn!("Error trying to save the DB, can't exit: {e}");
+                    crate::process::notify_systemd(
+                        "STATUS=Error trying to save the DB, can't exit.\n",
+                    );
+                    warn!("Errors trying to shut down the server. Check the logs for more information.");
+                    commands::server::cancel_shutdown(&mut self.srv);
+                    return false;
+                }
             }
         }
         // Listeners first, as Redis: a client reconnecting meanwhile is
@@ -875,6 +987,20 @@ impl EventLoop {
         }
         warn!("kvstore is now ready to exit, bye bye...");
         true
+    }
+
+    /// The dataset is loaded and the listeners are open: tell systemd
+    /// (Redis sends these right before its event loop starts).
+    fn announce_ready(&mut self) {
+        self.ready_announced = true;
+        if self.srv.master.target.is_none() {
+            crate::process::notify_systemd("STATUS=Ready to accept connections\n");
+        } else {
+            crate::process::notify_systemd(
+                "STATUS=Ready to accept connections in read-only mode. Waiting for MASTER <-> REPLICA sync\n",
+            );
+        }
+        crate::process::notify_systemd("READY=1\n");
     }
 }
 

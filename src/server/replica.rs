@@ -4,8 +4,10 @@
 //! REPLICAOF (or `replicaof` in the configuration) makes the loop open a
 //! non-blocking connection to the master, registered in the same poll. The
 //! handshake is a chain of one request and one reply at a time — PING,
-//! AUTH when `masterauth` is set, REPLCONF listening-port, REPLCONF capa
-//! eof capa psync2, PSYNC — because a master refuses PSYNC while it still
+//! AUTH when `masterauth` is set, REPLCONF listening-port (our port, or
+//! `replica-announce-port`), REPLCONF ip-address when
+//! `replica-announce-ip` is set, REPLCONF capa eof capa psync2, PSYNC —
+//! because a master refuses PSYNC while it still
 //! has replies to write. PSYNC names the history this server has (its
 //! replication id and offset) so that a master that still has the bytes in
 //! its backlog continues (+CONTINUE); otherwise +FULLRESYNC is followed by
@@ -280,10 +282,38 @@ impl EventLoop {
 
     /// One reply line of the handshake: check it and send the next request.
     fn handshake_reply(&mut self, h: &mut Handshake, line: &str) -> Result<(), String> {
-        let m = &mut self.srv.master;
         let send = |h: &mut Handshake, args: &[&[u8]]| {
             crate::state::feed::encode_command(args, &mut h.outbuf);
         };
+        let config = &self.srv.config;
+        // The port and address the master is to list us under
+        // (`replica-announce-port`, `replica-announce-ip`), as Redis.
+        let port = match config.replica_announce_port {
+            0 => config.port,
+            announced => announced,
+        }
+        .to_string();
+        let announce_ip = config.replica_announce_ip.clone();
+        let rdma = self.srv.repl.rdma.is_some() && config.repl_rdma;
+        let send_capa = |h: &mut Handshake| {
+            if rdma {
+                send(
+                    h,
+                    &[
+                        b"REPLCONF",
+                        b"capa",
+                        b"eof",
+                        b"capa",
+                        b"psync2",
+                        b"capa",
+                        b"rdma",
+                    ],
+                );
+            } else {
+                send(h, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]);
+            }
+        };
+        let m = &mut self.srv.master;
         match m.state {
             LinkState::ReceivePong => {
                 // -NOAUTH is fine here: AUTH comes next.
@@ -295,9 +325,8 @@ impl EventLoop {
                     return Err(format!("Error reply to PING from master: '{line}'"));
                 }
                 info!("Master replied to PING, replication can continue...");
-                let auth = self.srv.config.masterauth.clone();
-                let user = self.srv.config.masteruser.clone();
-                let m = &mut self.srv.master;
+                let auth = &self.srv.config.masterauth;
+                let user = &self.srv.config.masteruser;
                 if !auth.is_empty() {
                     if user.is_empty() {
                         send(h, &[b"AUTH", auth.as_bytes()]);
@@ -306,7 +335,6 @@ impl EventLoop {
                     }
                     m.state = LinkState::ReceiveAuth;
                 } else {
-                    let port = self.srv.config.port.to_string();
                     send(h, &[b"REPLCONF", b"listening-port", port.as_bytes()]);
                     m.state = LinkState::ReceivePort;
                 }
@@ -315,7 +343,6 @@ impl EventLoop {
                 if line.starts_with('-') {
                     return Err(format!("Unable to AUTH to MASTER: {line}"));
                 }
-                let port = self.srv.config.port.to_string();
                 send(h, &[b"REPLCONF", b"listening-port", port.as_bytes()]);
                 m.state = LinkState::ReceivePort;
             }
@@ -325,22 +352,19 @@ impl EventLoop {
                         "(Non critical) Master does not understand REPLCONF listening-port: {line}"
                     );
                 }
-                if self.srv.repl.rdma.is_some() && self.srv.config.repl_rdma {
-                    send(
-                        h,
-                        &[
-                            b"REPLCONF",
-                            b"capa",
-                            b"eof",
-                            b"capa",
-                            b"psync2",
-                            b"capa",
-                            b"rdma",
-                        ],
-                    );
+                if announce_ip.is_empty() {
+                    send_capa(h);
+                    m.state = LinkState::ReceiveCapa;
                 } else {
-                    send(h, &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"]);
+                    send(h, &[b"REPLCONF", b"ip-address", announce_ip.as_bytes()]);
+                    m.state = LinkState::ReceiveIp;
                 }
+            }
+            LinkState::ReceiveIp => {
+                if line.starts_with('-') {
+                    info!("(Non critical) Master does not understand REPLCONF ip-address: {line}");
+                }
+                send_capa(h);
                 m.state = LinkState::ReceiveCapa;
             }
             LinkState::ReceiveCapa => {
@@ -412,6 +436,9 @@ impl EventLoop {
                 self.srv.disconnect_replicas();
             }
             info!("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+            crate::process::notify_systemd(
+                "STATUS=MASTER <-> REPLICA sync: Partial Resynchronization accepted. Ready to accept connections in read-write mode.\n",
+            );
             self.srv.master.state = LinkState::Continued;
             return Ok(());
         }

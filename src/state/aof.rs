@@ -28,7 +28,7 @@ use tracing::{info, warn};
 
 use super::feed::FeedCursor;
 use super::Server;
-use crate::config::FsyncPolicy;
+use crate::config::{Config, FsyncPolicy};
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
 use crate::persistence::rdb;
 
@@ -92,6 +92,7 @@ impl Syncer {
         std::thread::Builder::new()
             .name("aof-fsync".into())
             .spawn(move || {
+                crate::process::pin_background_thread();
                 for (file, upto) in rx {
                     match file.sync_data() {
                         Ok(()) => s.fetch_max(upto, Ordering::AcqRel),
@@ -246,11 +247,14 @@ fn persist_manifest(dir: &Path, appendfilename: &str, m: &Manifest) -> std::io::
     File::open(dir)?.sync_all()
 }
 
-/// Remove the history files the manifest lists, then drop them from it.
-fn delete_history(dir: &Path, appendfilename: &str, m: &mut Manifest) {
-    if m.history.is_empty() {
+/// Remove the history files the manifest lists, then drop them from it
+/// (Redis's aofDelHistoryFiles); nothing while `aof-disable-auto-gc` keeps
+/// them.
+fn delete_history(config: &Config, dir: &Path, m: &mut Manifest) {
+    if m.history.is_empty() || config.aof_disable_auto_gc {
         return;
     }
+    let appendfilename = &config.appendfilename;
     // Unlinking a big file frees its cached pages synchronously: tens of
     // milliseconds for a few hundred MB, so it happens off the loop, as
     // Redis's bio does it.
@@ -265,6 +269,7 @@ fn delete_history(dir: &Path, appendfilename: &str, m: &mut Manifest) {
     let spawned = std::thread::Builder::new()
         .name("aof-unlink".into())
         .spawn(move || {
+            crate::process::pin_background_thread();
             for (name, path) in paths {
                 match std::fs::remove_file(&path) {
                     Ok(()) => {}
@@ -709,6 +714,10 @@ impl Server {
             let base = format::base_name(&name, seq, preamble);
             let opts = rdb::SaveOptions {
                 aof_base: true,
+                fsync_every: self
+                    .config
+                    .aof_rewrite_incremental_fsync
+                    .then_some(crate::persistence::INCREMENTAL_FSYNC_BYTES),
                 ..super::snapshot::save_options(self)
             };
             let res = if preamble {
@@ -724,6 +733,7 @@ impl Server {
                     &dir,
                     &base,
                     stamp,
+                    opts.fsync_every,
                     &|| true,
                 )
             };
@@ -878,6 +888,10 @@ impl Server {
         let parent = std::process::id() as libc::pid_t;
         let opts = rdb::SaveOptions {
             aof_base: true,
+            fsync_every: self
+                .config
+                .aof_rewrite_incremental_fsync
+                .then_some(crate::persistence::INCREMENTAL_FSYNC_BYTES),
             ..super::snapshot::save_options(self)
         };
         let preamble = self.config.aof_use_rdb_preamble;
@@ -895,6 +909,11 @@ impl Server {
             // SAFETY: prctl/getppid/_exit have no memory effects.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             let parent_alive = || unsafe { libc::getppid() } == parent;
+            crate::process::enter_background_child(
+                &self.config,
+                "redis-aof-rewrite",
+                &self.config.aof_rewrite_cpulist,
+            );
             let tmp = format!("temp-rewriteaof-bg-{}.aof", std::process::id());
             let res = if preamble {
                 rdb::save_to_file(&self.dbs, &opts, &dir, &tmp, &parent_alive)
@@ -909,6 +928,7 @@ impl Server {
                     &dir,
                     &tmp,
                     stamp,
+                    opts.fsync_every,
                     &parent_alive,
                 )
             };
@@ -1049,7 +1069,15 @@ impl Server {
             info!("AOF rewrite done, append only file enabled");
         }
         info!("Background AOF rewrite finished successfully");
-        delete_history(&dir, &name, &mut self.aof.manifest);
+        delete_history(&self.config, &dir, &mut self.aof.manifest);
+    }
+
+    /// `aof-disable-auto-gc` turned off: the history files kept meanwhile go.
+    pub fn delete_aof_history(&mut self) {
+        let dir = aof_dir(self);
+        if dir.is_dir() {
+            delete_history(&self.config, &dir, &mut self.aof.manifest);
+        }
     }
 }
 
@@ -1119,10 +1147,6 @@ pub fn open_after_load(srv: &mut Server) -> Result<(), String> {
     if srv.config.appendonly {
         srv.open_aof_on_start()?;
     }
-    let dir = aof_dir(srv);
-    let name = srv.config.appendfilename.clone();
-    if dir.is_dir() {
-        delete_history(&dir, &name, &mut srv.aof.manifest);
-    }
+    srv.delete_aof_history();
     Ok(())
 }

@@ -182,6 +182,8 @@ pub struct Blocked {
     pub postponed: bool,
     /// WAIT: (replication offset to reach, replicas wanted).
     pub wait: Option<(i64, i64)>,
+    /// SHUTDOWN: until the server exits, or the shutdown is cancelled.
+    pub shutdown: bool,
 }
 
 impl ClientState {

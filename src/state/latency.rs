@@ -507,7 +507,7 @@ fn write_advice(report: &mut String, a: &Advice, srv: &Server) {
     if a.write_load_info {
         report.push_str("- Latency during the AOF atomic rename operation or when the final difference is flushed to the AOF file at the end of the rewrite, sometimes is caused by very high write load, causing the AOF buffer to get very large. If possible try to send less commands to accomplish the same work, or use Lua scripts to group multiple operations into a single EVALSHA call.\n");
     }
-    if a.hz && srv.config.hz < 100 {
+    if a.hz && srv.hz < 100 {
         report.push_str("- In order to make the Redis keys expiring process more incremental, try to set the 'hz' configuration parameter to 100 using 'CONFIG SET hz 100'.\n");
     }
     if a.large_objects {

@@ -27,6 +27,8 @@ pub enum LinkState {
     ReceivePong,
     ReceiveAuth,
     ReceivePort,
+    /// `replica-announce-ip` was sent (REPLCONF ip-address).
+    ReceiveIp,
     ReceiveCapa,
     ReceivePsync,
     /// Receiving the dump.
@@ -460,6 +462,9 @@ fn prepare_synced_load(srv: &mut Server) {
 pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Result<(), String> {
     let restart = std::mem::take(&mut srv.master.aof_to_restart);
     let aside = srv.loading_into.take();
+    // A dump received into the dump file (not one still being streamed,
+    // whose failure leaves the old file there).
+    let received_into_dump_file = srv.master.streamed_dump.is_none() || result.is_ok();
     // A dump loaded as it arrived becomes the dump file now it is whole
     // (where it cannot, the dataset is still good: the old dump stays, as
     // after Redis's diskless load).
@@ -478,6 +483,14 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
         if !renamed {
             let _ = std::fs::remove_file(&tmp);
         }
+    }
+    // Without persistence, the dump from the master is not kept
+    // (`rdb-del-sync-files`, Redis's readSyncBulkPayload cleanup).
+    if received_into_dump_file && srv.config.rdb_del_sync_files && srv.persistence_disabled() {
+        info!(
+            "Removing the RDB file obtained from the master. This replica has persistence disabled"
+        );
+        let _ = std::fs::remove_file(srv.config.dir.join(&srv.config.dbfilename));
     }
     if let Err(e) = result {
         match aside {
@@ -530,6 +543,9 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
     if restart {
         restart_aof(srv);
     }
+    crate::process::notify_systemd(
+        "STATUS=MASTER <-> REPLICA sync: Finished with success. Ready to accept connections in read-write mode.\n",
+    );
     Ok(())
 }
 
@@ -600,6 +616,8 @@ impl Server {
             self.ensure_backlog();
         }
         self.config.replicaof = Some((host.clone(), port));
+        // A replica's OOM score (Redis's replicationSetMaster).
+        let _ = crate::process::set_oom_score_adj(&self.config, crate::config::OomClass::Replica);
         self.close_master_client();
         self.master.target = Some((host, port));
         self.master.changed = true;
@@ -616,6 +634,7 @@ impl Server {
         }
         // CONFIG REWRITE writes what the server is now.
         self.config.replicaof = None;
+        let _ = crate::process::set_oom_score_adj(&self.config, crate::config::OomClass::Master);
         self.master.changed = true;
         self.close_master_client();
         self.repl.replid2 = std::mem::replace(&mut self.replid, crate::util::random_hex(40));

@@ -102,12 +102,15 @@ impl InstantMetric {
     }
 }
 
-/// How the server was asked to stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShutdownMode {
-    Default,
-    Save,
-    NoSave,
+pub use crate::config::ShutdownFlags;
+
+/// A shutdown waiting for lagging replicas (Redis's shutdown_mstime):
+/// writes are paused meanwhile; it completes when every replica has
+/// acknowledged the whole stream, or at `deadline` (`shutdown-timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct ShutdownWait {
+    pub flags: ShutdownFlags,
+    pub deadline: Instant,
 }
 
 /// CLIENT PAUSE: until `end_ms` (unix ms), every command (`all`) or only
@@ -167,7 +170,16 @@ pub struct Server {
     pub run_id: String,
     pub replid: String,
     pub rng: Rng,
-    pub shutdown: Option<ShutdownMode>,
+    /// A shutdown asked for (SHUTDOWN, a signal), for the loop to start.
+    pub shutdown: Option<ShutdownFlags>,
+    /// A shutdown started that waits for replicas.
+    pub shutdown_wait: Option<ShutdownWait>,
+    /// The cron's frequency now: `hz`, raised with many clients while
+    /// `dynamic-hz` is on (INFO's hz; configured_hz is the option).
+    pub hz: i64,
+    /// Errors our master's stream or the AOF met when applied here (INFO's
+    /// unexpected_error_replies).
+    pub unexpected_error_replies: u64,
     pub active_expire_enabled: bool,
     /// DEBUG PAUSE-CRON: periodic work is skipped (a test hook).
     pub cron_paused: bool,
@@ -316,6 +328,8 @@ pub struct LogLimits {
     pub auth: crate::logging::RateLimit,
     pub protocol: crate::logging::RateLimit,
     pub denied: crate::logging::RateLimit,
+    /// A replica applying its master's writes while it cannot persist.
+    pub disk_error: crate::logging::RateLimit,
 }
 
 impl Default for LogLimits {
@@ -325,6 +339,7 @@ impl Default for LogLimits {
             auth: per_sec(5),
             protocol: per_sec(5),
             denied: per_sec(5),
+            disk_error: crate::logging::RateLimit::new(1, Duration::from_secs(10)),
         }
     }
 }
@@ -358,6 +373,9 @@ impl Server {
             replid: random_hex(40),
             rng: Rng::new(seed.rotate_left(17)),
             shutdown: None,
+            shutdown_wait: None,
+            hz: 0,
+            unexpected_error_replies: 0,
             active_expire_enabled: true,
             cron_paused: false,
             script_disable_deny: false,
@@ -407,7 +425,30 @@ impl Server {
             latency: Default::default(),
         };
         srv.apply_lazyfree_config();
+        srv.hz = srv.config.hz;
         srv
+    }
+
+    /// The cron's frequency for this many clients (Redis's serverCron):
+    /// `hz`, doubled while there are more than
+    /// [`MAX_CLIENTS_PER_CLOCK_TICK`] clients per tick, up to
+    /// [`MAX_HZ`], when `dynamic-hz` is on.
+    pub fn update_hz(&mut self) {
+        /// Redis's MAX_CLIENTS_PER_CLOCK_TICK and CONFIG_MAX_HZ.
+        const MAX_CLIENTS_PER_CLOCK_TICK: i64 = 200;
+        const MAX_HZ: i64 = 500;
+        let mut hz = self.config.hz.max(1);
+        if self.config.dynamic_hz {
+            let clients = self.connected_clients as i64;
+            while clients / hz > MAX_CLIENTS_PER_CLOCK_TICK {
+                hz *= 2;
+                if hz > MAX_HZ {
+                    hz = MAX_HZ;
+                    break;
+                }
+            }
+        }
+        self.hz = hz;
     }
 
     /// Hand the `lazyfree-lazy-server-del` setting down to the databases
@@ -420,8 +461,17 @@ impl Server {
     }
 
     /// The pause in effect now, if any (one whose end has passed is over).
+    /// A shutdown waiting for replicas pauses writes as well (Redis's
+    /// PAUSE_DURING_SHUTDOWN), whatever CLIENT UNPAUSE says.
     pub fn clients_paused(&self) -> Option<ClientPause> {
-        self.client_pause.filter(|p| p.end_ms >= self.now_ms)
+        let user = self.client_pause.filter(|p| p.end_ms >= self.now_ms);
+        if self.shutdown_wait.is_some() && !user.is_some_and(|p| p.all) {
+            return Some(ClientPause {
+                all: false,
+                end_ms: i64::MAX,
+            });
+        }
+        user
     }
 
     /// May expired keys be deleted now? Not while clients are paused (the

@@ -187,6 +187,10 @@ pub struct Replication {
     pub no_replicas_since: Option<Instant>,
     /// The running snapshot child was started for replicas.
     pub rdb_for_replicas: bool,
+    /// A dump file was written for replicas while `rdb-del-sync-files` was
+    /// on (Redis's RDBGeneratedByReplication): removed once no replica
+    /// needs it, if the server has no persistence.
+    pub rdb_generated_for_sync: bool,
     /// Cron ticks, for the ping period.
     pub cron_seconds: u64,
     /// The feed is attached for the backlog (on a master; a replica's
@@ -220,6 +224,7 @@ impl Default for Replication {
             replicas: Vec::new(),
             no_replicas_since: Some(Instant::now()),
             rdb_for_replicas: false,
+            rdb_generated_for_sync: false,
             cron_seconds: 0,
             feeds_backlog: false,
             writers: Vec::new(),
@@ -353,6 +358,14 @@ impl Server {
             .count() as i64
     }
 
+    /// Has every replica acknowledged the whole stream (Redis's
+    /// isReadyToShutdown)? A shutdown waits for that, up to
+    /// `shutdown-timeout`.
+    pub fn replicas_caught_up(&self) -> bool {
+        self.replica_links()
+            .all(|(_, l)| l.ack_offset == self.repl.offset)
+    }
+
     /// Before the loop sleeps: if a WAIT needs them, ask every replica for
     /// an ACK (through the stream, as Redis: REPLCONF GETACK *).
     pub fn request_acks(&mut self) {
@@ -382,6 +395,10 @@ impl Server {
             }
         }
         self.stats.sync_full += 1;
+        // Fewer, bigger segments from here on (non critical if refused).
+        if self.config.repl_disable_tcp_nodelay && !client.is_unix {
+            crate::net::set_nodelay(client.fd, false);
+        }
         // The first replica gets a fresh history: a new replication id and
         // a backlog from here on.
         if self.repl.backlog.is_none() {
@@ -408,8 +425,13 @@ impl Server {
             self.begin_full_sync(client, offset);
             return;
         }
-        // A diskless sync may wait a little for more replicas to share it.
-        let delayed = self.config.repl_diskless_sync && self.config.repl_diskless_sync_delay > 0;
+        // A diskless sync may wait a little for more replicas to share it,
+        // unless `repl-diskless-sync-max-replicas` of them already wait
+        // (this one is out of the slab, so not among the links).
+        let waiting = 1 + self.replicas_waiting_for_snapshot();
+        let delayed = self.config.repl_diskless_sync
+            && self.config.repl_diskless_sync_delay > 0
+            && !self.enough_replicas_waiting(waiting);
         if self.snapshot.child.is_none() && self.aof.rewrite.is_none() && !delayed {
             self.start_replication_snapshot(Some(client));
         }
@@ -508,6 +530,9 @@ impl Server {
             return;
         }
         let diskless = read_end.is_some();
+        if !diskless && self.config.rdb_del_sync_files {
+            self.repl.rdb_generated_for_sync = true;
+        }
         self.repl.rdb_pipe_generation += u64::from(read_end.is_some());
         self.repl.rdb_pipe = read_end;
         self.repl.rdb_for_replicas = true;
@@ -648,9 +673,62 @@ impl Server {
             .filter(|(_, l)| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
             .map(|(_, l)| l.ack_time.elapsed())
             .max();
-        if longest_wait.is_some_and(|w| w >= delay) {
+        let waiting = self.replicas_waiting_for_snapshot();
+        if longest_wait.is_some_and(|w| w >= delay) || self.enough_replicas_waiting(waiting) {
             self.start_replication_snapshot(None);
         }
+    }
+
+    /// Replicas (in the slab) waiting for a snapshot to start.
+    fn replicas_waiting_for_snapshot(&self) -> usize {
+        self.replica_links()
+            .filter(|(_, l)| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+            .count()
+    }
+
+    /// Do `waiting` replicas make a diskless sync start without waiting
+    /// out its delay (`repl-diskless-sync-max-replicas`)?
+    fn enough_replicas_waiting(&self, waiting: usize) -> bool {
+        let max = self.config.repl_diskless_sync_max_replicas;
+        max > 0 && waiting as i64 >= max
+    }
+
+    /// Remove a dump written only to feed replicas, in a server without
+    /// persistence, once no replica needs it (Redis's
+    /// removeRDBUsedToSyncReplicas, from the cron).
+    fn remove_rdb_used_to_sync_replicas(&mut self) {
+        if !self.config.rdb_del_sync_files {
+            self.repl.rdb_generated_for_sync = false;
+            return;
+        }
+        if !self.repl.rdb_generated_for_sync || !self.persistence_disabled() {
+            return;
+        }
+        let needed = self.replica_links().any(|(_, l)| {
+            matches!(
+                l.phase,
+                ReplicaPhase::WaitBgsaveStart
+                    | ReplicaPhase::WaitBgsaveEnd
+                    | ReplicaPhase::SendBulk { .. }
+                    | ReplicaPhase::RdmaTransfer(_)
+            )
+        });
+        if needed || self.snapshot.child.is_some() {
+            return;
+        }
+        let path = self.config.dir.join(&self.config.dbfilename);
+        if path.exists() {
+            info!("Removing the RDB file used to feed replicas in a persistence-less instance");
+            if let Err(e) = std::fs::remove_file(&path) {
+                warn!("Can't remove {}: {e}", path.display());
+            }
+        }
+        self.repl.rdb_generated_for_sync = false;
+    }
+
+    /// No save points and no AOF (Redis's allPersistenceDisabled).
+    pub fn persistence_disabled(&self) -> bool {
+        super::snapshot::save_points(self).is_empty() && !self.config.appendonly
     }
 
     /// Before the loop sleeps: pass a diskless transfer on. (A dump file
@@ -820,6 +898,7 @@ impl Server {
         self.repl.cron_seconds += 1;
         // Replicas that waited for another child (an AOF rewrite) to end.
         self.start_pending_replication_snapshot();
+        self.remove_rdb_used_to_sync_replicas();
         let period = self.config.repl_ping_replica_period.max(1) as u64;
         // A replica's stream is its master's: it adds nothing of its own.
         let master = self.master.target.is_none();

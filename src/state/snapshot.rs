@@ -171,6 +171,12 @@ pub fn bgsave_with(
             unsafe { libc::_exit(1) };
         }
         drop(errors_rd);
+        let title = if to_pipe.is_some() {
+            "redis-rdb-to-slaves"
+        } else {
+            "redis-rdb-bgsave"
+        };
+        crate::process::enter_background_child(&srv.config, title, &srv.config.bgsave_cpulist);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
         let opts = save_options(srv);

@@ -82,6 +82,9 @@ pub struct SaveOptions {
     /// LRU idle time or LFU counter (Redis writes IDLE or FREQ records
     /// under an LRU or LFU maxmemory-policy).
     pub access: AccessRecords,
+    /// A file being written is fsynced every so many bytes
+    /// (`rdb-save-incremental-fsync`, `aof-rewrite-incremental-fsync`).
+    pub fsync_every: Option<u64>,
 }
 
 /// Which access records a dump carries, with the clocks to compute them.
@@ -136,6 +139,9 @@ impl SaveOptions {
             repl: None,
             functions: Vec::new(),
             access: AccessRecords::from_config(cfg, crate::util::unix_time_ms()),
+            fsync_every: cfg
+                .rdb_save_incremental_fsync
+                .then_some(super::INCREMENTAL_FSYNC_BYTES),
         }
     }
 }

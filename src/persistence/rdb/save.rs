@@ -361,7 +361,12 @@ pub fn save_to_file(
             ),
         )
     })?;
-    let res = write_rdb(dbs, opts, &file).and_then(|_| file.sync_all());
+    let res = write_rdb(
+        dbs,
+        opts,
+        crate::persistence::SyncingWriter::new(&file, opts.fsync_every),
+    )
+    .and_then(|_| file.sync_all());
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         let why = os_error_text(&e);
