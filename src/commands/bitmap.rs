@@ -72,11 +72,26 @@ fn with_bits_for_write<R>(
             Some(_) => Padded::Untouched,
         },
     };
+    // Fast path: a string inside its entry, long enough already, changes
+    // in place (no copy out to a buffer and back).
+    if padded == Padded::Untouched {
+        if let Some(bytes) = c.srv.dbs[db]
+            .main
+            .get_mut(key)
+            .and_then(|e| e.inline_bytes_mut())
+        {
+            return Some(apply(bytes, &mut c.cl.reply, padded));
+        }
+    }
     if padded == Padded::Created {
         // Zeroed pages come straight from the kernel, so a far bit costs
-        // only the pages it touches.
-        c.srv.dbs[db].set(Entry::from_vec(key, vec![0u8; need], true), false);
+        // only the pages it touches; the bits are set before the string
+        // becomes the value (which moves it, without a copy when long).
+        let mut bits = vec![0u8; need];
+        let r = apply(&mut bits, &mut c.cl.reply, padded);
+        c.srv.dbs[db].set(Entry::from_vec(key, bits, true), false);
         c.notify(NotifyFlags::NEW, "new", key);
+        return Some(r);
     }
     let d = &mut c.srv.dbs[db];
     let buf = unshare_string(d, key, need);

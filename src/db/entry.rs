@@ -352,6 +352,24 @@ impl Entry {
         }
     }
 
+    /// The bytes of a string stored inside the entry, for a write that
+    /// keeps its length (SETBIT, BITFIELD, SETRANGE within it); the entry
+    /// becomes a "raw" string, as Redis's dbUnshareStringValue makes one.
+    /// `None` for any other kind of value.
+    pub fn inline_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        if self.tag() & KIND_MASK != KIND_INLINE {
+            return None;
+        }
+        let t = self.tag();
+        self.set_tag(t | RAW);
+        // SAFETY: the Entry invariant (see `Entry`): an inline value is its
+        // length byte followed by that many bytes, owned by this entry.
+        unsafe {
+            let v = self.val_ptr();
+            Some(std::slice::from_raw_parts_mut(v.add(1), *v as usize))
+        }
+    }
+
     /// Overwrite an integer value in place (INCR and friends).
     pub fn set_int_in_place(&mut self, n: i64) -> bool {
         if self.tag() & KIND_MASK != KIND_INT {
