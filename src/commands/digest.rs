@@ -131,7 +131,7 @@ fn hash_digest(digest: &mut Digest, h: &Hash) {
 pub fn dataset_digest(srv: &Server) -> Digest {
     let mut out = [0u8; 20];
     for (index, db) in srv.dbs.iter().enumerate() {
-        if db.main.len() == 0 {
+        if db.main.is_empty() {
             continue;
         }
         mix(&mut out, &(index as u32).to_be_bytes());

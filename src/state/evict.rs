@@ -337,7 +337,7 @@ impl Server {
         if total < limit {
             return;
         }
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         for (mem, slot, id) in candidates {
             if total < limit {
                 return;
