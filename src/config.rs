@@ -134,6 +134,7 @@ pub struct Config {
     pub repl_diskless_sync_delay: i64,
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
+    pub key_load_delay: i64,
     /// Path of the config file the server was started with, if any.
     pub config_file: Option<PathBuf>,
     /// `repl-diskless-sync-max-replicas`: a diskless sync starts as soon as
@@ -344,6 +345,7 @@ impl Default for Config {
             repl_diskless_load: String::new(),
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
+            key_load_delay: 0,
             config_file: None,
             repl_diskless_sync_max_replicas: 0,
             repl_disable_tcp_nodelay: false,
@@ -1401,6 +1403,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Microseconds a background save sleeps per key (for tests; 0: none).",
         |c| c.rdb_key_save_delay.to_string(),
         |c, v| c.rdb_key_save_delay = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
+    ),
+    opt!(
+        "key-load-delay",
+        "0",
+        true,
+        "Microseconds loading a dump or the AOF waits per key (for tests; a negative -N waits 1 µs once in N keys; 0: none).",
+        |c| c.key_load_delay.to_string(),
+        |c, v| c.key_load_delay = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
     ),
     multi_arg(opt!(
         "save",

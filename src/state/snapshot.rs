@@ -774,6 +774,9 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                         } else if is("exec") {
                             load.multi_start = None;
                         }
+                        if srv.config.key_load_delay != 0 {
+                            crate::persistence::rdb::debug_delay(srv.config.key_load_delay);
+                        }
                         replay(srv, &mut load.client, &argv)
                             .map_err(|e| format!("{e} reading the append only file {name}"))?;
                         *pos = reader.offset();

@@ -865,6 +865,9 @@ fn load_record(
                     format!("offset {at}: key '{}': {e}", String::from_utf8_lossy(&key))
                 }
             })?;
+            if opts.key_load_delay != 0 {
+                debug_delay(opts.key_load_delay);
+            }
             let ttl = st.expire.take();
             let (idle, freq) = (st.idle.take(), st.freq.take());
             if ttl.is_some_and(|t| t <= st.now) {

@@ -159,6 +159,21 @@ pub struct LoadOptions {
     /// Whether FREQ records set LFU counters (an LFU policy) or IDLE
     /// records set LRU times (any other).
     pub(super) lfu: bool,
+    /// Microseconds to wait per key loaded (`key-load-delay`, a test aid).
+    pub key_load_delay: i64,
+}
+
+/// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
+/// calls (a shorter sleep than any system call allows, on average).
+pub fn debug_delay(usec: i64) {
+    let usec = if usec < 0 {
+        u64::from(crate::util::random_u64() % usec.unsigned_abs() == 0)
+    } else {
+        usec as u64
+    };
+    if usec > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(usec));
+    }
 }
 
 impl LoadOptions {
@@ -176,6 +191,7 @@ impl LoadOptions {
             ),
             intset_max: cfg.set_max_intset_entries.max(0) as usize,
             lfu: cfg.maxmemory_policy.is_lfu(),
+            key_load_delay: cfg.key_load_delay,
         }
     }
 }
