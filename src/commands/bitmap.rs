@@ -63,6 +63,12 @@ fn with_bits_for_write<R>(
     let need = (maxbit >> 3) as usize + 1;
     let padded = match lookup_write(c.srv, db, key) {
         None => Padded::Created,
+        // Fast path: a string inside its entry, long enough already,
+        // changes in place (one lookup, no copy out to a buffer and back).
+        Some(e) if matches!(e.value(), ValueRef::Str(s) if s.len() >= need) => {
+            let bytes = e.inline_bytes_mut()?;
+            return Some(apply(bytes, &mut c.cl.reply, Padded::Untouched));
+        }
         Some(e) => match string_len(e) {
             None => {
                 c.cl.reply.error(ERR_WRONGTYPE);
@@ -72,17 +78,6 @@ fn with_bits_for_write<R>(
             Some(_) => Padded::Untouched,
         },
     };
-    // Fast path: a string inside its entry, long enough already, changes
-    // in place (no copy out to a buffer and back).
-    if padded == Padded::Untouched {
-        if let Some(bytes) = c.srv.dbs[db]
-            .main
-            .get_mut(key)
-            .and_then(|e| e.inline_bytes_mut())
-        {
-            return Some(apply(bytes, &mut c.cl.reply, padded));
-        }
-    }
     if padded == Padded::Created {
         // Zeroed pages come straight from the kernel, so a far bit costs
         // only the pages it touches; the bits are set before the string

@@ -418,9 +418,6 @@ impl EventLoop {
         if self.srv.evictor.pending {
             self.srv.perform_evictions();
         }
-        if self.srv.config.maxmemory_clients != 0 {
-            self.srv.evict_clients();
-        }
         self.srv.tracking_broadcast();
         self.srv.flush_feed();
         self.srv.request_acks();
@@ -443,6 +440,11 @@ impl EventLoop {
                 self.srv.note_held(&mut client.st);
             }
             self.put_or_close(idx, client, close);
+        }
+        // Last, as Redis: what clients hold once this turn's output is
+        // written (invalidations and replies included) decides who goes.
+        if self.srv.config.maxmemory_clients != 0 {
+            self.srv.evict_clients();
         }
     }
 
