@@ -6,6 +6,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod lzf;
+
 // ---- integers ----
 
 /// Parse a signed decimal the way Redis's `string2ll` does: no spaces, no

@@ -96,7 +96,7 @@ pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> Memory
         + lua_caches
         + functions_caches;
     for d in &srv.dbs {
-        if d.main.len() == 0 {
+        if d.main.is_empty() {
             continue;
         }
         let (main, expires) = (d.main.overhead_bytes(), d.expires.overhead_bytes());
@@ -119,7 +119,7 @@ pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> Memory
         dbs,
         overhead_total,
         total_keys,
-        bytes_per_key: if total_keys > 0 { net / total_keys } else { 0 },
+        bytes_per_key: net.checked_div(total_keys).unwrap_or(0),
         dataset,
         dataset_perc: ratio(dataset, net) * 100.0,
         peak_perc: ratio(total, srv.peak_memory) * 100.0,

@@ -218,7 +218,7 @@ impl Server {
             for db in 0..self.dbs.len() {
                 let d = &self.dbs[db];
                 let table = if all { &d.main } else { &d.expires };
-                if table.len() == 0 {
+                if table.is_empty() {
                     continue;
                 }
                 total += table.len();
