@@ -64,6 +64,8 @@ pub struct Config {
     pub hash_max_listpack_entries: i64,
     pub hash_max_listpack_value: i64,
     pub list_max_listpack_size: i64,
+    /// `list-compress-depth`: list nodes kept uncompressed at each end (0: none compressed).
+    pub list_compress_depth: i64,
     pub set_max_intset_entries: i64,
     pub set_max_listpack_entries: i64,
     pub zset_max_listpack_entries: i64,
@@ -304,6 +306,7 @@ impl Default for Config {
             hash_max_listpack_entries: 0,
             hash_max_listpack_value: 0,
             list_max_listpack_size: 0,
+            list_compress_depth: 0,
             set_max_intset_entries: 0,
             set_max_listpack_entries: 0,
             zset_max_listpack_entries: 0,
@@ -1629,6 +1632,14 @@ pub static OPTIONS: &[OptionSpec] = &[
             |c, v| c.list_max_listpack_size = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
         ),
         "list-max-ziplist-size",
+    ),
+    opt!(
+        "list-compress-depth",
+        "0",
+        true,
+        "List nodes kept uncompressed at each end; the others are LZF-compressed (0: none).",
+        |c| c.list_compress_depth.to_string(),
+        |c, v| c.list_compress_depth = parse_int(v, 0, i32::MAX as i64)?
     ),
     opt!(
         "set-max-intset-entries",

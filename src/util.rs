@@ -8,6 +8,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod hdr;
+pub mod lzf;
 pub mod sparkline;
 
 // ---- integers ----

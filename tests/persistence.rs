@@ -271,6 +271,85 @@ fn dumps_move_both_ways_with_redis() {
     );
 }
 
+/// An RDB file written by redis-server with compressed list nodes (LZF
+/// blobs inside quicklist2 records, and a plain node for a large element)
+/// loads here with the same contents; the dump we write from it holds the
+/// same bytes for each list, and redis-server loads that in turn.
+#[test]
+fn redis_dumps_with_compressed_list_nodes_load_and_ours_load_in_redis() {
+    let opts = [
+        "--list-compress-depth",
+        "2",
+        "--list-max-listpack-size",
+        "8",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let Some(redis) = start_redis(&opts) else {
+        return;
+    };
+    let mut r = Conn::connect(redis.port);
+    let script = "for i = 1, 400 do redis.call('rpush', KEYS[1], 'entry:' .. i .. string.rep('y', i % 30)) end \
+                  for i = 1, 100 do redis.call('lpush', KEYS[2], i, -i * 70000) end \
+                  return 1";
+    assert_eq!(
+        r.cmd_str(&["EVAL", script, "2", "words", "numbers"]),
+        b":1\r\n"
+    );
+    // A plain node (an element over the packed threshold) among packed ones.
+    assert_eq!(
+        r.cmd_str(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "1kb"]),
+        b"+OK\r\n"
+    );
+    let big = "p".repeat(3000);
+    r.cmd_str(&["RPUSH", "mixed", "a", "b", &big, "c", &big, "d", "e"]);
+    r.cmd_str(&["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "0"]);
+    let keys = ["words", "numbers", "mixed"];
+    let contents = |c: &mut Conn| -> Vec<Vec<u8>> {
+        keys.iter()
+            .flat_map(|k| {
+                [
+                    c.cmd_str(&["LRANGE", k, "0", "-1"]),
+                    c.cmd_str(&["DUMP", k]),
+                ]
+            })
+            .collect()
+    };
+    let expected = contents(&mut r);
+    assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
+
+    let kv_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        redis.dir.path().join("dump.rdb"),
+        kv_dir.path().join("dump.rdb"),
+    )
+    .unwrap();
+    let kv = start_kvstore_in(kv_dir, &opts);
+    let mut k = Conn::connect(kv.port);
+    assert_eq!(contents(&mut k), expected, "kvstore loading Redis's dump");
+
+    assert_eq!(k.cmd_str(&["SAVE"]), b"+OK\r\n");
+    if let Some(check) = common::require_tool("redis-check-rdb") {
+        let out = Command::new(check)
+            .arg(kv.dir.path().join("dump.rdb"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("RDB looks OK"),
+            "{text}"
+        );
+    }
+    drop(r);
+    drop(redis);
+    let mut args = opts.to_vec();
+    let kv_dir = kv.dir.path().to_str().unwrap().to_string();
+    args.extend(["--dir", &kv_dir]);
+    let redis2 = start_redis(&args).unwrap();
+    let mut r2 = Conn::connect(redis2.port);
+    assert_eq!(contents(&mut r2), expected, "redis-server loading our dump");
+}
+
 /// The fixture dumps (one written by kvstore, one by redis-server 7.0, every
 /// type) load; they also seed the RDB loader fuzzer, which so starts from
 /// valid files.

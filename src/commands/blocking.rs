@@ -222,6 +222,10 @@ fn ready_wants(srv: &Server, db: usize, key: &[u8]) -> Vec<Want> {
 
 /// Serve clients blocked on keys that now hold data, in blocking order.
 pub fn serve_blocked(srv: &mut Server) {
+    // As Redis's handleClientsBlockedOnKeys: keys expire against the time
+    // now, not the time the command that readied them started (a MULTI
+    // with DEBUG SLEEP can outlive a key it pushed to).
+    srv.update_time();
     loop {
         let mut progress = false;
         let ready: Vec<(usize, Vec<u8>)> = srv

@@ -88,9 +88,8 @@ fn value_digest(digest: &mut Digest, e: &crate::db::Entry, has_ttl: bool) {
 }
 
 fn list_digest(digest: &mut Digest, l: &List) {
-    for item in l.iter() {
-        mix(digest, item);
-    }
+    // Integer elements in their decimal form, as Redis's listTypeGet.
+    l.for_each(&mut |item| mix(digest, &item.to_vec()));
 }
 
 fn zset_digest(digest: &mut Digest, z: &ZSet) {

@@ -1,12 +1,17 @@
 //! List commands (LPUSH, LRANGE, LMOVE, LPOS, LMPOP, …).
 //!
-//! Lists are deques of packed nodes sized by `list-max-listpack-size`
-//! (Redis's quicklist). The blocking variants wait through `blocking.rs`.
+//! Lists are Redis's quicklist (`db::quicklist`): listpack nodes sized by
+//! `list-max-listpack-size`, interior ones compressed at
+//! `list-compress-depth`, both fixed when a list is created. Each command
+//! works on the list as t_list.c does (LTRIM and popping with a count
+//! delete a range, LREM deletes through an iterator), so that the nodes
+//! come out as Redis's. The blocking variants wait through `blocking.rs`.
 
 use super::blocking::{block, parse_timeout};
 use super::keys::elements_removed;
 use super::*;
-use crate::db::{List, NodeLimit, Value};
+use crate::db::quicklist::{self, Element};
+use crate::db::{List, Value};
 
 fn pick(v: &mut Value) -> Option<&mut List> {
     match v {
@@ -15,8 +20,21 @@ fn pick(v: &mut Value) -> Option<&mut List> {
     }
 }
 
-fn node_limit(c: &Ctx) -> NodeLimit {
-    NodeLimit(c.srv.config.list_max_listpack_size)
+/// A new list with the configured node size and compress depth.
+fn new_list(c: &Ctx) -> List {
+    List::new(
+        c.srv.config.list_max_listpack_size,
+        c.srv.config.list_compress_depth,
+    )
+}
+
+/// Reply with a list element (an integer a node holds as one is sent as
+/// its decimal form, as addReplyBulkLongLong does).
+fn reply_element(out: &mut crate::protocol::reply::Reply, e: Element<'_>) {
+    match e {
+        Element::Str(s) => out.bulk(s),
+        Element::Int(n) => out.bulk_i64(n),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -35,18 +53,44 @@ fn parse_end(arg: &[u8]) -> Option<End> {
     }
 }
 
-fn push(l: &mut List, v: &[u8], end: End, limit: NodeLimit) {
-    match end {
-        End::Left => l.push_front(v, limit),
-        End::Right => l.push_back(v, limit),
+impl End {
+    fn side(self) -> quicklist::End {
+        match self {
+            End::Left => quicklist::End::Head,
+            End::Right => quicklist::End::Tail,
+        }
     }
 }
 
+fn push(l: &mut List, v: &[u8], end: End) {
+    l.push(v, end.side());
+}
+
 fn pop(l: &mut List, end: End) -> Option<Vec<u8>> {
-    match end {
-        End::Left => l.pop_front(),
-        End::Right => l.pop_back(),
+    l.pop(end.side())
+}
+
+/// Pop `count` elements (fewer if the list is shorter) from `end`, as
+/// Redis's POP with a count and LMPOP do: read the range, then delete it in
+/// one go (listTypeDelRange), not element by element.
+fn pop_range(l: &mut List, end: End, count: usize) -> Vec<Vec<u8>> {
+    let llen = l.len();
+    let n = count.min(llen);
+    if n == 0 {
+        return Vec::new();
     }
+    let mut out = Vec::with_capacity(n);
+    let (start, reverse) = match end {
+        End::Left => (0, false),
+        End::Right => (llen - n, true),
+    };
+    l.range(start, start + n - 1, reverse, |e| out.push(e.to_vec()));
+    let from = match end {
+        End::Left => 0,
+        End::Right => -(n as i64),
+    };
+    l.del_range(from, n as i64);
+    out
 }
 
 fn push_event(end: End) -> &'static str {
@@ -69,18 +113,16 @@ fn popped(c: &mut Ctx, key: &[u8], end: End, empty: bool) {
 /// The engine behind LPUSH, RPUSH, LPUSHX and RPUSHX: the new length.
 fn push_generic(c: &mut Ctx, argv: &[&[u8]], end: End, only_existing: bool) {
     let db = c.cl.db;
-    let limit = node_limit(c);
+    let fresh = new_list(c);
     let key = argv[1];
     let list = match lookup_typed(c.srv, db, key, false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing if only_existing => return c.cl.reply.int(0),
-        Typed::Missing => {
-            pick(create_value(c.srv, db, key, Value::List(List::default()))).expect("list")
-        }
+        Typed::Missing => pick(create_value(c.srv, db, key, Value::List(fresh))).expect("list"),
         Typed::Found(l) => l,
     };
     for v in &argv[2..] {
-        push(list, v, end, limit);
+        push(list, v, end);
     }
     let len = list.len();
     c.dirty(argv.len() as u64 - 2);
@@ -137,8 +179,10 @@ fn pop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
             };
         }
         Typed::Found(l) => {
-            let n = count.unwrap_or(1).min(l.len());
-            let popped: Vec<Vec<u8>> = (0..n).filter_map(|_| pop(l, end)).collect();
+            let popped: Vec<Vec<u8>> = match count {
+                None => pop(l, end).into_iter().collect(),
+                Some(n) => pop_range(l, end, n),
+            };
             (popped, l.is_empty())
         }
     };
@@ -191,22 +235,9 @@ pub fn lrange(c: &mut Ctx, argv: &[&[u8]]) {
     match clamp_range(start, end, l.len()) {
         None => out.array(0),
         Some((s, e)) => {
-            let items = l.range(s, e);
-            out.array(items.len());
-            for v in items {
-                out.bulk(v);
-            }
+            out.array(e - s + 1);
+            l.range(s, e, false, |v| reply_element(out, v));
         }
-    }
-}
-
-/// Resolve a possibly negative index.
-fn resolve_index(index: i64, len: usize) -> Option<usize> {
-    let i = if index < 0 { index + len as i64 } else { index };
-    if i < 0 || i >= len as i64 {
-        None
-    } else {
-        Some(i as usize)
     }
 }
 
@@ -222,9 +253,9 @@ pub fn lindex(c: &mut Ctx, argv: &[&[u8]]) {
         Ok(i) => i,
         Err(e) => return c.cl.reply.error(e),
     };
-    match resolve_index(index, l.len()).and_then(|i| l.get(i)) {
-        Some(v) => c.cl.reply.bulk(v),
-        None => c.cl.reply.null(),
+    let out = &mut c.cl.reply;
+    if !l.index_with(index, &mut |v| reply_element(out, v)) {
+        out.null();
     }
 }
 
@@ -239,14 +270,12 @@ pub fn lset(c: &mut Ctx, argv: &[&[u8]]) {
         Ok(i) => i,
         Err(e) => return c.cl.reply.error(e),
     };
-    match resolve_index(index, l.len()) {
-        Some(i) => {
-            l.set(i, argv[3]);
-            c.dirty(1);
-            c.modified(argv[1], NotifyFlags::LIST, "lset");
-            c.cl.reply.ok();
-        }
-        None => c.cl.reply.error("ERR index out of range"),
+    if l.replace_at(index, argv[3]) {
+        c.dirty(1);
+        c.modified(argv[1], NotifyFlags::LIST, "lset");
+        c.cl.reply.ok();
+    } else {
+        c.cl.reply.error("ERR index out of range");
     }
 }
 
@@ -259,16 +288,14 @@ pub fn linsert(c: &mut Ctx, argv: &[&[u8]]) {
     } else {
         return c.cl.reply.error(ERR_SYNTAX);
     };
-    let limit = node_limit(c);
     let l = match lookup_typed(c.srv, c.cl.db, argv[1], false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => return c.cl.reply.int(0),
         Typed::Found(l) => l,
     };
-    let Some(pos) = l.iter().position(|v| v == argv[3]) else {
+    if !l.insert_at_pivot(argv[3], argv[4], after) {
         return c.cl.reply.int(-1);
-    };
-    l.insert(if after { pos + 1 } else { pos }, argv[4], limit);
+    }
     let len = l.len();
     c.dirty(1);
     c.modified(argv[1], NotifyFlags::LIST, "linsert");
@@ -282,45 +309,10 @@ pub fn lrem(c: &mut Ctx, argv: &[&[u8]]) {
         Err(e) => return c.cl.reply.error(e),
     };
     let db = c.cl.db;
-    let limit = node_limit(c);
     let (removed, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => return c.cl.reply.int(0),
-        Typed::Found(l) => {
-            let items: Vec<Vec<u8>> = l.iter().map(|v| v.to_vec()).collect();
-            let max = if count == 0 {
-                usize::MAX
-            } else {
-                count.unsigned_abs() as usize
-            };
-            let mut drop = vec![false; items.len()];
-            let mut removed = 0;
-            let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
-                Box::new((0..items.len()).rev())
-            } else {
-                Box::new(0..items.len())
-            };
-            for i in order {
-                if removed == max {
-                    break;
-                }
-                if items[i] == argv[3] {
-                    drop[i] = true;
-                    removed += 1;
-                }
-            }
-            if removed > 0 {
-                l.rebuild(
-                    items
-                        .iter()
-                        .zip(&drop)
-                        .filter(|(_, d)| !**d)
-                        .map(|(v, _)| v.as_slice()),
-                    limit,
-                );
-            }
-            (removed, l.is_empty())
-        }
+        Typed::Found(l) => (l.remove_matching(argv[3], count), l.is_empty()),
     };
     if removed > 0 {
         elements_removed(c, argv[1], NotifyFlags::LIST, "lrem", empty);
@@ -336,17 +328,19 @@ pub fn ltrim(c: &mut Ctx, argv: &[&[u8]]) {
         (Err(e), _) | (_, Err(e)) => return c.cl.reply.error(e),
     };
     let db = c.cl.db;
-    let limit = node_limit(c);
     let (removed, empty) = match lookup_typed(c.srv, db, argv[1], false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => return c.cl.reply.ok(),
         Typed::Found(l) => {
-            let before = l.len();
-            match clamp_range(start, end, before) {
-                Some((s, e)) => l.trim(s, e, limit),
-                None => l.trim(1, 0, limit),
-            }
-            (before - l.len(), l.is_empty())
+            let llen = l.len();
+            // Elements to drop from the left and from the right.
+            let (ltrim, rtrim) = match clamp_range(start, end, llen) {
+                Some((s, e)) => (s, llen - e - 1),
+                None => (llen, 0),
+            };
+            l.del_range(0, ltrim as i64);
+            l.del_range(-(rtrim as i64), rtrim as i64);
+            (ltrim + rtrim, l.is_empty())
         }
     };
     // LTRIM notifies even when nothing was trimmed, as Redis does.
@@ -401,30 +395,30 @@ pub fn lpos(c: &mut Ctx, argv: &[&[u8]]) {
         }
         Typed::Found(l) => l,
     };
-    let len = l.len();
-    let items: Vec<&[u8]> = l.iter().collect();
-    let order: Box<dyn Iterator<Item = usize>> = if rank > 0 {
-        Box::new(0..len)
-    } else {
-        Box::new((0..len).rev())
-    };
     let mut skip = rank.unsigned_abs() - 1;
     let mut found = Vec::new();
-    for (scanned, i) in order.enumerate() {
-        if maxlen != 0 && scanned as i64 >= maxlen {
-            break;
+    let mut scanned: i64 = 0;
+    l.scan(rank < 0, &mut |i, v| {
+        if maxlen != 0 && scanned >= maxlen {
+            return false;
         }
-        if items[i] == argv[2] {
+        scanned += 1;
+        let equal = match v {
+            Element::Str(s) => s == argv[2],
+            Element::Int(n) => parse_i64(argv[2]) == Some(n),
+        };
+        if equal {
             if skip > 0 {
                 skip -= 1;
-                continue;
+                return true;
             }
             found.push(i as i64);
             if count != 0 && found.len() as i64 >= count.max(1) {
-                break;
+                return false;
             }
         }
-    }
+        true
+    });
     if count != -1 {
         c.cl.reply.array(found.len());
         for i in found {
@@ -441,7 +435,7 @@ pub fn lpos(c: &mut Ctx, argv: &[&[u8]]) {
 /// Pop from `src` at `from` and push onto `dst` at `to` (LMOVE, RPOPLPUSH).
 fn lmove_generic(c: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) {
     let db = c.cl.db;
-    let limit = node_limit(c);
+    let fresh = new_list(c);
     match lookup_typed(c.srv, db, src, false, pick) {
         Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Missing => return c.cl.reply.null(),
@@ -458,9 +452,9 @@ fn lmove_generic(c: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) {
     };
     let dest = match lookup_typed(c.srv, db, dst, false, pick) {
         Typed::Found(d) => d,
-        _ => pick(create_value(c.srv, db, dst, Value::List(List::default()))).expect("list"),
+        _ => pick(create_value(c.srv, db, dst, Value::List(fresh))).expect("list"),
     };
-    push(dest, &v, to, limit);
+    push(dest, &v, to);
     // As Redis's lmoveHandlePush: the destination's push event comes first.
     c.modified(dst, NotifyFlags::LIST, push_event(to));
     let src_empty =
@@ -506,8 +500,7 @@ fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
             Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
             Typed::Missing => continue,
             Typed::Found(l) => {
-                let n = count.min(l.len());
-                let popped: Vec<Vec<u8>> = (0..n).filter_map(|_| pop(l, end)).collect();
+                let popped = pop_range(l, end, count);
                 (popped, l.is_empty())
             }
         };

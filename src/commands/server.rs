@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::keys::encoding_name;
 use super::*;
-use crate::db::FreeMode;
+use crate::db::{FreeMode, Value};
 use crate::state::ShutdownFlags;
 
 /// A database index as SWAPDB takes it: `msg` for a non-integer or
@@ -199,6 +199,9 @@ const DEBUG_HELP: &[&str] = &[
     "    Crash the server simulating a panic.",
     "SET-DISABLE-DENY-SCRIPTS <0|1>",
     "    Let scripts run commands they may not run (a test hook).",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
     "DIGEST",
@@ -215,6 +218,11 @@ const DEBUG_HELP: &[&str] = &[
     "    it is used instead of the 'key' prefix. These are not propagated to",
     "    replicas. Cluster slots are not respected so keys not belonging to the",
     "    current node can be created in cluster mode.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "    The optional argument (0 by default) sets the level of detail",
     "HELP",
     "    Prints this help.",
 ];
@@ -331,7 +339,57 @@ fn debug_protocol(c: &mut Ctx, name: &[u8]) {
     }
 }
 
-/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|HELP`
+/// Bytes of a DUMP payload around the value: its type, the RDB version (2)
+/// and the CRC-64 (8).
+const DUMP_FRAMING: usize = 1 + 2 + 8;
+
+/// DEBUG LISTPACK key and DEBUG QUICKLIST key [0|1]: print the value's
+/// layout on stdout, as Redis does (its lpRepr / quicklistRepr), and say so.
+fn debug_print_encoding(c: &mut Ctx, sub: &str, argv: &[&[u8]]) {
+    let db = c.cl.db;
+    let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
+        return c.cl.reply.error(ERR_NO_SUCH_KEY);
+    };
+    let text = match (sub, e.value()) {
+        ("listpack", ValueRef::Boxed(Value::Hash(h))) if h.encoding_is_packed() => {
+            let mut lp = crate::db::listpack::new();
+            h.for_each(&mut |f, v| {
+                crate::db::listpack::append(&mut lp, f);
+                crate::db::listpack::append(&mut lp, v);
+            });
+            crate::db::listpack::repr(&lp)
+        }
+        ("listpack", ValueRef::Boxed(Value::ZSet(z))) if z.encoding() == "listpack" => {
+            let mut lp = crate::db::listpack::new();
+            for (m, score) in z.items() {
+                crate::db::listpack::append(&mut lp, m);
+                let score = crate::protocol::reply::format_g(score, 17);
+                crate::db::listpack::append(&mut lp, score.as_bytes());
+            }
+            crate::db::listpack::repr(&lp)
+        }
+        ("listpack", _) => return c.cl.reply.error("ERR Not a listpack encoded object."),
+        ("quicklist", ValueRef::Boxed(Value::List(l))) => {
+            let full = argv.get(3).is_some_and(|a| c_atoi(a) != 0);
+            l.repr(full)
+        }
+        _ => return c.cl.reply.error("ERR Not a quicklist encoded object."),
+    };
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+    if sub == "listpack" {
+        c.cl.reply.simple("Listpack structure printed on stdout");
+    } else {
+        c.cl.reply.simple("Quicklist structure printed on stdout");
+    }
+}
+
+/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
+/// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
     // subcommands and answers anything else with addReplySubcommandSyntaxError.
@@ -350,6 +408,10 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("populate", -3),
         ("pause-cron", 3),
         ("panic", 2),
+        ("listpack", 3),
+        ("quicklist", 3),
+        ("quicklist", 4),
+        ("quicklist-packed-threshold", 3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -451,12 +513,28 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         // Redis's DEBUG PANIC: crash as a bug would (the crash report, when
         // `crash-log-enabled`, and the exit).
         "panic" => panic!("DEBUG PANIC called at Unix time {}", c.srv.now_ms / 1000),
+        "listpack" | "quicklist" => debug_print_encoding(c, sub, argv),
+        "quicklist-packed-threshold" => {
+            let size = std::str::from_utf8(argv[2])
+                .ok()
+                .and_then(|v| crate::config::parse_memory(v).ok());
+            match size {
+                Some(n) if crate::db::quicklist::set_packed_threshold(n) => c.cl.reply.ok(),
+                _ => c.cl.reply.error(
+                    "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                ),
+            }
+        }
         _ => {
             let db = c.cl.db;
             let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
                 return c.cl.reply.error(ERR_NO_SUCH_KEY);
             };
-            let size = e.heap_size();
+            // What the value takes in a dump (Redis's rdbSavedObjectLen): the
+            // payload DUMP would make, less its type byte and its version and
+            // checksum.
+            let payload = crate::persistence::rdb::dump_payload(e, c.srv.config.rdbcompression);
+            let size = payload.len().saturating_sub(DUMP_FRAMING);
             let encoding = encoding_name(e);
             let idle = {
                 let now = lru_clock(c.srv.now_ms) as i64;
@@ -467,9 +545,24 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                     now + (LRU_CLOCK_MAX as i64 - lru)
                 }
             };
+            // A list adds its quicklist's shape, as Redis's does.
+            let extra = match e.value() {
+                ValueRef::Boxed(Value::List(l)) => {
+                    let shape = l.shape();
+                    format!(
+                        " ql_nodes:{} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} ql_uncompressed_size:{}",
+                        shape.nodes,
+                        shape.count as f64 / shape.nodes as f64,
+                        shape.fill,
+                        u8::from(shape.compress != 0),
+                        shape.uncompressed_size
+                    )
+                }
+                _ => String::new(),
+            };
             let text = format!(
-                "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}",
-                e as *const _, encoding, size, e.lru(), idle
+                "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
+                e as *const _, encoding, size, e.lru(), idle, extra
             );
             c.cl.reply.simple(&text);
         }

@@ -3,7 +3,7 @@
 //! following Redis's sortCommandGeneric.
 
 use super::*;
-use crate::db::{List, NodeLimit, Value, ValueRef};
+use crate::db::{List, Value, ValueRef};
 
 /// Look up the string (or hash field, with `->`) a BY/GET pattern names for
 /// `elem`. `#` is the element itself; a pattern without `*` names nothing.
@@ -97,9 +97,45 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
                 b'z',
             )
         }
+        // A list is read through, as Redis's iterator reads it (which can
+        // compress a node: see List::read_all).
+        Some(e) if matches!(e.value(), ValueRef::Boxed(Value::List(_))) => {
+            let Some(Value::List(l)) = e.boxed_mut() else {
+                unreachable!("matched a list just above")
+            };
+            if dontsort {
+                // Redis reads only the LIMIT range then (from its end when
+                // DESC); reading it here has the same effect on the nodes.
+                let len = l.len() as i64;
+                let start = limit_start.clamp(0, len);
+                let count = limit_count.clamp(-1, len);
+                let (mut start, mut end) = (
+                    start,
+                    if count < 0 {
+                        len - 1
+                    } else {
+                        start + count - 1
+                    },
+                );
+                if start >= len {
+                    (start, end) = (len - 1, len - 2);
+                }
+                end = end.min(len - 1);
+                if end >= start {
+                    let (lo, hi) = if desc {
+                        (len - 1 - end, len - 1 - start)
+                    } else {
+                        (start, end)
+                    };
+                    l.range(lo as usize, hi as usize, desc, |_| {});
+                }
+                (l.to_vecs(), b'l')
+            } else {
+                (l.read_all(), b'l')
+            }
+        }
         None => (Vec::new(), b'l'),
         Some(e) => match e.value() {
-            ValueRef::Boxed(Value::List(l)) => (l.iter().map(|v| v.to_vec()).collect(), b'l'),
             ValueRef::Boxed(Value::Set(s)) => (s.members(), b's'),
             ValueRef::Boxed(Value::ZSet(z)) => (
                 z.items().into_iter().map(|(m, _)| m.to_vec()).collect(),
@@ -210,10 +246,11 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
         Some(dst) => {
             let n = out.len();
             let result = (n > 0).then(|| {
-                let limit = NodeLimit(c.srv.config.list_max_listpack_size);
+                // Redis's SORT makes its list with quicklist defaults
+                // (fill -2, not compressed), whatever the configuration.
                 let mut list = List::default();
                 for v in &out {
-                    list.push_back(v.as_deref().unwrap_or(b""), limit);
+                    list.push_back(v.as_deref().unwrap_or(b""));
                 }
                 Value::List(list)
             });

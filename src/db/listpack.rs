@@ -1,6 +1,8 @@
 //! Redis's listpack, byte for byte (Redis's listpack.c): the node format of
-//! streams, kept as Redis keeps it so that a node goes to and comes from an
-//! RDB file as it is, and a stream costs what it costs in Redis.
+//! streams and of lists (see `quicklist`), kept as Redis keeps it so that a
+//! node goes to and comes from an RDB file as it is, a list splits into the
+//! nodes Redis's would and compresses as Redis's does, and a value costs
+//! what it costs in Redis.
 //!
 //! Layout: total bytes (u32 LE), element count (u16 LE, 65535 = unknown),
 //! the elements, and 0xFF. Each element is an encoding byte (with data),
@@ -12,7 +14,7 @@
 //! a well-formed listpack: one that comes from outside (an RDB file) is
 //! checked with [`validate`] first.
 
-/// One element's value.
+/// One element's value: an integer the listpack holds as one, or a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LpVal<'a> {
     Int(i64),
@@ -132,35 +134,45 @@ fn backlen_size(l: usize) -> usize {
     }
 }
 
-fn push_backlen(out: &mut Vec<u8>, l: usize) {
-    let l = l as u64;
-    match backlen_size(l as usize) {
-        1 => out.push(l as u8),
-        2 => out.extend_from_slice(&[(l >> 7) as u8, (l & 127) as u8 | 128]),
-        3 => out.extend_from_slice(&[
-            (l >> 14) as u8,
-            ((l >> 7) & 127) as u8 | 128,
-            (l & 127) as u8 | 128,
-        ]),
-        4 => out.extend_from_slice(&[
-            (l >> 21) as u8,
-            ((l >> 14) & 127) as u8 | 128,
-            ((l >> 7) & 127) as u8 | 128,
-            (l & 127) as u8 | 128,
-        ]),
-        _ => out.extend_from_slice(&[
-            (l >> 28) as u8,
-            ((l >> 21) & 127) as u8 | 128,
-            ((l >> 14) & 127) as u8 | 128,
-            ((l >> 7) & 127) as u8 | 128,
-            (l & 127) as u8 | 128,
-        ]),
+/// The backlen of an element whose encoding takes `l` bytes: its bytes
+/// (read from the last one backwards) and how many there are.
+fn backlen_bytes(l: usize) -> ([u8; 5], usize) {
+    let n = backlen_size(l);
+    let mut out = [0u8; 5];
+    // The first byte holds the highest bits and no continuation flag.
+    for (i, b) in out[..n].iter_mut().enumerate() {
+        let shift = 7 * (n - 1 - i);
+        *b = ((l >> shift) & 127) as u8 | if i == 0 { 0 } else { 128 };
     }
+    (out, n)
+}
+
+fn push_backlen(out: &mut Vec<u8>, l: usize) {
+    let (bytes, n) = backlen_bytes(l);
+    out.extend_from_slice(&bytes[..n]);
 }
 
 /// The value at `pos`.
 pub fn get(lp: &[u8], pos: usize) -> LpVal<'_> {
     decode(lp, pos).1
+}
+
+/// The element at `pos` and the position after it, in one pass (the two
+/// commonest encodings, a 7-bit integer and a string under 64 bytes, first:
+/// list reads walk elements with this).
+#[inline]
+pub fn get_and_skip(lp: &[u8], pos: usize) -> (LpVal<'_>, usize) {
+    let b = lp[pos];
+    if b & 0xC0 == 0x80 {
+        // 1 + n < 128 bytes of encoding: a one-byte backlen.
+        let n = (b & 0x3F) as usize;
+        return (LpVal::Str(&lp[pos + 1..pos + 1 + n]), pos + n + 2);
+    }
+    if b & 0x80 == 0 {
+        return (LpVal::Int((b & 0x7F) as i64), pos + 2);
+    }
+    let (n, v) = decode(lp, pos);
+    (v, pos + n + backlen_size(n))
 }
 
 /// The position after the element at `pos`.
@@ -169,15 +181,18 @@ pub fn next(lp: &[u8], pos: usize) -> usize {
     pos + n + backlen_size(n)
 }
 
-/// The encoding (with backlen) of an integer.
-fn encode_int(v: i64, out: &mut Vec<u8>) {
-    let start = out.len();
-    if (0..=127).contains(&v) {
-        out.push(v as u8);
+/// An integer's encoding (Redis's lpEncodeIntegerGetType): its bytes
+/// (at most 9) and how many there are.
+fn int_encoding(v: i64) -> ([u8; 9], usize) {
+    let mut out = [0u8; 9];
+    let n = if (0..=127).contains(&v) {
+        out[0] = v as u8;
+        1
     } else if (-4096..=4095).contains(&v) {
         let u = if v < 0 { (1i64 << 13) + v } else { v } as u64;
-        out.push((u >> 8) as u8 | 0xC0);
-        out.push((u & 0xFF) as u8);
+        out[0] = (u >> 8) as u8 | 0xC0;
+        out[1] = (u & 0xFF) as u8;
+        2
     } else {
         let (tag, bytes) = if (-32768..=32767).contains(&v) {
             (0xF1, 2)
@@ -188,11 +203,18 @@ fn encode_int(v: i64, out: &mut Vec<u8>) {
         } else {
             (0xF4, 8)
         };
-        out.push(tag);
-        out.extend_from_slice(&(v as u64).to_le_bytes()[..bytes]);
-    }
-    let l = out.len() - start;
-    push_backlen(out, l);
+        out[0] = tag;
+        out[1..1 + bytes].copy_from_slice(&(v as u64).to_le_bytes()[..bytes]);
+        1 + bytes
+    };
+    (out, n)
+}
+
+/// The encoding (with backlen) of an integer.
+fn encode_int(v: i64, out: &mut Vec<u8>) {
+    let (bytes, n) = int_encoding(v);
+    out.extend_from_slice(&bytes[..n]);
+    push_backlen(out, n);
 }
 
 /// The encoding (with backlen) of a string, as an integer when it reads as one.
@@ -251,6 +273,321 @@ pub fn replace_int(lp: &mut Vec<u8>, pos: usize, v: i64) {
     encode_int(v, &mut enc);
     lp.splice(pos..old_end, enc);
     set_header(lp, 0);
+}
+
+/// Where an insertion goes relative to an element (Redis's `LP_BEFORE` /
+/// `LP_AFTER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Where {
+    Before,
+    After,
+}
+
+/// How Redis's lpEncodeGetType stores a string: as an integer when it reads
+/// as one (lpStringToInt64, which is string2ll), else as a string.
+enum Encoding {
+    /// The integer encoding's bytes (at most 9) and their count.
+    Int([u8; 9], usize),
+    Str,
+}
+
+fn encoding_of(s: &[u8]) -> (Encoding, usize) {
+    if let Some(v) = crate::util::parse_i64(s) {
+        let (bytes, n) = int_encoding(v);
+        return (Encoding::Int(bytes, n), n);
+    }
+    let n = s.len();
+    let header = if n < 64 {
+        1
+    } else if n < 4096 {
+        2
+    } else {
+        5
+    };
+    (Encoding::Str, header + n)
+}
+
+/// Write an element (encoding, data, backlen) into `dst`, which is exactly
+/// its size.
+fn write_element(dst: &mut [u8], enc: &Encoding, enc_len: usize, s: &[u8]) {
+    match enc {
+        Encoding::Int(bytes, n) => dst[..*n].copy_from_slice(&bytes[..*n]),
+        Encoding::Str => {
+            let n = s.len();
+            let header = if n < 64 {
+                dst[0] = 0x80 | n as u8;
+                1
+            } else if n < 4096 {
+                dst[0] = 0xE0 | (n >> 8) as u8;
+                dst[1] = (n & 0xFF) as u8;
+                2
+            } else {
+                dst[0] = 0xF0;
+                dst[1..5].copy_from_slice(&(n as u32).to_le_bytes());
+                5
+            };
+            dst[header..header + n].copy_from_slice(s);
+        }
+    }
+    let (backlen, n) = backlen_bytes(enc_len);
+    dst[enc_len..].copy_from_slice(&backlen[..n]);
+}
+
+/// Bytes `s` takes as an element (encoding, data and backlen).
+pub fn element_bytes(s: &[u8]) -> usize {
+    let (_, enc_len) = encoding_of(s);
+    enc_len + backlen_size(enc_len)
+}
+
+/// Set the header's total and move its count by `delta` (an unknown count,
+/// 65535, stays unknown, as lpInsert leaves it).
+fn update_header(lp: &mut [u8], delta: isize) {
+    let total = lp.len() as u32;
+    lp[..4].copy_from_slice(&total.to_le_bytes());
+    let n = u16::from_le_bytes([lp[4], lp[5]]);
+    if n != 65535 {
+        let m = (n as isize + delta).clamp(0, 65535) as u16;
+        lp[4..6].copy_from_slice(&m.to_le_bytes());
+    }
+}
+
+/// Open `n` bytes at `pos`, growing the buffer by exactly what is missing:
+/// list nodes and small collections live here, and doubling would waste
+/// up to half of each.
+fn open_gap(lp: &mut Vec<u8>, pos: usize, n: usize) {
+    let old = lp.len();
+    if lp.capacity() - old < n {
+        lp.reserve_exact(n);
+    }
+    lp.resize(old + n, 0);
+    lp.copy_within(pos..old, pos + n);
+}
+
+/// Insert `s` before the element at `pos` (or at the end marker), or after
+/// the element at `pos`: Redis's lpInsertString. Returns the new element's
+/// position.
+pub fn insert(lp: &mut Vec<u8>, pos: usize, s: &[u8], at: Where) -> usize {
+    let pos = match at {
+        Where::Before => pos,
+        Where::After => skip(lp, pos),
+    };
+    let (enc, enc_len) = encoding_of(s);
+    let n = enc_len + backlen_size(enc_len);
+    open_gap(lp, pos, n);
+    write_element(&mut lp[pos..pos + n], &enc, enc_len, s);
+    update_header(lp, 1);
+    pos
+}
+
+/// Add `s` at the end (lpAppend).
+pub fn append(lp: &mut Vec<u8>, s: &[u8]) {
+    let eof = lp.len() - 1;
+    insert(lp, eof, s, Where::Before);
+}
+
+/// Add `s` at the head (lpPrepend).
+pub fn prepend(lp: &mut Vec<u8>, s: &[u8]) {
+    insert(lp, HEADER, s, Where::Before);
+}
+
+/// Replace the element at `pos` with `s` (lpReplace); it keeps `pos`.
+pub fn replace(lp: &mut Vec<u8>, pos: usize, s: &[u8]) {
+    let old_end = skip(lp, pos);
+    let (enc, enc_len) = encoding_of(s);
+    let n = enc_len + backlen_size(enc_len);
+    let old_n = old_end - pos;
+    if n > old_n {
+        open_gap(lp, old_end, n - old_n);
+    } else if n < old_n {
+        lp.drain(pos + n..old_end);
+    }
+    write_element(&mut lp[pos..pos + n], &enc, enc_len, s);
+    update_header(lp, 0);
+}
+
+/// Remove the element at `pos` (lpDelete): the position of the element
+/// that followed it, `None` when it was the last.
+pub fn delete(lp: &mut Vec<u8>, pos: usize) -> Option<usize> {
+    let end = skip(lp, pos);
+    delete_span(lp, pos, end);
+    (lp[pos] != EOF).then_some(pos)
+}
+
+/// Remove the element at `pos`, which ends at `end` (from [`get_and_skip`]).
+pub fn delete_span(lp: &mut Vec<u8>, pos: usize, end: usize) {
+    lp.drain(pos..end);
+    update_header(lp, -1);
+}
+
+/// Remove `num` elements starting with the one at `pos` (fewer when the
+/// end comes first): Redis's lpDeleteRangeWithEntry.
+pub fn delete_range_at(lp: &mut Vec<u8>, pos: usize, num: usize) {
+    let mut tail = pos;
+    let mut deleted = 0;
+    while deleted < num && lp[tail] != EOF {
+        tail = skip(lp, tail);
+        deleted += 1;
+    }
+    lp.drain(pos..tail);
+    update_header(lp, -(deleted as isize));
+}
+
+/// Remove `num` elements from index `index` (negative: from the tail):
+/// Redis's lpDeleteRange.
+pub fn delete_range(lp: &mut Vec<u8>, index: i64, num: usize) {
+    if num == 0 {
+        return;
+    }
+    let Some(pos) = seek(lp, index) else {
+        return;
+    };
+    delete_range_at(lp, pos, num);
+}
+
+/// The position just past the element at `pos` (lpSkip).
+pub fn skip(lp: &[u8], pos: usize) -> usize {
+    next(lp, pos)
+}
+
+/// The element after the one at `pos`, `None` at the end (lpNext).
+pub fn next_element(lp: &[u8], pos: usize) -> Option<usize> {
+    let p = skip(lp, pos);
+    (lp[p] != EOF).then_some(p)
+}
+
+/// The element before the one at `pos` (or before the end marker), `None`
+/// at the first (lpPrev): read its backlen backwards.
+pub fn prev(lp: &[u8], pos: usize) -> Option<usize> {
+    if pos <= HEADER {
+        return None;
+    }
+    let mut p = pos - 1;
+    let mut size = 0usize;
+    let mut shift = 0;
+    loop {
+        size |= ((lp[p] & 127) as usize) << shift;
+        if lp[p] & 128 == 0 || p == 0 {
+            break;
+        }
+        shift += 7;
+        p -= 1;
+    }
+    Some(pos - backlen_size(size) - size)
+}
+
+/// The first element, `None` when empty (lpFirst).
+pub fn first_element(lp: &[u8]) -> Option<usize> {
+    (lp[HEADER] != EOF).then_some(HEADER)
+}
+
+/// The last element, `None` when empty (lpLast).
+pub fn last_element(lp: &[u8]) -> Option<usize> {
+    prev(lp, lp.len() - 1)
+}
+
+/// The element at `index` (negative: from the tail), walking from the
+/// nearer end as Redis's lpSeek does.
+pub fn seek(lp: &[u8], index: i64) -> Option<usize> {
+    let numele = u16::from_le_bytes([lp[4], lp[5]]);
+    let (forward, mut index) = if numele != 65535 {
+        let n = numele as i64;
+        let i = if index < 0 { n + index } else { index };
+        if i < 0 || i >= n {
+            return None;
+        }
+        if i > n / 2 {
+            (false, i - n)
+        } else {
+            (true, i)
+        }
+    } else {
+        (index >= 0, index)
+    };
+    if forward {
+        let mut ele = first_element(lp);
+        while index > 0 {
+            ele = next_element(lp, ele?);
+            index -= 1;
+        }
+        ele
+    } else {
+        let mut ele = last_element(lp);
+        while index < -1 {
+            ele = prev(lp, ele?);
+            index += 1;
+        }
+        ele
+    }
+}
+
+/// Does the element at `pos` equal `s` (lpCompare: an integer element
+/// equals the strings that read as it)?
+pub fn compare(lp: &[u8], pos: usize, s: &[u8]) -> bool {
+    get(lp, pos).eq_bytes(s)
+}
+
+/// `first` followed by `second`, in whichever buffer is larger (lpMerge).
+pub fn merge(mut first: Vec<u8>, mut second: Vec<u8>) -> Vec<u8> {
+    let count = (len(&first) + len(&second)).min(65535) as u16;
+    let mut merged = if first.len() >= second.len() {
+        first.pop();
+        first.extend_from_slice(&second[HEADER..]);
+        first
+    } else {
+        let body = &first[HEADER..first.len() - 1];
+        second.splice(HEADER..HEADER, body.iter().copied());
+        second
+    };
+    merged[4..6].copy_from_slice(&count.to_le_bytes());
+    update_header(&mut merged, 0);
+    merged
+}
+
+/// Redis's lpRepr, as DEBUG LISTPACK and DEBUG QUICKLIST print it
+/// (addresses are offsets from the listpack's start here).
+pub fn repr(lp: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = format!("{{total bytes {}}} {{num entries {}}}\n", lp.len(), len(lp));
+    let mut p = first_element(lp);
+    let mut index = 0;
+    while let Some(pos) = p {
+        let (enc_size, value) = decode(lp, pos);
+        let header_bytes = match lp[pos] {
+            b if b & 0x80 == 0 => 1,
+            b if b & 0xC0 == 0x80 => 1,
+            b if b & 0xE0 == 0xC0 => 1,
+            b if b & 0xF0 == 0xE0 => 2,
+            0xF0 => 5,
+            _ => 1,
+        };
+        let back = backlen_size(enc_size);
+        let _ = write!(
+            out,
+            "{{\n\taddr: 0x{:08x},\n\tindex: {:2},\n\toffset: {:1},\n\thdr+entrylen+backlen: {:2},\n\thdrlen: {:3},\n\tbacklen: {:2},\n\tpayload: {:1}\n\tbytes: ",
+            pos,
+            index,
+            pos,
+            enc_size + back,
+            header_bytes,
+            back,
+            enc_size - header_bytes
+        );
+        for b in &lp[pos..pos + enc_size + back] {
+            let _ = write!(out, "{b:02x}|");
+        }
+        let text = value.to_vec();
+        let shown = &text[..text.len().min(40)];
+        let _ = write!(
+            out,
+            "\n\t[str]{}{}\n}}\n",
+            String::from_utf8_lossy(shown),
+            if text.len() > 40 { "..." } else { "" }
+        );
+        index += 1;
+        p = next_element(lp, pos);
+    }
+    out.push_str("{end}\n\n");
+    out
 }
 
 /// Bytes in use (the header's total).

@@ -12,6 +12,7 @@ pub mod hll;
 pub mod lazyfree;
 pub mod listpack;
 pub mod packed;
+pub mod quicklist;
 pub mod stream;
 pub mod table;
 pub mod value;
@@ -21,7 +22,7 @@ pub use entry::{Entry, NewValue, ValueRef};
 pub use lazyfree::FreeMode;
 pub use stream::{Stream, StreamId};
 pub use table::Table;
-pub use value::{Hash, List, NodeLimit, Set, Str, Value, ZSet};
+pub use value::{Hash, List, Set, Str, Value, ZSet};
 
 /// One logical database (SELECT index).
 pub struct Db {

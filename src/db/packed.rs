@@ -1,9 +1,11 @@
 //! A packed list of byte strings in one allocation (our listpack).
 //!
 //! Each element is stored as a varint length followed by its bytes. Small
-//! hashes (field, value, field, value…), small sorted sets (member, score…)
-//! and the nodes of lists live in this form: one allocation and one or two
-//! bytes of overhead per element, instead of a pointer and a heap block each.
+//! hashes (field, value, field, value…) and small sorted sets (member,
+//! score…) live in this form: one allocation and one or two bytes of
+//! overhead per element, instead of a pointer and a heap block each. (Lists
+//! and streams use Redis's own listpack, `listpack.rs`: their nodes go to
+//! dumps as they are.)
 //! Operations are linear scans, which is what the size limits
 //! (`*-max-listpack-*`) are for.
 
@@ -79,15 +81,6 @@ impl<'a> Iterator for Iter<'a> {
 impl Packed {
     pub fn new() -> Packed {
         Packed::default()
-    }
-
-    /// An empty list with room for `bytes` bytes (list nodes are created
-    /// at their full size, so they fill without reallocating).
-    pub fn with_capacity(bytes: usize) -> Packed {
-        Packed {
-            buf: Vec::with_capacity(bytes),
-            count: 0,
-        }
     }
 
     pub fn len(&self) -> usize {
@@ -227,24 +220,6 @@ impl Packed {
         None
     }
 
-    /// Split off the elements from `i` on into a new list.
-    pub fn split_off(&mut self, i: usize) -> Packed {
-        let pos = self.offset_of(i.min(self.len()));
-        let tail = self.buf.split_off(pos);
-        let moved = self.count - i.min(self.len()) as u32;
-        self.count -= moved;
-        Packed {
-            buf: tail,
-            count: moved,
-        }
-    }
-
-    /// Append all elements of `other`.
-    pub fn append(&mut self, other: &Packed) {
-        self.buf.extend_from_slice(&other.buf);
-        self.count += other.count;
-    }
-
     pub fn shrink_to_fit(&mut self) {
         self.buf.shrink_to_fit();
     }
@@ -282,8 +257,6 @@ mod tests {
             vec![&b"a"[..], &b"c"[..], &[7u8; 300][..]]
         );
         assert_eq!(p.pop_back().unwrap().len(), 300);
-        let tail = p.split_off(1);
-        assert_eq!((p.len(), tail.len()), (1, 1));
         p.remove_range(0, 5);
         assert!(p.is_empty());
     }

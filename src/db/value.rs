@@ -6,13 +6,12 @@
 //! | type | small | large |
 //! |------|-------|-------|
 //! | hash | `listpack`: field, value, … packed in one allocation | `hashtable`: a keyspace-style [`Table`] of field → value entries |
-//! | list | `quicklist` of packed nodes (always, as Redis 7.0 reports) | same |
+//! | list | `quicklist` of listpack nodes, interior ones LZF-compressed at `list-compress-depth` (always, as Redis 7.0 reports; see `quicklist`) | same |
 //! | set  | `intset`: sorted `i64`s | `hashtable`: a [`Table`] of members |
-
-use std::collections::VecDeque;
 
 use super::entry::{Entry, NewValue, ValueRef};
 use super::packed::Packed;
+pub use super::quicklist::List;
 use super::table::Table;
 pub use super::zset::ZSet;
 
@@ -142,11 +141,7 @@ impl Value {
                 Value::Str(s) => s.capacity(),
                 Value::Hash(Hash::Packed(p)) => p.heap_size(),
                 Value::Hash(Hash::Table(t)) | Value::Set(Set::Table(t)) => table_heap_size(t),
-                Value::List(l) => l
-                    .nodes
-                    .iter()
-                    .map(|n| n.heap_size() + std::mem::size_of::<Packed>())
-                    .sum(),
+                Value::List(l) => l.heap_size(),
                 Value::Set(Set::Ints(v)) => v.capacity() * 8,
                 Value::ZSet(z) => z.heap_size(),
                 Value::Stream(s) => s.heap_size(),
@@ -240,6 +235,11 @@ impl Default for Hash {
 }
 
 impl Hash {
+    /// Is it in its compact form (OBJECT ENCODING "listpack")?
+    pub fn encoding_is_packed(&self) -> bool {
+        matches!(self, Hash::Packed(_))
+    }
+
     /// Allocations freed when it is dropped (see `lazyfree`).
     pub fn free_effort(&self) -> usize {
         match self {
@@ -369,238 +369,6 @@ impl Hash {
         let mut out = Vec::with_capacity(self.len());
         self.for_each(&mut |k, v| out.push((k.to_vec(), v.to_vec())));
         out
-    }
-}
-
-// ---------------------------------------------------------------- list
-
-/// A list: a deque of packed nodes (Redis's quicklist).
-#[derive(Debug, Clone, Default)]
-pub struct List {
-    nodes: VecDeque<Packed>,
-    len: usize,
-}
-
-/// Size limit of a list node from `list-max-listpack-size`: negative values
-/// are byte sizes (-1 = 4 KB … -5 = 64 KB), positive ones element counts.
-#[derive(Clone, Copy, Debug)]
-pub struct NodeLimit(pub i64);
-
-impl NodeLimit {
-    /// A new node: sized for the byte limit up front.
-    fn new_node(&self) -> Packed {
-        match self.0 {
-            n if n > 0 => Packed::new(),
-            -1 => Packed::with_capacity(4096),
-            -2 => Packed::with_capacity(8192),
-            -3 => Packed::with_capacity(16384),
-            -4 => Packed::with_capacity(32768),
-            _ => Packed::with_capacity(65536),
-        }
-    }
-
-    fn fits(&self, node: &Packed, extra: usize) -> bool {
-        if self.0 > 0 {
-            node.len() < self.0 as usize
-        } else {
-            let bytes = match self.0 {
-                -1 => 4096,
-                -2 => 8192,
-                -3 => 16384,
-                -4 => 32768,
-                _ => 65536,
-            };
-            node.bytes() + extra + 5 <= bytes || node.is_empty()
-        }
-    }
-}
-
-impl List {
-    /// Allocations freed when it is dropped: one per node (see `lazyfree`).
-    pub fn free_effort(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn push_back(&mut self, v: &[u8], limit: NodeLimit) {
-        self.push(v, false, limit);
-    }
-
-    pub fn push_front(&mut self, v: &[u8], limit: NodeLimit) {
-        self.push(v, true, limit);
-    }
-
-    fn push(&mut self, v: &[u8], front: bool, limit: NodeLimit) {
-        let end = if front {
-            self.nodes.front_mut()
-        } else {
-            self.nodes.back_mut()
-        };
-        match end {
-            Some(n) if limit.fits(n, v.len()) => {
-                if front {
-                    n.push_front(v)
-                } else {
-                    n.push_back(v)
-                }
-            }
-            _ => {
-                // A list's first node grows exactly (most lists are small);
-                // once a node has filled, later ones start at full size.
-                let mut n = if v.len() < 1024 && !self.nodes.is_empty() {
-                    limit.new_node()
-                } else {
-                    Packed::new()
-                };
-                n.push_back(v);
-                if front {
-                    self.nodes.push_front(n)
-                } else {
-                    self.nodes.push_back(n)
-                }
-            }
-        }
-        self.len += 1;
-    }
-
-    pub fn pop_front(&mut self) -> Option<Vec<u8>> {
-        let n = self.nodes.front_mut()?;
-        let v = n.pop_front();
-        if n.is_empty() {
-            self.nodes.pop_front();
-        }
-        if v.is_some() {
-            self.len -= 1;
-        }
-        v
-    }
-
-    pub fn pop_back(&mut self) -> Option<Vec<u8>> {
-        let n = self.nodes.back_mut()?;
-        let v = n.pop_back();
-        if n.is_empty() {
-            self.nodes.pop_back();
-        }
-        if v.is_some() {
-            self.len -= 1;
-        }
-        v
-    }
-
-    /// (node, index in node) of element `i`.
-    fn locate(&self, mut i: usize) -> Option<(usize, usize)> {
-        if i >= self.len {
-            return None;
-        }
-        for (ni, n) in self.nodes.iter().enumerate() {
-            if i < n.len() {
-                return Some((ni, i));
-            }
-            i -= n.len();
-        }
-        None
-    }
-
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let (n, j) = self.locate(i)?;
-        self.nodes[n].get(j)
-    }
-
-    pub fn set(&mut self, i: usize, v: &[u8]) -> bool {
-        match self.locate(i) {
-            Some((n, j)) => {
-                self.nodes[n].set(j, v);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Insert `v` so that it becomes element `i`.
-    pub fn insert(&mut self, i: usize, v: &[u8], limit: NodeLimit) {
-        if i >= self.len {
-            return self.push_back(v, limit);
-        }
-        if i == 0 {
-            return self.push_front(v, limit);
-        }
-        let Some((n, j)) = self.locate(i) else { return };
-        self.nodes[n].insert(j, v);
-        self.len += 1;
-        if !limit.fits(&self.nodes[n], 0) && self.nodes[n].len() > 1 {
-            let half = self.nodes[n].len() / 2;
-            let tail = self.nodes[n].split_off(half);
-            self.nodes.insert(n + 1, tail);
-        }
-    }
-
-    /// Remove element `i`.
-    pub fn remove(&mut self, i: usize) -> Option<Vec<u8>> {
-        let (n, j) = self.locate(i)?;
-        let v = self.nodes[n].remove(j);
-        if self.nodes[n].is_empty() {
-            self.nodes.remove(n);
-        }
-        self.len -= 1;
-        v
-    }
-
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + '_ {
-        self.nodes.iter().flat_map(|n| n.iter().collect::<Vec<_>>())
-    }
-
-    /// Elements `start..=end` (already clamped).
-    pub fn range(&self, start: usize, end: usize) -> Vec<&[u8]> {
-        if start > end || start >= self.len {
-            return Vec::new();
-        }
-        let mut out = Vec::with_capacity(end - start + 1);
-        let mut skip = start;
-        for n in &self.nodes {
-            if skip >= n.len() {
-                skip -= n.len();
-                continue;
-            }
-            for v in n.iter().skip(skip) {
-                out.push(v);
-                if out.len() == end - start + 1 {
-                    return out;
-                }
-            }
-            skip = 0;
-        }
-        out
-    }
-
-    /// Keep only elements `start..=end` (already clamped); empty when start > end.
-    pub fn trim(&mut self, start: usize, end: usize, limit: NodeLimit) {
-        if start > end || start >= self.len {
-            self.nodes.clear();
-            self.len = 0;
-            return;
-        }
-        let keep: Vec<Vec<u8>> = self
-            .range(start, end)
-            .into_iter()
-            .map(|v| v.to_vec())
-            .collect();
-        self.rebuild(keep.iter().map(|v| v.as_slice()), limit);
-    }
-
-    /// Replace the contents with `items`.
-    pub fn rebuild<'a>(&mut self, items: impl Iterator<Item = &'a [u8]>, limit: NodeLimit) {
-        self.nodes.clear();
-        self.len = 0;
-        for v in items {
-            self.push_back(v, limit);
-        }
     }
 }
 

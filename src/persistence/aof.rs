@@ -414,7 +414,7 @@ pub fn write_commands(
                     ValueRef::Int(n) => put_command(out, &[b"SET", key, n.to_string().as_bytes()])?,
                     ValueRef::Boxed(Value::Str(v)) => put_command(out, &[b"SET", key, v])?,
                     ValueRef::Boxed(Value::List(l)) => {
-                        let items: Vec<Vec<u8>> = l.iter().map(|i| i.to_vec()).collect();
+                        let items = l.to_vecs();
                         put_batched(out, b"RPUSH", key, &items, 1)?;
                     }
                     ValueRef::Boxed(Value::Set(st)) => {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::encoding::*;
 use super::*;
+use crate::db::quicklist::Container;
 use crate::db::{Db, Hash, List, Set, Value, ZSet};
 use crate::persistence::crc64::crc64;
 use crate::persistence::lzf;
@@ -190,14 +191,16 @@ fn type_name(t: u8) -> &'static str {
 
 /// Read one value of type `t` into a boxed value or string.
 fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>> {
-    let node = opts.list_node;
     let hash_lim = opts.hash_limits;
     let zset_lim = opts.zset_limits;
     let intset_max = opts.intset_max;
+    let new_list = || List::new(opts.list_fill, opts.list_compress);
+    // Element by element, as Redis's quicklistPushTail (RDB_TYPE_LIST, a
+    // ziplist list): the nodes are this server's.
     let make_list = |items: &mut dyn Iterator<Item = Vec<u8>>| {
-        let mut l = List::default();
+        let mut l = new_list();
         for i in items {
-            l.push_back(&i, node);
+            l.push_back(&i);
         }
         Loaded::Value(Value::List(l))
     };
@@ -293,12 +296,22 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             make_zset(pairs)
         }
         T_LIST_QUICKLIST => {
+            // Each ziplist becomes a listpack node as it is (empty ones
+            // are skipped), as Redis loads them.
             let nodes = r.count(1)?;
-            let mut items = Vec::new();
+            let mut l = new_list();
             for _ in 0..nodes {
-                items.extend(ziplist_items(&r.string()?)?);
+                let items = ziplist_items(&r.string()?)?;
+                if items.is_empty() {
+                    continue;
+                }
+                let mut node = crate::db::listpack::new();
+                for i in &items {
+                    crate::db::listpack::append(&mut node, i);
+                }
+                l.append_listpack(node);
             }
-            Ok(make_list(&mut items.into_iter()))
+            Ok(Loaded::Value(Value::List(l)))
         }
         T_HASH_LISTPACK => make_hash(listpack_items(&r.string()?)?),
         T_SET_LISTPACK => make_set(listpack_items(&r.string()?)?),
@@ -318,18 +331,34 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             make_zset(pairs)
         }
         T_LIST_QUICKLIST_2 => {
+            // Nodes as the writer had them: each one's container, then its
+            // bytes (an LZF blob for a compressed node, which `string`
+            // decompresses and checks). A listpack is validated before it
+            // becomes a node; the list compresses it again at its own depth.
             let nodes = r.count(2)?;
-            let mut items = Vec::new();
+            let mut l = new_list();
             for _ in 0..nodes {
                 let container = r.len()?;
-                let data = r.string()?;
-                match container {
-                    1 => items.push(data.into_owned()),
-                    2 => items.extend(listpack_items(&data)?),
-                    _ => return r.fail("invalid quicklist node container"),
+                if container != Container::Plain as u64 && container != Container::Packed as u64 {
+                    return r.fail("quicklist integrity check failed: unknown node container");
                 }
+                let data = r.string()?;
+                if data.is_empty() {
+                    return r.fail("empty quicklist node");
+                }
+                if container == Container::Plain as u64 {
+                    l.append_plain(data.into_owned());
+                    continue;
+                }
+                if !crate::db::listpack::validate(&data) {
+                    return r.fail("listpack integrity check failed");
+                }
+                if crate::db::listpack::len(&data) == 0 {
+                    continue;
+                }
+                l.append_listpack(data.into_owned());
             }
-            Ok(make_list(&mut items.into_iter()))
+            Ok(Loaded::Value(Value::List(l)))
         }
         T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2 | T_STREAM_LISTPACKS_3 => {
             let s = read_stream(r, t)?;
@@ -952,15 +981,14 @@ mod tests {
                 db.set_expire(key.as_bytes(), crate::util::unix_time_ms() + 1_000_000);
             }
         }
-        let node = NodeLimit(cfg.list_max_listpack_size);
-        let mut list = List::default();
+        let mut list = List::new(cfg.list_max_listpack_size, cfg.list_compress_depth);
         let mut set = Set::default();
         let mut hash = Hash::default();
         // The list spans many chunks; the set (intset) and hash (listpack)
         // stay packed: a table's order is seeded at random, and the images
         // are compared.
         for i in 0..5000u32 {
-            list.push_back(format!("item-{i}").as_bytes(), node);
+            list.push_back(format!("item-{i}").as_bytes());
         }
         for i in 0..100u32 {
             set.add(i.to_string().as_bytes(), 512);

@@ -1,5 +1,6 @@
-//! Redis-format RDB snapshots: writing (version 10, plain encodings Redis
-//! 7.0 loads and redis-check-rdb accepts) and loading (through a memory map,
+//! Redis-format RDB snapshots: writing (version 10; lists as Redis writes
+//! them, quicklist2 nodes with the compressed ones as LZF blobs; other
+//! types in plain encodings Redis 7.0 loads and redis-check-rdb accepts) and loading (through a memory map,
 //! never a heap copy of the file), including the compact encodings a Redis
 //! 7.0 dump holds: intset, listpack hashes and sorted sets, quicklist2.
 //!
@@ -11,7 +12,6 @@ mod load;
 mod save;
 
 use crate::config::Config;
-use crate::db::NodeLimit;
 
 pub use load::{
     load_begin, load_bytes, load_file, load_step, load_step_partial, parse_dump_payload,
@@ -46,6 +46,9 @@ pub(super) const T_LIST_QUICKLIST_2: u8 = 18;
 pub(super) const T_STREAM_LISTPACKS_2: u8 = 19;
 pub(super) const T_SET_LISTPACK: u8 = 20;
 pub(super) const T_STREAM_LISTPACKS_3: u8 = 21;
+
+/// The encoding byte of an LZF-compressed string (`RDB_ENCVAL << 6 | RDB_ENC_LZF`).
+pub(super) const ENC_LZF: u8 = 0xC3;
 
 // Opcodes.
 pub(super) const OP_FUNCTION2: u8 = 245;
@@ -151,7 +154,9 @@ impl SaveOptions {
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     pub checksum: bool,
-    pub(super) list_node: NodeLimit,
+    /// `list-max-listpack-size` and `list-compress-depth` for loaded lists.
+    pub(super) list_fill: i64,
+    pub(super) list_compress: i64,
     /// (entries, value bytes) of a listpack hash / sorted set.
     pub(super) hash_limits: (usize, usize),
     pub(super) zset_limits: (usize, usize),
@@ -180,7 +185,8 @@ impl LoadOptions {
     pub fn from_config(cfg: &Config) -> LoadOptions {
         LoadOptions {
             checksum: cfg.rdbchecksum,
-            list_node: NodeLimit(cfg.list_max_listpack_size),
+            list_fill: cfg.list_max_listpack_size,
+            list_compress: cfg.list_compress_depth,
             hash_limits: (
                 cfg.hash_max_listpack_entries.max(0) as usize,
                 cfg.hash_max_listpack_value.max(0) as usize,

@@ -1,10 +1,12 @@
-//! The RDB writer: version 10, plain encodings Redis 7.0 loads.
+//! The RDB writer: version 10; lists as Redis writes them (quicklist2),
+//! the other types in plain encodings Redis 7.0 loads.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use super::*;
+use crate::db::quicklist::NodeBytes;
 use crate::db::{Db, Value, ValueRef};
 use crate::persistence::crc64::crc64;
 use crate::persistence::lzf;
@@ -55,14 +57,19 @@ impl<W: Write> RdbWriter<W> {
         // As Redis: LZF for strings over 20 bytes when it saves at least 4.
         if self.compress && s.len() > 20 {
             if let Some(c) = lzf::compress(s, s.len() - 4) {
-                self.raw(&[0xC3])?;
-                self.len(c.len() as u64)?;
-                self.len(s.len() as u64)?;
-                return self.raw(&c);
+                return self.lzf_blob(&c, s.len());
             }
         }
         self.len(s.len() as u64)?;
         self.raw(s)
+    }
+
+    /// LZF-compressed bytes and their uncompressed length (rdbSaveLzfBlob).
+    fn lzf_blob(&mut self, compressed: &[u8], raw_len: usize) -> io::Result<()> {
+        self.raw(&[ENC_LZF])?;
+        self.len(compressed.len() as u64)?;
+        self.len(raw_len as u64)?;
+        self.raw(compressed)
     }
 }
 
@@ -232,15 +239,26 @@ fn write_object<W: Write>(
                 r.string(s)
             }
             Value::List(l) => {
-                r.raw(&[T_LIST])?;
+                // As Redis's rdbSaveObject: the node count, then each node's
+                // container and bytes; a compressed node as its LZF blob.
+                r.raw(&[T_LIST_QUICKLIST_2])?;
                 if let Some(k) = key {
                     r.string(k)?;
                 }
-                r.len(l.len() as u64)?;
-                for item in l.iter() {
-                    r.string(item)?;
-                }
-                Ok(())
+                r.len(l.shape().nodes as u64)?;
+                let mut res = Ok(());
+                l.for_each_node(&mut |container, bytes| {
+                    if res.is_ok() {
+                        res = r.len(container as u64).and_then(|_| match bytes {
+                            NodeBytes::Raw(b) => r.string(b),
+                            NodeBytes::Lzf {
+                                compressed,
+                                raw_len,
+                            } => r.lzf_blob(compressed, raw_len),
+                        });
+                    }
+                });
+                res
             }
             Value::Set(s) => {
                 r.raw(&[T_SET])?;
