@@ -172,7 +172,7 @@ pub struct LoadOptions {
 /// calls (a shorter sleep than any system call allows, on average).
 pub fn debug_delay(usec: i64) {
     let usec = if usec < 0 {
-        u64::from(crate::util::random_u64() % usec.unsigned_abs() == 0)
+        u64::from(crate::util::random_u64().is_multiple_of(usec.unsigned_abs()))
     } else {
         usec as u64
     };
