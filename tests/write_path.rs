@@ -206,6 +206,10 @@ fn commandstats_count_calls_failures_and_rejections() {
     c.cmd_str(&["INCR", "k"]);
     c.cmd_str(&["SET", "onlyone"]);
     c.cmd_str(&["CLIENT", "ID"]);
+    // A command failing inside EXEC is its failure, not EXEC's (as Redis).
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["INCR", "k"]);
+    c.cmd_str(&["EXEC"]);
     let stats = text(&c.cmd_str(&["INFO", "commandstats"]));
     let line = |name: &str| {
         stats
@@ -220,7 +224,11 @@ fn commandstats_count_calls_failures_and_rejections() {
         "{stats}"
     );
     assert!(
-        line("incr").ends_with(",rejected_calls=0,failed_calls=1"),
+        line("incr").ends_with(",rejected_calls=0,failed_calls=2"),
+        "{stats}"
+    );
+    assert!(
+        line("exec").ends_with(",rejected_calls=0,failed_calls=0"),
         "{stats}"
     );
     assert!(

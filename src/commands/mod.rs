@@ -720,9 +720,13 @@ pub fn call(
         let stats = stats_of(srv, cmd);
         stats.calls += 1;
         stats.usec += duration_us;
-        if client.reply.errors > errors_before {
+        // Errors a nested call already accounted (a command inside EXEC)
+        // are not the outer command's failure, as Redis's
+        // incrCommandStatsOnError remembers the count across calls.
+        if client.reply.errors > errors_before.max(client.errors_accounted) {
             stats.failed_calls += 1;
         }
+        client.errors_accounted = client.reply.errors;
         if tracking {
             let ns = i64::try_from(duration_us.saturating_mul(1000)).unwrap_or(i64::MAX);
             crate::state::latency::record_command_latency(&mut stats.latency_histogram, ns);

@@ -53,6 +53,9 @@ pub struct ClientState {
     pub woff: i64,
     /// CLIENT NO-EVICT ON.
     pub no_evict: bool,
+    /// The error count when the last call was accounted (so that EXEC is
+    /// not counted as failed for its commands' errors).
+    pub errors_accounted: u64,
     /// The master's transaction so far (MULTI and queued commands), counted
     /// in the offset at its EXEC or DISCARD.
     pub master_multi_bytes: Vec<u8>,
@@ -223,6 +226,7 @@ impl ClientState {
             ack_requested: false,
             woff: 0,
             no_evict: false,
+            errors_accounted: 0,
             master_multi_bytes: Vec::new(),
             obuf_soft_since: None,
             big_args: Vec::new(),
