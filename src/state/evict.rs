@@ -231,6 +231,19 @@ impl Server {
             if total == 0 {
                 return None;
             }
+            // Sampling walks a bounded number of buckets, so a very sparse
+            // table can yield nothing: then any key will do, never a spin.
+            if self.evictor.pool.is_empty() {
+                for db in 0..self.dbs.len() {
+                    let d = &self.dbs[db];
+                    let table = if all { &d.main } else { &d.expires };
+                    let rng = &mut self.rng;
+                    if let Some(e) = table.random_entry(&mut || rng.next_u64()) {
+                        return Some((db, e.key().to_vec()));
+                    }
+                }
+                return None;
+            }
             // The best candidates first; one deleted since is a ghost.
             while let Some(best) = self.evictor.pool.pop() {
                 let d = &self.dbs[best.db];
