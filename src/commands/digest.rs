@@ -11,6 +11,7 @@
 
 use super::*;
 use crate::db::{Hash, List, StreamId, Value, ZSet};
+use crate::protocol::reply::format_double;
 use crate::util::sha1;
 
 type Digest = [u8; 20];
@@ -96,24 +97,9 @@ fn zset_digest(digest: &mut Digest, z: &ZSet) {
     for (member, score) in z.items() {
         let mut element = [0u8; 20];
         mix(&mut element, member);
-        mix(&mut element, g17(score).as_bytes());
+        mix(&mut element, format_double(score).as_bytes());
         xor(digest, &element);
     }
-}
-
-/// A score as C's `%.17g` writes it.
-fn g17(d: f64) -> String {
-    let mut buf = [0u8; 64];
-    // SAFETY: snprintf writes at most buf.len() bytes, NUL included.
-    let n = unsafe {
-        libc::snprintf(
-            buf.as_mut_ptr() as *mut libc::c_char,
-            buf.len(),
-            c"%.17g".as_ptr(),
-            d,
-        )
-    };
-    String::from_utf8_lossy(&buf[..(n.max(0) as usize).min(buf.len() - 1)]).into_owned()
 }
 
 fn hash_digest(digest: &mut Digest, h: &Hash) {

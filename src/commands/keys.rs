@@ -460,14 +460,7 @@ pub fn encoding_name(e: &crate::db::Entry) -> &'static str {
 
 /// Seconds since the entry was last accessed.
 fn idle_seconds(e: &crate::db::Entry, now_ms: i64) -> i64 {
-    let now = lru_clock(now_ms) as i64;
-    let lru = e.lru() as i64;
-
-    if now >= lru {
-        now - lru
-    } else {
-        now + (LRU_CLOCK_MAX as i64 - lru)
-    }
+    crate::db::entry::lru_idle(lru_clock(now_ms), e.lru()) as i64
 }
 
 const OBJECT_HELP: &[&str] = &[
@@ -631,20 +624,14 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
     // policy that keeps one (Redis's objectSetLRUOrLFU).
     let lfu = c.srv.config.maxmemory_policy.is_lfu();
     let now_ms = c.srv.now_ms;
-    if let Some(e) = c.srv.dbs[db].main.get_mut(key) {
-        if lfu && freq >= 0 {
-            e.set_lru((crate::db::entry::lfu_minutes(now_ms) << 8) | freq as u32);
-        } else if !lfu && idle >= 0 {
-            let clock = crate::db::entry::lru_clock(now_ms) as i64;
-            let max = crate::db::entry::LRU_CLOCK_MAX as i64;
-            // A time before the clock's start wraps to half a cycle ahead.
-            let abs = if clock - idle < 0 {
-                (clock + max / 2) % max
-            } else {
-                clock - idle
-            };
-            e.set_lru(abs as u32);
-        }
+    let word = crate::db::entry::access_word(
+        lfu,
+        u64::try_from(idle).ok(),
+        u8::try_from(freq).ok(),
+        now_ms,
+    );
+    if let (Some(word), Some(e)) = (word, c.srv.dbs[db].main.get_mut(key)) {
+        e.set_lru(word);
     }
     c.modified(key, NotifyFlags::GENERIC, "restore");
     c.dirty(1);

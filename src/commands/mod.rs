@@ -48,7 +48,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 pub use crate::config::NotifyFlags;
-use crate::db::entry::{lru_clock, LRU_CLOCK_MAX};
+use crate::db::entry::lru_clock;
 use crate::db::{Entry, ValueRef};
 use crate::state::{ClientState, Server};
 pub use crate::util::{glob_match, parse_f64, parse_i64};

@@ -536,15 +536,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             let payload = crate::persistence::rdb::dump_payload(e, c.srv.config.rdbcompression);
             let size = payload.len().saturating_sub(DUMP_FRAMING);
             let encoding = encoding_name(e);
-            let idle = {
-                let now = lru_clock(c.srv.now_ms) as i64;
-                let lru = e.lru() as i64;
-                if now >= lru {
-                    now - lru
-                } else {
-                    now + (LRU_CLOCK_MAX as i64 - lru)
-                }
-            };
+            let idle = crate::db::entry::lru_idle(lru_clock(c.srv.now_ms), e.lru());
             // A list adds its quicklist's shape, as Redis's does.
             let extra = match e.value() {
                 ValueRef::Boxed(Value::List(l)) => {

@@ -58,6 +58,38 @@ pub fn lru_clock(now_ms: i64) -> u32 {
     ((now_ms / 1000) as u32) & LRU_CLOCK_MAX
 }
 
+/// Seconds between an LRU access word and the clock now, on the wrapping
+/// 24-bit clock (Redis's estimateObjectIdleTime, in seconds).
+pub fn lru_idle(clock: u32, word: u32) -> u32 {
+    if clock >= word {
+        clock - word
+    } else {
+        clock + (LRU_CLOCK_MAX - word)
+    }
+}
+
+/// The access word a key gets from an idle time or a frequency (RESTORE
+/// IDLETIME/FREQ, a dump's IDLE/FREQ records), as Redis's
+/// objectSetLRUOrLFU: a frequency under an LFU policy, an idle time under
+/// any other (one before the clock's start wraps half a cycle ahead);
+/// `None` when the policy keeps neither.
+pub fn access_word(lfu: bool, idle: Option<u64>, freq: Option<u8>, now_ms: i64) -> Option<u32> {
+    if lfu {
+        freq.map(|f| (lfu_minutes(now_ms) << 8) | f as u32)
+    } else {
+        idle.map(|idle| {
+            let clock = lru_clock(now_ms) as i64;
+            let max = LRU_CLOCK_MAX as i64;
+            let abs = clock - idle.min(i64::MAX as u64) as i64;
+            (if abs < 0 {
+                (clock + max / 2) % max
+            } else {
+                abs
+            }) as u32
+        })
+    }
+}
+
 /// The LFU clock in an entry's access word: minutes, 16 bits, wrapping
 /// (the word holds `minutes << 8 | counter`).
 pub fn lfu_minutes(now_ms: i64) -> u32 {

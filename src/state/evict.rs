@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use super::{ClientKind, Server};
 use crate::config::{MaxmemoryPolicy, NotifyFlags};
-use crate::db::entry::{lfu_decayed, lfu_minutes, lru_clock, LRU_CLOCK_MAX};
+use crate::db::entry::{lfu_decayed, lfu_minutes, lru_clock, lru_idle};
 use crate::db::{FreeMode, ValueRef};
 
 /// Candidates the eviction pool holds (Redis's EVPOOL_SIZE).
@@ -104,10 +104,10 @@ impl Server {
     /// freeMemoryGetNotCountedMemory).
     pub fn memory_not_counted_for_evict(&self) -> usize {
         let replicas: usize = self
-            .clients
+            .repl
+            .replicas
             .iter()
-            .flatten()
-            .filter(|c| c.kind == ClientKind::Replica)
+            .filter_map(|&id| self.client_by_id(id))
             .map(|c| c.pending_output())
             .sum();
         replicas + self.aof.buf.capacity()
@@ -288,12 +288,7 @@ impl Server {
                 if policy.is_lfu() {
                     255 - lfu_decayed(word, minutes, decay) as u64
                 } else {
-                    // Idle time, on the wrapping 24-bit clock.
-                    if clock >= word {
-                        (clock - word) as u64
-                    } else {
-                        (clock + (LRU_CLOCK_MAX - word)) as u64
-                    }
+                    lru_idle(clock, word) as u64
                 }
             };
             found.push((score, key));

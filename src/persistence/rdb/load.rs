@@ -919,7 +919,7 @@ fn load_record(
                 }
             };
             let mut entry = entry;
-            if let Some(word) = access_word(opts.lfu, idle, freq, st.now) {
+            if let Some(word) = crate::db::entry::access_word(opts.lfu, idle, freq, st.now) {
                 entry.set_lru(word);
             }
             let table = &dbs[st.db].main;
@@ -937,27 +937,6 @@ fn load_record(
         }
     }
     Ok(Record::Other)
-}
-
-/// The access word a loaded key gets from its IDLE or FREQ record, as
-/// Redis's objectSetLRUOrLFU: a FREQ under an LFU policy, an IDLE under
-/// any other (an idle time before the clock's start wraps half a cycle).
-fn access_word(lfu: bool, idle: Option<u64>, freq: Option<u8>, now_ms: i64) -> Option<u32> {
-    use crate::db::entry::{lfu_minutes, lru_clock, LRU_CLOCK_MAX};
-    if lfu {
-        freq.map(|f| (lfu_minutes(now_ms) << 8) | f as u32)
-    } else {
-        idle.map(|idle| {
-            let clock = lru_clock(now_ms) as i64;
-            let max = LRU_CLOCK_MAX as i64;
-            let abs = clock - idle.min(i64::MAX as u64) as i64;
-            (if abs < 0 {
-                (clock + max / 2) % max
-            } else {
-                abs
-            }) as u32
-        })
-    }
 }
 
 #[cfg(test)]

@@ -143,12 +143,7 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
                 match opts.access {
                     AccessRecords::None => {}
                     AccessRecords::Lru { clock } => {
-                        let lru = e.lru();
-                        let idle = if clock >= lru {
-                            clock - lru
-                        } else {
-                            clock + (crate::db::entry::LRU_CLOCK_MAX - lru)
-                        };
+                        let idle = crate::db::entry::lru_idle(clock, e.lru());
                         r.raw(&[OP_IDLE])?;
                         r.len(idle as u64)?;
                     }
