@@ -22,13 +22,6 @@ source scripts/bench-common.sh
 
 SERVER_ARGS=(--appendonly no)
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-bench_rps() { # PORT N P CLIENTS ARGS...
-    local port=$1 n=$2 p=$3 c=$4
-    shift 4
-    redis-benchmark -p "$port" -c "$c" -P "$p" -n "$n" --csv "$@" 2>/dev/null |
-        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
-}
 
 bitmap="$work/bitmap.bin"
 head -c $((64 << 20)) /dev/urandom >"$bitmap"
@@ -44,12 +37,12 @@ run_side() { # SIDE
     record "$side" "bits_set" "$(redis-cli -p "$port" bitcount big)"
 
     c0=$(cpu_ticks "$pid")
-    bench_rps "$port" "$COUNTS" 1 1 bitcount big >/dev/null
+    BENCH_CLIENTS=1 bench_rps "$port" "$COUNTS" 1 bitcount big >/dev/null
     c1=$(cpu_ticks "$pid")
     record "$side" "bitcount_ms" "$(echo "($c1 - $c0) * 10 / $COUNTS" | bc -l)"
 
     c0=$(cpu_ticks "$pid")
-    bench_rps "$port" "$COUNTS" 1 1 bitcount big 13 536870900 bit >/dev/null
+    BENCH_CLIENTS=1 bench_rps "$port" "$COUNTS" 1 bitcount big 13 536870900 bit >/dev/null
     c1=$(cpu_ticks "$pid")
     record "$side" "bitcount_bit_ms" "$(echo "($c1 - $c0) * 10 / $COUNTS" | bc -l)"
 
@@ -58,7 +51,7 @@ run_side() { # SIDE
             local args=(-r 100000 "$cmd" bm:__rand_int__ 1000)
             [[ $cmd == setbit ]] && args+=(1)
             c0=$(cpu_ticks "$pid")
-            rps=$(bench_rps "$port" "$REQUESTS" "$p" 50 "${args[@]}")
+            rps=$(bench_rps "$port" "$REQUESTS" "$p" "${args[@]}")
             c1=$(cpu_ticks "$pid")
             record "$side" "${cmd}_rps_p$p" "$rps"
             record "$side" "${cmd}_cpu_p$p" "$(echo "($c1 - $c0) * 10000 / $REQUESTS" | bc -l)"

@@ -1,4 +1,4 @@
-# Shared by bench-persistence.sh and bench-aof.sh (sourced, not run): build,
+# Shared by the bench-*.sh scripts (sourced, not run): build,
 # a temporary work directory with its servers killed on exit, and helpers.
 # Sets KV, REDIS, work, pids; record() appends to $work/results.tsv.
 REDIS=${REDIS_BIN:-redis-server}
@@ -19,6 +19,16 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
 info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
 now() { date +%s.%N; }
+# cpu_ticks PID: the server's user+system time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# bench_rps PORT N P ARGS...: requests/s of one redis-benchmark run of the
+# command ARGS (BENCH_CLIENTS clients, 50 unless set).
+bench_rps() {
+    local port=$1 n=$2 p=$3
+    shift 3
+    redis-benchmark -p "$port" -c "${BENCH_CLIENTS:-50}" -P "$p" -n "$n" --csv "$@" 2>/dev/null |
+        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
+}
 
 results="$work/results.tsv"
 : >"$results"

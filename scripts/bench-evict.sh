@@ -31,13 +31,6 @@ SERVER_ARGS=(--appendonly no)
 PY=python3
 python3 -c 'import redis' 2>/dev/null || PY=/usr/bin/python3
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-bench_rps() { # PORT N P ARGS...
-    local port=$1 n=$2 p=$3
-    shift 3
-    redis-benchmark -p "$port" -c 50 -P "$p" -n "$n" --csv "$@" 2>/dev/null |
-        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }' || true
-}
 
 # The request sequence, once for all rounds: key indexes, Zipf-distributed.
 seq_file="$work/sequence.bin"

@@ -27,13 +27,6 @@ source scripts/bench-common.sh
 
 SERVER_ARGS=(--appendonly no)
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-bench_rps() { # PORT N P ARGS...
-    local port=$1 n=$2 p=$3
-    shift 3
-    redis-benchmark -p "$port" -c 50 -P "$p" -n "$n" --csv "$@" 2>/dev/null |
-        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
-}
 
 # The points, once for all rounds: GEOADD pts with 1000 points a command.
 points_file="$work/points.resp"

@@ -24,13 +24,6 @@ source scripts/bench-common.sh
 
 SERVER_ARGS=(--appendonly no)
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-bench_rps() { # PORT N P ARGS...
-    local port=$1 n=$2 p=$3
-    shift 3
-    redis-benchmark -p "$port" -c 50 -P "$p" -n "$n" --csv "$@" 2>/dev/null |
-        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
-}
 # measure SIDE NAME N P ARGS...: requests/s and CPU µs per call of one run.
 measure() {
     local side=$1 name=$2 n=$3 p=$4 c0 c1 rps

@@ -17,7 +17,6 @@ source scripts/bench-common.sh
 SERVER_ARGS=(--appendonly no)
 SCRIPT="redis.call('incr', KEYS[1]); redis.call('set', KEYS[2], ARGV[1]); return redis.call('get', KEYS[2])"
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port sha c0 c1 p rps

@@ -23,13 +23,6 @@ source scripts/bench-common.sh
 
 SERVER_ARGS=(--appendonly no)
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-bench_rps() { # PORT N P ARGS...
-    local port=$1 n=$2 p=$3
-    shift 3
-    redis-benchmark -p "$port" -c 50 -P "$p" -n "$n" --csv "$@" 2>/dev/null |
-        awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
-}
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port c0 c1 p rps m0 m1
