@@ -113,6 +113,24 @@ pub fn reply_help(c: &mut Ctx, lines: &[&str]) {
     }
 }
 
+/// Redis's addReplySubcommandSyntaxError text for `argv[1]` of the
+/// command `container` (printed as C does with `%.128s`: cut at a NUL
+/// byte, no newlines in an error line).
+pub fn subcommand_syntax_error_text(argv: &[&[u8]], container: &str) -> String {
+    let sub = &argv[1][..argv[1].len().min(128)];
+    let end = sub.iter().position(|&b| b == 0).unwrap_or(sub.len());
+    let sub = String::from_utf8_lossy(&sub[..end]).replace(['\r', '\n'], " ");
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {container} HELP."
+    )
+}
+
+/// Reply with Redis's addReplySubcommandSyntaxError.
+pub fn subcommand_syntax_error(c: &mut Ctx, argv: &[&[u8]], container: &str) {
+    c.cl.reply
+        .error(&subcommand_syntax_error_text(argv, container));
+}
+
 /// The subcommand the dispatcher resolved for a container's handler:
 /// `get` when it runs as `config|get`.
 pub fn subcommand(c: &Ctx) -> &'static str {

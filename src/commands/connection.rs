@@ -265,7 +265,7 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
         "help" => reply_help(c, CLIENT_HELP),
         "id" => c.cl.reply.int(c.cl.id as i64),
         "info" => {
-            let line = c.cl.info_line() + "\n";
+            let line = c.cl.info_line_running(argv) + "\n";
             c.cl.reply.verbatim(line.as_bytes());
         }
         "getname" => match c.cl.name.clone() {
@@ -328,13 +328,7 @@ pub fn client(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.int(redirect);
         }
         "trackinginfo" => client_trackinginfo(c),
-        "unblock" | "pause" => {
-            // Redis's addReplySubcommandSyntaxError.
-            let name = String::from_utf8_lossy(argv[1]).to_string();
-            c.cl.reply.error(&format!(
-                "ERR unknown subcommand or wrong number of arguments for '{name}'. Try CLIENT HELP."
-            ))
-        }
+        "unblock" | "pause" => subcommand_syntax_error(c, argv, "CLIENT"),
         _ => client_kill(c, argv),
     }
 }
@@ -636,7 +630,7 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
     let mut lines: Vec<(u64, String)> = Vec::new();
     let wanted = |st: &ClientState| type_filter.is_none_or(|t| st.type_name() == t);
     if wanted(c.cl) {
-        lines.push((c.cl.id, c.cl.info_line()));
+        lines.push((c.cl.id, c.cl.info_line_running(argv)));
     }
     for other in c.srv.clients.iter().flatten() {
         if wanted(other) {

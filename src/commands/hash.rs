@@ -275,16 +275,17 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
         if argv.len() > 4 || (argv.len() == 4 && !eq_ic(argv[3], "withvalues")) {
             return c.cl.reply.error(ERR_SYNTAX);
         }
-        if let Err(e) = check_random_count(l) {
-            return c.cl.reply.error(e);
-        }
+        let picks = match check_random_count(c, l) {
+            Ok(picks) => picks,
+            Err(e) => return c.cl.reply.error(e),
+        };
         if argv.len() == 4 {
             withvalues = true;
             if !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
                 return c.cl.reply.error("ERR value is out of range");
             }
         }
-        count = Some(l);
+        count = Some(picks);
     }
     let db = c.cl.db;
     if count.is_none() {
@@ -318,16 +319,25 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 /// Most elements a negative-count HRANDFIELD/SRANDMEMBER/ZRANDMEMBER may
-/// return. Redis tries to build any such reply and runs out of memory on
-/// absurd counts; we refuse them instead, so no request can exhaust memory.
+/// return to a client with no hard output limit. Redis tries to build any
+/// such reply and runs out of memory on absurd counts; we refuse them
+/// instead, so no request can exhaust memory.
 pub const MAX_RANDOM_REPLY: u64 = 10_000_000;
 
-/// Refuse a random-pick count whose reply could not reasonably be built.
-pub fn check_random_count(count: i64) -> Result<(), &'static str> {
-    if count < 0 && count.unsigned_abs() > MAX_RANDOM_REPLY {
+/// The picks to make for a random-pick `count`. Past [`MAX_RANDOM_REPLY`]
+/// repeats, a client with a hard output limit gets as many as overflow it
+/// (each takes at least the 6 bytes of `$0\r\n\r\n`), so it is closed when
+/// the command ends, as Redis stops such a reply mid-run; any other client
+/// is refused.
+pub fn check_random_count(c: &Ctx, count: i64) -> Result<i64, &'static str> {
+    if count >= 0 || count.unsigned_abs() <= MAX_RANDOM_REPLY {
+        return Ok(count);
+    }
+    let hard = c.srv.config.client_output_buffer_limit[c.cl.output_class() as usize].hard;
+    if hard == 0 {
         return Err("ERR value is out of range");
     }
-    Ok(())
+    Ok(-((hard / 6 + 1).min(count.unsigned_abs()) as i64))
 }
 
 /// Choose elements the way Redis's *RANDMEMBER/HRANDFIELD with a count do:

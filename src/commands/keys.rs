@@ -500,8 +500,13 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.bulk(name.as_bytes());
         }
         "refcount" => {
-            // Redis shares the integers 0..9999 (refcount INT_MAX).
-            let shared = matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
+            // Redis shares the integers 0..9999 (refcount INT_MAX), except
+            // under an LRU or LFU maxmemory policy, where each value needs
+            // its own access time.
+            let policy = c.srv.config.maxmemory_policy;
+            let sharing = c.srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu());
+            let shared =
+                sharing && matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
             c.cl.reply.int(if shared { i32::MAX as i64 } else { 1 });
         }
         "idletime" => {

@@ -72,7 +72,9 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// runs, it counts all the same.
 pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> MemoryOverhead {
     let allocator = memory::allocator_stats();
-    let total = allocator.allocated;
+    // What maxmemory weighs (Redis's zmalloc_used_memory), not jemalloc's
+    // global figure, which also counts what thread caches hold.
+    let total = srv.used_memory();
     srv.peak_memory = srv.peak_memory.max(total);
     let startup = srv.startup_memory.min(total);
     let repl_backlog = srv.repl.backlog.as_ref().map_or(0, |b| b.size());

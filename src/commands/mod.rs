@@ -30,6 +30,7 @@ pub mod list;
 pub mod lookup;
 pub mod memory;
 pub mod meta;
+pub mod migrate;
 pub mod monitor;
 pub mod pubsub;
 pub mod replication;

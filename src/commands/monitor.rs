@@ -23,9 +23,29 @@ pub fn monitor(c: &mut Ctx, _argv: &[&[u8]]) {
 }
 
 /// Arguments MONITOR and SLOWLOG must not show (Redis's
-/// redactClientCommandArgument): AUTH's, and HELLO's AUTH pair.
+/// redactClientCommandArgument): AUTH's, HELLO's AUTH pair, and
+/// MIGRATE's AUTH password and AUTH2 pair.
 pub fn redacted(cmd: &str, argv: &[&[u8]], i: usize) -> bool {
     match cmd {
+        "migrate" => {
+            let mut j = 6;
+            while j < argv.len() && !eq_ic(argv[j], "keys") {
+                if eq_ic(argv[j], "auth") {
+                    if i == j + 1 {
+                        return true;
+                    }
+                    j += 2;
+                } else if eq_ic(argv[j], "auth2") {
+                    if i == j + 1 || i == j + 2 {
+                        return true;
+                    }
+                    j += 3;
+                } else {
+                    j += 1;
+                }
+            }
+            false
+        }
         "auth" => i >= 1,
         "hello" => argv
             .iter()

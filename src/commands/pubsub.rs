@@ -231,10 +231,7 @@ pub fn pubsub(c: &mut Ctx, argv: &[&[u8]]) {
         "help" => reply_help(c, PUBSUB_HELP),
         "channels" | "shardchannels" => {
             if argv.len() > 3 {
-                return c.cl.reply.error(&format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-                    String::from_utf8_lossy(argv[1])
-                ));
+                return subcommand_syntax_error(c, argv, "PUBSUB");
             }
             let map = if sub == "channels" {
                 &c.srv.pubsub.channels

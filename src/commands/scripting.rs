@@ -549,12 +549,7 @@ fn fcall_generic(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
 /// FUNCTION LOAD | DELETE | FLUSH | LIST | STATS | KILL | DUMP | RESTORE | HELP
 pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
     use crate::scripting::functions::RestorePolicy;
-    let syntax_error = |c: &mut Ctx| {
-        let sub = String::from_utf8_lossy(argv[1]).into_owned();
-        c.cl.reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try FUNCTION HELP."
-        ))
-    };
+    let syntax_error = |c: &mut Ctx| subcommand_syntax_error(c, argv, "FUNCTION");
     match subcommand(c) {
         "help" => reply_help(c, FUNCTION_HELP),
         "load" => {

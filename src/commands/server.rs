@@ -223,6 +223,12 @@ const DEBUG_HELP: &[&str] = &[
     "QUICKLIST <key> [<0|1>]",
     "    Show low level info about the quicklist encoding of <key>.",
     "    The optional argument (0 by default) sets the level of detail",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "    In case NEVER is provided the last observed peak will never be reset",
+    "    In case RESET is provided the peak reset time will be restored to the default value",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
     "HELP",
     "    Prints this help.",
 ];
@@ -232,9 +238,7 @@ const DEBUG_HELP: &[&str] = &[
 /// that exist; not propagated (a test tool, as in Redis).
 fn debug_populate(c: &mut Ctx, argv: &[&[u8]]) {
     if argv.len() > 5 {
-        return c.cl.reply.error(
-            "ERR unknown subcommand or wrong number of arguments for 'populate'. Try DEBUG HELP.",
-        );
+        return subcommand_syntax_error(c, argv, "DEBUG");
     }
     // Redis's getPositiveLongFromObjectOrReply: one message for both.
     let positive = |a: &[u8]| match parse_i64(a) {
@@ -388,6 +392,33 @@ fn debug_print_encoding(c: &mut Ctx, sub: &str, argv: &[&[u8]]) {
     }
 }
 
+/// `DEBUG REPLYBUFFER PEAK-RESET-TIME <never|reset|ms>` and
+/// `DEBUG REPLYBUFFER RESIZING <0|1>`: how the cron sizes reply buffers.
+fn debug_replybuffer(c: &mut Ctx, argv: &[&[u8]]) {
+    if eq_ic(argv[2], "peak-reset-time") {
+        c.srv.reply_buffer_peak_reset_ms = if eq_ic(argv[3], "never") {
+            -1
+        } else if eq_ic(argv[3], "reset") {
+            crate::state::REPLY_BUFFER_PEAK_RESET_MS
+        } else {
+            match parse_i64(argv[3]) {
+                Some(ms) => ms,
+                None => {
+                    return c
+                        .cl
+                        .reply
+                        .error("ERR value is not an integer or out of range")
+                }
+            }
+        };
+    } else if eq_ic(argv[2], "resizing") {
+        c.srv.reply_buffer_resizing = c_atoi(argv[3]) != 0;
+    } else {
+        return subcommand_syntax_error(c, argv, "DEBUG");
+    }
+    c.cl.reply.ok();
+}
+
 /// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
 /// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
@@ -412,17 +443,14 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("quicklist", 3),
         ("quicklist", 4),
         ("quicklist-packed-threshold", 3),
+        ("replybuffer", 4),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
         eq_ic(argv[1], name) && (argc == *arity || (*arity < 0 && argc >= -arity))
     });
     let Some(&(sub, _)) = found else {
-        let name =
-            String::from_utf8_lossy(&argv[1][..argv[1].len().min(128)]).replace(['\r', '\n'], " ");
-        return c.cl.reply.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{name}'. Try DEBUG HELP."
-        ));
+        return subcommand_syntax_error(c, argv, "DEBUG");
     };
     match sub {
         "help" => reply_help(c, DEBUG_HELP),
@@ -510,6 +538,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.cron_paused = c_atoi(argv[2]) != 0;
             c.cl.reply.ok();
         }
+        "replybuffer" => debug_replybuffer(c, argv),
         // Redis's DEBUG PANIC: crash as a bug would (the crash report, when
         // `crash-log-enabled`, and the exit).
         "panic" => panic!("DEBUG PANIC called at Unix time {}", c.srv.now_ms / 1000),

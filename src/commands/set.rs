@@ -179,12 +179,10 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
     }
     let count = if argv.len() == 3 {
         match parse_i64(argv[2]) {
-            Some(l) if l >= -i64::MAX => {
-                if let Err(e) = super::hash::check_random_count(l) {
-                    return c.cl.reply.error(e);
-                }
-                Some(l)
-            }
+            Some(l) if l >= -i64::MAX => match super::hash::check_random_count(c, l) {
+                Ok(picks) => Some(picks),
+                Err(e) => return c.cl.reply.error(e),
+            },
             Some(_) => return c.cl.reply.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"),
             None => return c.cl.reply.error(ERR_NOT_INT),
         }

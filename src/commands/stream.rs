@@ -1039,18 +1039,6 @@ const XGROUP_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-fn subcommand_syntax_error_text(argv: &[&[u8]], container: &str) -> String {
-    let sub: String = c_str(argv[1]).chars().take(128).collect();
-    format!(
-        "ERR unknown subcommand or wrong number of arguments for '{sub}'. Try {container} HELP."
-    )
-}
-
-fn subcommand_syntax_error(c: &mut Ctx, argv: &[&[u8]], container: &str) {
-    c.cl.reply
-        .error(&subcommand_syntax_error_text(argv, container));
-}
-
 fn entries_read_arg(arg: &[u8]) -> Result<i64, &'static str> {
     let n = arg_i64(arg)?;
     if n < 0 && n != ENTRIES_READ_UNKNOWN {

@@ -6,8 +6,9 @@ use super::*;
 use super::{
     bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, geo as g,
     hash as h, hyperloglog as hl, info as inf, keys as k, latency as lat, list as l, memory as mem,
-    monitor as mon, pubsub as ps, replication as repl, scripting as sc, server as srvc, set as se,
-    slowlog as sl, sort as so, stream as xs, string as st, transaction as tx, zset as z,
+    migrate as mig, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
+    server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
+    transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -270,6 +271,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::TYPE, k::type_cmd),
     cmd!(m::RENAME, k::rename),
     cmd!(m::DUMP, k::dump),
+    cmd!(m::MIGRATE, mig::migrate),
     cmd!(m::RESTORE, k::restore),
     cmd!(m::RENAMENX, k::renamenx),
     cmd!(m::COPY, k::copy),

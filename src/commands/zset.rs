@@ -1077,16 +1077,17 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
         if argv.len() > 4 || (argv.len() == 4 && !eq_ic(argv[3], "withscores")) {
             return c.cl.reply.error(ERR_SYNTAX);
         }
-        if let Err(e) = super::hash::check_random_count(l) {
-            return c.cl.reply.error(e);
-        }
+        let picks = match super::hash::check_random_count(c, l) {
+            Ok(picks) => picks,
+            Err(e) => return c.cl.reply.error(e),
+        };
         if argv.len() == 4 {
             withscores = true;
             if !(-i64::MAX / 2..=i64::MAX / 2).contains(&l) {
                 return c.cl.reply.error("ERR value is out of range");
             }
         }
-        count = Some(l);
+        count = Some(picks);
     }
     if count.is_none() {
         // One random member: no need to copy the whole set.

@@ -43,8 +43,8 @@ impl Db {
     pub fn new(id: usize, seed: u64) -> Db {
         Db {
             id,
-            main: Table::new(seed),
-            expires: Table::new(seed ^ 0x9e37_79b9_7f4a_7c15),
+            main: Table::guarded(seed),
+            expires: Table::guarded(seed ^ 0x9e37_79b9_7f4a_7c15),
             expires_cursor: 0,
             avg_ttl: 0,
             server_del: FreeMode::Sync,

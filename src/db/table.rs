@@ -50,6 +50,21 @@ pub fn mapped_bucket_bytes() -> usize {
     MAPPED_BYTES.load(Ordering::Relaxed)
 }
 
+/// Asked before a guarded table (a database's keys and expires) grows while
+/// its chains are still short: may this many more bytes be allocated? The
+/// state layer installs it to keep a resize from pushing memory past
+/// `maxmemory` (Redis's dictExpandAllowed).
+static GROWTH_GUARD: OnceLock<fn(usize) -> bool> = OnceLock::new();
+
+pub fn set_growth_guard(allowed: fn(usize) -> bool) {
+    let _ = GROWTH_GUARD.set(allowed);
+}
+
+/// Past this load (in thousandths of `MAX_LOAD`, Redis's 1.618), a guarded
+/// table grows whatever memory says: chains that long cost more than the
+/// bytes saved.
+const GUARDED_MAX_LOAD_PERMILLE: usize = 1618;
+
 /// Bucket arrays at least this large are mapped straight from the kernel.
 const MMAP_THRESHOLD_BYTES: usize = 1 << 20;
 
@@ -194,6 +209,8 @@ pub struct Table {
     rehash_idx: Option<usize>,
     len: usize,
     hasher: foldhash::fast::FixedState,
+    /// Growth asks [`GROWTH_GUARD`] first.
+    guarded: bool,
 }
 
 // SAFETY: the table exclusively owns its entries; raw pointers are only an
@@ -208,6 +225,7 @@ impl Table {
             rehash_idx: None,
             len: 0,
             hasher: self.hasher,
+            guarded: self.guarded,
         }
     }
 
@@ -217,7 +235,15 @@ impl Table {
             rehash_idx: None,
             len: 0,
             hasher: foldhash::fast::FixedState::with_seed(seed),
+            guarded: false,
         }
+    }
+
+    /// A table whose growth asks the growth guard first (a database's).
+    pub fn guarded(seed: u64) -> Table {
+        let mut t = Table::new(seed);
+        t.guarded = true;
+        t
     }
 
     pub fn len(&self) -> usize {
@@ -446,8 +472,18 @@ impl Table {
             self.tabs[0] = Buckets::zeroed(INITIAL_SIZE);
             return;
         }
-        if self.len >= self.tabs[0].len() * MAX_LOAD {
-            self.start_resize((self.len + 1).next_power_of_two());
+        let buckets = self.tabs[0].len();
+        if self.len >= buckets * MAX_LOAD {
+            let size = (self.len + 1).next_power_of_two();
+            if self.guarded
+                && self.len * 1000 < buckets * MAX_LOAD * GUARDED_MAX_LOAD_PERMILLE
+                && GROWTH_GUARD
+                    .get()
+                    .is_some_and(|allowed| !allowed(size * std::mem::size_of::<Link>()))
+            {
+                return;
+            }
+            self.start_resize(size);
         }
     }
 

@@ -124,6 +124,17 @@ impl QueryBuffer {
         self.len() == 0
     }
 
+    /// What Redis's CLIENT LIST `qbuf` shows: the whole buffer, the running
+    /// command included; while a big argument is read, that argument's bytes
+    /// and what came after (Redis reads it into a buffer of its own, with
+    /// the headers before it trimmed off).
+    pub fn shown_len(&self) -> usize {
+        match &self.big {
+            Some(big) => big.len() + self.buf.len() - self.pos,
+            None => self.buf.len(),
+        }
+    }
+
     /// Bytes allocated for the buffer (CLIENT LIST `qbuf` and memory stats).
     pub fn capacity(&self) -> usize {
         self.buf.capacity() + self.big.as_ref().map_or(0, |b| b.capacity())

@@ -144,6 +144,33 @@ impl Reply {
         }
     }
 
+    /// Memory this reply holds itself from stream position `from` on (at or
+    /// after the cursor): its own text, and a slot for each shared piece,
+    /// but not the shared values, which live elsewhere anyway.
+    pub fn owned_from(&self, from: usize) -> usize {
+        const SLOT: usize = std::mem::size_of::<(usize, Arc<Vec<u8>>)>();
+        let Cursor {
+            mut piece,
+            mut at,
+            mut pos,
+        } = self.cursor;
+        let slots = |piece: usize| self.shared.len().saturating_sub(piece) * SLOT;
+        while let Some((off, bytes)) = self.shared.get(piece) {
+            let text_end = pos + (off - at);
+            if from <= text_end {
+                break;
+            }
+            let piece_end = text_end + bytes.len();
+            if from < piece_end {
+                // Inside this piece: all the text after it is unsent.
+                return self.buf.len() - off + slots(piece);
+            }
+            (pos, at, piece) = (piece_end, *off, piece + 1);
+        }
+        let buf_at = (at + from.saturating_sub(pos)).min(self.buf.len());
+        self.buf.len() - buf_at + slots(piece)
+    }
+
     /// The bytes from stream position `from` on (at or after the cursor,
     /// see [`seek`](Reply::seek)), as at most `max` slices for one `writev`.
     pub fn io_slices<'a>(&'a self, from: usize, max: usize, out: &mut Vec<IoSlice<'a>>) {
@@ -457,6 +484,25 @@ mod shared_tests {
             assert!(whole[from..].starts_with(&first));
             assert_eq!(first.is_empty(), from == whole.len());
         }
+        // What the reply holds itself: text and one slot per piece, never
+        // the shared values.
+        let slot = std::mem::size_of::<(usize, Arc<Vec<u8>>)>();
+        let mut fresh = Reply::new(Proto::Resp2);
+        fresh.ok();
+        fresh.bulk_shared(&big);
+        fresh.int(7);
+        fresh.bulk_shared(&big);
+        assert_eq!(fresh.owned_from(0), whole.len() - 10 + 2 * slot);
+        // Past "+OK\r\n$5\r\n", inside the first value: the text after it.
+        let after_first = b"\r\n:7\r\n$5\r\n\r\n".len();
+        assert_eq!(fresh.owned_from(11), after_first + 2 * slot);
+        fresh.seek(11);
+        assert_eq!(fresh.owned_from(11), after_first + 2 * slot);
+        // Past the first value: one piece left.
+        fresh.seek(14);
+        assert_eq!(fresh.owned_from(14), after_first + slot);
+        fresh.seek(whole.len());
+        assert_eq!(fresh.owned_from(whole.len()), 0);
         assert_eq!(r.take_bytes(), whole);
         assert!(r.is_empty());
     }

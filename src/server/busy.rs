@@ -79,7 +79,7 @@ fn servable(srv: &Server, idx: usize, link: &Link) -> bool {
         && !st.close_after_reply
         && !st.close_asap
         && !link.input_paused
-        && (st.repl.is_some() || st.pending_output() < OUTPUT_PAUSE_BYTES)
+        && (st.repl.is_some() || st.output_held() < OUTPUT_PAUSE_BYTES)
 }
 
 /// Read what the socket has, bounded per call and by the query buffer
@@ -148,8 +148,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
         }
         // (A replica's other commands are dropped: nothing but the stream
         // goes back to it.)
-        if st.close_after_reply || (st.repl.is_none() && st.pending_output() >= OUTPUT_PAUSE_BYTES)
-        {
+        if st.close_after_reply || (st.repl.is_none() && st.output_held() >= OUTPUT_PAUSE_BYTES) {
             break;
         }
     }

@@ -53,7 +53,9 @@ impl EventLoop {
                 }
             }
         }
+        srv.update_growth_ceiling();
         srv.check_output_limits_cron(now);
+        srv.resize_reply_buffers_cron();
         if srv.config.timeout > 0 {
             let limit = Duration::from_secs(srv.config.timeout as u64);
             for (i, c) in srv.clients.iter().enumerate() {
@@ -73,6 +75,7 @@ impl EventLoop {
         // Once a second, as Redis's replicationCron.
         if srv.cron_loops.is_multiple_of((srv.hz as u64).max(1)) {
             srv.replication_cron();
+            srv.migrate_sockets.close_idle(srv.now_ms / 1000);
             let timeout = Duration::from_secs(srv.config.repl_timeout.max(1) as u64);
             let loading = self.srv.master.state == crate::state::master::LinkState::Loading;
             if self.handshake.is_some() && !loading && self.srv.master.last_io.elapsed() > timeout {

@@ -52,12 +52,13 @@ const MAX_READS_PER_TURN: usize = 16;
 const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
 /// Pieces handed to one writev (replies holding shared values).
 const IOVECS_PER_WRITE: usize = 64;
-/// Keep at most this much reply buffer capacity around on an idle client.
-const REPLY_BUF_KEEP: usize = 64 * 1024;
-/// A client with this much output not yet taken by its socket runs no more
+/// A client holding this much output its socket has not taken runs no more
 /// commands (and is not read from) until the output drains: a client that
-/// sends 50 GETs of a 100 MB value and never reads makes one reply, not a
-/// 5 GB buffer and a stalled loop.
+/// pipelines LRANGEs and never reads stops at a few hundred KB, not at
+/// whatever its commands would produce. Big values shared with the keyspace
+/// count only their slot ([`ClientState::output_held`]), so fifty GETs of
+/// a 100 MB value cost fifty references, not 5 GB; the output limits and
+/// `maxmemory-clients` still weigh the whole reply, as Redis does.
 const OUTPUT_PAUSE_BYTES: usize = 256 * 1024;
 
 /// A client while the loop serves it: its connection and its state, both
@@ -73,12 +74,8 @@ impl Client {
     fn note_query_buffer(&mut self) {
         // As Redis's `qbuf`: the whole buffer, the running command included
         // (it is trimmed after the command, not before).
-        self.st.qbuf_len = self.link.query.len();
-        self.st.qbuf_free = self
-            .link
-            .query
-            .capacity()
-            .saturating_sub(self.link.query.len());
+        self.st.qbuf_len = self.link.query.shown_len();
+        self.st.qbuf_free = self.link.query.capacity().saturating_sub(self.st.qbuf_len);
     }
 }
 
@@ -231,7 +228,7 @@ impl EventLoop {
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = Instant::now();
-        self.srv.startup_memory = crate::memory::allocator_stats().allocated;
+        self.srv.startup_memory = self.srv.used_memory();
         info!("Ready to accept connections");
         loop {
             let now = Instant::now();
@@ -365,7 +362,7 @@ impl EventLoop {
             close |= !self.write_client(idx, &mut client);
         }
         // A paused client is served again once its output has drained.
-        let resume = client.link.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES;
+        let resume = client.link.input_paused && client.st.output_held() < OUTPUT_PAUSE_BYTES;
         if resume {
             client.link.input_paused = false;
         }
@@ -443,8 +440,11 @@ impl EventLoop {
         }
         // Last, as Redis: what clients hold once this turn's output is
         // written (invalidations and replies included) decides who goes.
+        // An evicted client goes now, before anyone can see it in CLIENT
+        // LIST or send it more (Redis frees it at once).
         if self.srv.config.maxmemory_clients != 0 {
             self.srv.evict_clients();
+            self.close_marked();
         }
     }
 
@@ -554,7 +554,7 @@ impl EventLoop {
             if client.st.close_asap {
                 return None;
             }
-            if client.st.pending_output() < OUTPUT_PAUSE_BYTES {
+            if client.st.output_held() < OUTPUT_PAUSE_BYTES {
                 return Some(true);
             }
             // Writes reach the feed's consumers before any reply is sent.
@@ -566,7 +566,7 @@ impl EventLoop {
             if !self.write_client(idx, client) {
                 return None;
             }
-            if client.st.pending_output() >= OUTPUT_PAUSE_BYTES {
+            if client.st.output_held() >= OUTPUT_PAUSE_BYTES {
                 // Resumed by the writable event that drains it.
                 client.link.input_paused = true;
                 return Some(false);
@@ -587,7 +587,7 @@ impl EventLoop {
                 || client.st.close_asap
                 || client.st.blocked.is_some()
                 || self.srv.shutdown.is_some()
-                || client.st.pending_output() >= OUTPUT_PAUSE_BYTES
+                || client.st.output_held() >= OUTPUT_PAUSE_BYTES
             {
                 break;
             }
@@ -674,6 +674,7 @@ impl EventLoop {
     fn write_client(&mut self, idx: usize, client: &mut Client) -> bool {
         let st = &mut client.st;
         let out = st.pending_output();
+        st.rbuf.note_held(st.reply.len());
         if out > self.srv.recent_max_output {
             self.srv.recent_max_output = out;
         }
@@ -722,8 +723,10 @@ impl EventLoop {
         }
         // Drained: whatever time over the soft output limit starts anew.
         st.obuf_soft_since = None;
-        if st.reply.buf.capacity() > REPLY_BUF_KEEP {
-            st.reply.buf = Vec::new();
+        // A turn's output bigger than the reply buffer's size was written
+        // from a grown buffer; it goes back to its size.
+        if st.reply.buf.capacity() > st.rbuf.size {
+            st.reply.buf.shrink_to(st.rbuf.size);
         }
         // Drained by a write no writable event asked for (writable interest
         // is dropped just below): no event will come to resume a paused
@@ -740,7 +743,7 @@ impl EventLoop {
     /// served again from the next turn (its buffered input, then its
     /// socket, which it was not read from meanwhile).
     fn resume_if_drained(&mut self, idx: usize, client: &mut Client) {
-        if client.link.input_paused && client.st.pending_output() < OUTPUT_PAUSE_BYTES {
+        if client.link.input_paused && client.st.output_held() < OUTPUT_PAUSE_BYTES {
             client.link.input_paused = false;
             if !self.pending_reads.contains(&idx) {
                 self.pending_reads.push(idx);

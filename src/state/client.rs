@@ -53,6 +53,9 @@ pub struct ClientState {
     pub woff: i64,
     /// CLIENT NO-EVICT ON.
     pub no_evict: bool,
+    /// The reply buffer's size and its recent peak (CLIENT LIST `rbs`,
+    /// `rbp`), which the cron resizes.
+    pub rbuf: ReplyBufSize,
     /// The error count when the last call was accounted (so that EXEC is
     /// not counted as failed for its commands' errors).
     pub errors_accounted: u64,
@@ -164,9 +167,68 @@ impl MultiState {
     }
 }
 
-/// Redis's reply chunk (PROTO_REPLY_CHUNK_BYTES), for CLIENT LIST's
-/// output fields.
-const REPLY_CHUNK_BYTES: usize = 16 * 1024;
+/// Redis's reply chunk (PROTO_REPLY_CHUNK_BYTES): a new client's reply
+/// buffer size, and the most the cron grows it to.
+pub const REPLY_CHUNK_BYTES: usize = 16 * 1024;
+/// The least the cron shrinks a reply buffer to (PROTO_REPLY_MIN_BYTES).
+pub const REPLY_MIN_BYTES: usize = 1024;
+
+/// The size a client's reply buffer is kept at between turns, and the most
+/// it held since the peak was last reset (Redis's `buf_usable_size`,
+/// `buf_peak`). A turn's output larger than that still goes out in one
+/// piece; the buffer comes back to this size once it is written.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyBufSize {
+    pub size: usize,
+    pub peak: usize,
+    pub peak_reset_ms: i64,
+}
+
+/// What the cron did to a reply buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resized {
+    Kept,
+    Shrunk,
+    Expanded,
+}
+
+impl ReplyBufSize {
+    pub fn new(now_ms: i64) -> ReplyBufSize {
+        ReplyBufSize {
+            size: REPLY_CHUNK_BYTES,
+            peak: 0,
+            peak_reset_ms: now_ms,
+        }
+    }
+
+    /// Note that `held` bytes of output are waiting (the buffer holds at
+    /// most its size of them; the rest would be Redis's reply list).
+    pub fn note_held(&mut self, held: usize) {
+        self.peak = self.peak.max(held.min(self.size));
+    }
+
+    /// Redis's clientsCronResizeOutputBuffer: shrink to the peak when it
+    /// used less than half, double (up to a chunk) when it was full; then,
+    /// every `peak_reset_every` ms (never when negative), forget the peak.
+    /// `held` is what the buffer holds now.
+    pub fn cron_resize(&mut self, held: usize, now_ms: i64, peak_reset_every: i64) -> Resized {
+        let half = self.size / 2;
+        let double = self.size * 2;
+        let mut resized = Resized::Kept;
+        if half >= REPLY_MIN_BYTES && self.peak < half {
+            self.size = REPLY_MIN_BYTES.max(self.peak + 1);
+            resized = Resized::Shrunk;
+        } else if double < REPLY_CHUNK_BYTES * 2 && self.peak == self.size {
+            self.size = REPLY_CHUNK_BYTES.min(double);
+            resized = Resized::Expanded;
+        }
+        if peak_reset_every >= 0 && now_ms - self.peak_reset_ms >= peak_reset_every {
+            self.peak = held.min(self.size);
+            self.peak_reset_ms = now_ms;
+        }
+        resized
+    }
+}
 
 /// What a blocked client waits for.
 #[derive(Debug, Clone)]
@@ -200,10 +262,14 @@ impl ClientState {
         authenticated: bool,
     ) -> ClientState {
         let now = Instant::now();
+        // The reply buffer is allocated at its size up front, as Redis's
+        // is, so what a client is weighed at does not move with each reply.
+        let mut reply = Reply::new(Proto::Resp2);
+        reply.buf.reserve_exact(REPLY_CHUNK_BYTES);
         ClientState {
             id,
             db: 0,
-            reply: Reply::new(Proto::Resp2),
+            reply,
             name: None,
             authenticated,
             addr,
@@ -226,6 +292,7 @@ impl ClientState {
             ack_requested: false,
             woff: 0,
             no_evict: false,
+            rbuf: ReplyBufSize::new(crate::util::unix_time_ms()),
             errors_accounted: 0,
             master_multi_bytes: Vec::new(),
             obuf_soft_since: None,
@@ -434,6 +501,14 @@ impl ClientState {
         self.reply.len() - self.sent
     }
 
+    /// Of the pending output, the memory the client holds itself: values
+    /// shared with the keyspace are not copied into a reply, so a slow
+    /// reader of big values costs a slot per reply, not the value (what
+    /// pausing a slow reader weighs).
+    pub fn output_held(&self) -> usize {
+        self.reply.owned_from(self.sent)
+    }
+
     /// Is there anything to write: replies, or a dump file going to a
     /// replica with sendfile (which is not output held in memory, so it
     /// counts against no limit).
@@ -446,6 +521,20 @@ impl ClientState {
 
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn info_line(&self) -> String {
+        self.info_line_running(&[])
+    }
+
+    /// Bytes of the arguments a blocked client keeps (Redis's
+    /// `argv_len_sum`, CLIENT LIST `argv-mem`).
+    fn kept_argv_len(&self) -> (usize, usize) {
+        self.blocked.as_ref().map_or((0, 0), |b| {
+            (b.argv.iter().map(|a| a.len()).sum(), b.argv.len())
+        })
+    }
+
+    /// CLIENT LIST's line for the client running `argv` now (its arguments
+    /// count in `argv-mem` and `tot-mem`, as Redis's do while a command runs).
+    pub fn info_line_running(&self, argv: &[&[u8]]) -> String {
         let now = Instant::now();
         let flags = self.flags_string();
         let (multi, multi_mem) = match &self.multi {
@@ -460,12 +549,15 @@ impl ClientState {
         // Redis's view of pending output: up to one reply chunk in the
         // client's own buffer (`obl`), the rest in list nodes (`oll` nodes
         // holding `omem` bytes).
+        let running_len: usize = argv.iter().map(|a| a.len()).sum();
+        let running_mem = running_len + std::mem::size_of::<usize>() * argv.len();
+        let argv_len = running_len + self.kept_argv_len().0;
         let pending = self.pending_output();
-        let obl = pending.min(REPLY_CHUNK_BYTES);
+        let obl = pending.min(self.rbuf.size);
         let omem = pending - obl;
         let oll = omem.div_ceil(REPLY_CHUNK_BYTES);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -481,12 +573,14 @@ impl ClientState {
             multi,
             self.qbuf_len,
             self.qbuf_free,
+            argv_len,
             multi_mem,
-            self.qbuf_len + self.qbuf_free,
+            self.rbuf.size,
+            self.rbuf.peak,
             obl,
             oll,
             omem,
-            self.memory(),
+            self.memory() + running_mem,
             self.last_cmd,
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             if self.reply.is_resp3() { 3 } else { 2 },
@@ -511,5 +605,14 @@ impl ClientState {
             + names(&mut self.patterns.iter().map(|p| p.len()))
             + names(&mut self.shard_channels.iter().map(|c| c.len()))
             + names(&mut self.watched.iter().map(|w| w.key.len()))
+            + {
+                let (len, argc) = self.kept_argv_len();
+                len + std::mem::size_of::<usize>() * argc
+            }
+            + self.tracking.as_ref().map_or(0, |t| {
+                // A BTreeSet element: the prefix's bytes, its Vec and a
+                // share of the tree's node.
+                names(&mut t.prefixes.iter().map(|p| p.len() + 24))
+            })
     }
 }

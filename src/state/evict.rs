@@ -17,6 +17,7 @@
 //! time; the rest is freed on the following turns of the loop, as Redis
 //! does with its eviction timer.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::{ClientKind, Server};
@@ -98,6 +99,18 @@ fn time_limit_us(tenacity: i64) -> u64 {
     }
 }
 
+/// What memory may reach before a keyspace table's growth waits (see
+/// [`Server::update_growth_ceiling`]); 0: no limit.
+static GROWTH_CEILING: AtomicUsize = AtomicUsize::new(0);
+
+/// The keyspace tables' growth guard (Redis's dictExpandAllowed): a bucket
+/// array of `more` bytes may be allocated unless that passes `maxmemory`,
+/// so that growing a table never forces a burst of evictions.
+pub fn table_growth_allowed(more: usize) -> bool {
+    let ceiling = GROWTH_CEILING.load(Ordering::Relaxed);
+    ceiling == 0 || crate::memory::used_memory() + more <= ceiling
+}
+
 impl Server {
     /// Memory that counts against `maxmemory`: used memory less replica
     /// output buffers and the AOF buffer (Redis's
@@ -111,6 +124,19 @@ impl Server {
             .map(|c| c.pending_output())
             .sum();
         replicas + self.aof.buf.capacity()
+    }
+
+    /// Note for the keyspace tables' growth guard what memory may reach:
+    /// `maxmemory` plus what does not count against it (0: no limit).
+    /// Refreshed before every command while a limit is set, and by the cron.
+    pub fn update_growth_ceiling(&self) {
+        let max = self.config.maxmemory as usize;
+        let ceiling = if max == 0 {
+            0
+        } else {
+            max + self.memory_not_counted_for_evict()
+        };
+        GROWTH_CEILING.store(ceiling, Ordering::Relaxed);
     }
 
     /// Bytes to free to get under `maxmemory`; 0 when under it.
@@ -140,6 +166,7 @@ impl Server {
     /// propagated as DEL (UNLINK when lazy) so replicas and the AOF drop it
     /// too.
     pub fn perform_evictions(&mut self) -> Eviction {
+        self.update_growth_ceiling();
         if self.config.maxmemory == 0 || !self.may_evict() {
             return Eviction::Ok;
         }

@@ -10,6 +10,7 @@ pub mod evict;
 pub mod feed;
 pub mod latency;
 pub mod master;
+pub mod migrate;
 pub mod pubsub;
 pub mod rdma_sync;
 pub mod replication;
@@ -25,6 +26,10 @@ use tracing::warn;
 use crate::config::Config;
 use crate::db::Db;
 use crate::util::{random_hex, random_u64, unix_time_ms, Rng};
+
+/// How often a reply buffer's peak is forgotten by default (Redis's
+/// REPLY_BUFFER_DEFAULT_PEAK_RESET_TIME), in ms.
+pub const REPLY_BUFFER_PEAK_RESET_MS: i64 = 5000;
 pub use client::{Blocked, ClientKind, ClientState, MultiState};
 pub use feed::{Feed, FeedCursor};
 pub use tracking::{ClientTracking, Tracking};
@@ -44,6 +49,9 @@ pub struct Stats {
     pub evicted_keys: u64,
     /// Clients disconnected by `maxmemory-clients`.
     pub evicted_clients: u64,
+    /// Reply buffers the cron made smaller / bigger.
+    pub reply_buffer_shrinks: u64,
+    pub reply_buffer_expands: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub total_error_replies: u64,
@@ -183,6 +191,13 @@ pub struct Server {
     pub active_expire_enabled: bool,
     /// DEBUG PAUSE-CRON: periodic work is skipped (a test hook).
     pub cron_paused: bool,
+    /// DEBUG REPLYBUFFER PEAK-RESET-TIME: how often (ms) a reply buffer's
+    /// peak is forgotten; negative: never.
+    pub reply_buffer_peak_reset_ms: i64,
+    /// DEBUG REPLYBUFFER RESIZING: the cron resizes reply buffers.
+    pub reply_buffer_resizing: bool,
+    /// MIGRATE's kept connections to target instances.
+    pub migrate_sockets: migrate::MigrateSockets,
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands
     /// (Redis's test hook).
     pub script_disable_deny: bool,
@@ -346,6 +361,7 @@ impl Default for LogLimits {
 
 impl Server {
     pub fn new(config: Config) -> Server {
+        crate::db::table::set_growth_guard(evict::table_growth_allowed);
         crate::util::cycles::init();
         let seed = random_u64();
         let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
@@ -378,6 +394,9 @@ impl Server {
             unexpected_error_replies: 0,
             active_expire_enabled: true,
             cron_paused: false,
+            reply_buffer_peak_reset_ms: REPLY_BUFFER_PEAK_RESET_MS,
+            reply_buffer_resizing: true,
+            migrate_sockets: Default::default(),
             script_disable_deny: false,
             feed: Feed::default(),
             peak_memory: 0,
@@ -581,6 +600,34 @@ impl Server {
 
     /// The soft output limit also counts time while nothing is added (a
     /// paused client runs no commands): check it once per cron tick.
+    /// Size each reply buffer to what its client has lately needed
+    /// (Redis's clientsCronResizeOutputBuffer): an idle client's shrinks
+    /// to 1 KB, a busy one's grows back to 16 KB.
+    pub fn resize_reply_buffers_cron(&mut self) {
+        if !self.reply_buffer_resizing {
+            return;
+        }
+        let now_ms = self.now_ms;
+        let reset_every = self.reply_buffer_peak_reset_ms;
+        for c in self.clients.iter_mut().flatten() {
+            let held = c.pending_output();
+            match c.rbuf.cron_resize(held, now_ms, reset_every) {
+                client::Resized::Kept => {}
+                client::Resized::Shrunk => {
+                    self.stats.reply_buffer_shrinks += 1;
+                    if c.reply.buf.len() <= c.rbuf.size {
+                        c.reply.buf.shrink_to(c.rbuf.size);
+                    }
+                }
+                client::Resized::Expanded => {
+                    self.stats.reply_buffer_expands += 1;
+                    let len = c.reply.buf.len();
+                    c.reply.buf.reserve_exact(c.rbuf.size.saturating_sub(len));
+                }
+            }
+        }
+    }
+
     pub fn check_output_limits_cron(&mut self, now: Instant) {
         let limits = self.config.client_output_buffer_limit;
         if limits.iter().all(|l| l.soft == 0 && l.hard == 0) {
