@@ -1173,7 +1173,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     multi_arg(opt!(
         "bind",
         "127.0.0.1",
-        false,
+        true,
         "Addresses to listen on (space separated).",
         |c| c.bind.join(" "),
         |c, v| c.bind = v.split_whitespace().map(String::from).collect()
@@ -2551,6 +2551,17 @@ fn absolute_dir(v: &str) -> Result<PathBuf, String> {
     Ok(out)
 }
 
+/// Test knobs CONFIG GET shows only when named exactly, never for a
+/// pattern (Redis's HIDDEN_CONFIG).
+pub const HIDDEN_OPTIONS: &[&str] = &[
+    "key-load-delay",
+    "rdb-key-save-delay",
+    "use-exit-on-panic",
+    "lua-enable-deprecated-api",
+    "watchdog-period",
+    "loading-process-events-interval-bytes",
+];
+
 pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
     let lower = name.to_ascii_lowercase();
     OPTIONS
@@ -2562,45 +2573,32 @@ impl Config {
     /// Build the configuration from `kvstore [file] [--name value …]`.
     pub fn from_args(args: &[String]) -> Result<Config, String> {
         let mut config = Config::default();
+        // The first `save` line of the file and command line replaces the
+        // defaults; more of them add their points.
+        let mut save_seen = false;
         let mut rest = args;
         if let Some(first) = rest.first() {
             if !first.starts_with("--") {
                 let text = std::fs::read_to_string(first)
                     .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
                 config.config_file = Some(absolute_dir(first)?);
-                config.apply_text(&text)?;
+                config.apply_text_loading(&text, &mut save_seen)?;
                 rest = &rest[1..];
             }
         }
-        // Command-line options are appended as config lines, as redis-server does.
-        let mut text = String::new();
-        let mut i = 0;
-        while i < rest.len() {
-            let name = rest[i]
-                .strip_prefix("--")
-                .ok_or_else(|| format!("Invalid argument '{}': options start with --", rest[i]))?;
-            let mut line = name.to_string();
-            i += 1;
-            let mut nvals = 0;
-            while i < rest.len() && !rest[i].starts_with("--") {
-                line.push(' ');
-                line.push_str(&quote(&rest[i]));
-                i += 1;
-                nvals += 1;
-            }
-            if nvals == 0 {
-                // `--save ""` arrives as an empty argument; a bare flag means "".
-                line.push_str(" \"\"");
-            }
-            text.push_str(&line);
-            text.push('\n');
-        }
-        config.apply_text(&text)?;
+        let text = command_line_options(rest);
+        config.apply_text_loading(&text, &mut save_seen)?;
         Ok(config)
     }
 
     /// Apply redis.conf-style text on top of the current values.
     pub fn apply_text(&mut self, text: &str) -> Result<(), String> {
+        self.apply_text_loading(text, &mut false)
+    }
+
+    /// Apply config text, `save_seen` saying whether a `save` line came
+    /// already (then this one adds its points, as Redis reads a file).
+    fn apply_text_loading(&mut self, text: &str, save_seen: &mut bool) -> Result<(), String> {
         for (lineno, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -2632,20 +2630,46 @@ impl Config {
                 self.rename_commands.push((from.clone(), to.clone()));
                 continue;
             }
-            let opt = find_option(&name).ok_or_else(|| {
+            // Redis's report: the line, then what is wrong with it.
+            let fail = |err: &str| {
                 format!(
-                    "Bad directive or wrong number of arguments at line {}: '{name}'",
+                    "Reading the configuration file, at line {}\n>>> '{line}'\n{err}",
                     lineno + 1
                 )
-            })?;
-            // `save` may appear several times in a file and accumulates.
-            let value = if opt.name == "save" && !values.is_empty() && values[0].is_empty() {
-                String::new()
+            };
+            let opt = find_option(&name)
+                .ok_or_else(|| fail("Bad directive or wrong number of arguments"))?;
+            let arity_ok = match opt.name {
+                "replicaof" => values.len() == 2,
+                _ => opt.multi_arg || values.len() == 1,
+            };
+            if !arity_ok {
+                return Err(fail("wrong number of arguments"));
+            }
+            // `save` may appear several times and accumulates: the first
+            // replaces the defaults, `save ""` empties the list.
+            let value = if opt.name == "save" {
+                let points = if values.len() == 1 && values[0].is_empty() {
+                    ""
+                } else {
+                    &values.join(" ")
+                };
+                let kept = if *save_seen && !points.is_empty() {
+                    self.save.clone()
+                } else {
+                    String::new()
+                };
+                *save_seen = true;
+                [kept.as_str(), points]
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ")
             } else {
                 values.join(" ")
             };
-            (opt.set)(self, &value)
-                .map_err(|e| format!("Error in config at line {} ('{name}'): {e}", lineno + 1))?;
+            (opt.set)(self, &value).map_err(|e| fail(&e))?;
         }
         Ok(())
     }
@@ -2721,6 +2745,13 @@ impl Config {
     /// format (`maxmemory 100mb`, `dbfilename "dump.rdb"`, one `save` line
     /// per pair, one `client-output-buffer-limit` line per class).
     pub fn rewrite(&self) -> Result<(), String> {
+        self.rewrite_with(false)
+    }
+
+    /// CONFIG REWRITE, or with `force_all` every option written even at its
+    /// default (DEBUG CONFIG-REWRITE-FORCE-ALL, Redis's test of the
+    /// writer: the file must load back to the same configuration).
+    pub fn rewrite_with(&self, force_all: bool) -> Result<(), String> {
         let Some(path) = &self.config_file else {
             return Err("The server is running without a config file".into());
         };
@@ -2733,7 +2764,7 @@ impl Config {
         let defaults = Config::default();
         for opt in OPTIONS {
             for (line, force) in self.rewrite_lines(opt, &defaults) {
-                state.rewrite_line(opt.name, line, force);
+                state.rewrite_line(opt.name, line, force || force_all);
             }
             state.processed.insert(opt.name);
         }
@@ -3034,6 +3065,48 @@ fn config_line(opt: &OptionSpec, value: &str) -> String {
 }
 
 /// Quote a value for a config line when it needs it.
+/// The command line's options as config lines, built as redis-server
+/// builds them: `--name` starts a line (the rest of that argument may hold
+/// its value too: `"--port 6380"`), later arguments are its values, quoted
+/// (so `--proc-title-template --my--title` keeps `--my--title` as a value
+/// while the option still wants one), and an argument without `--` that
+/// starts nothing is a value of the line before. `--save` with nothing
+/// after it (or followed by another option) means `save ""`.
+fn command_line_options(args: &[String]) -> String {
+    let mut text = String::new();
+    let mut handled_last = true;
+    for (j, arg) in args.iter().enumerate() {
+        let next_is_option = args.get(j + 1).is_some_and(|a| a.starts_with("--"));
+        let last = j + 1 == args.len();
+        if handled_last && arg.starts_with("--") {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&arg[2..]);
+            text.push(' ');
+            let words = split_args(arg.as_bytes()).map_or(0, |w| w.len());
+            if words == 1 {
+                // Only a name: a value is expected next.
+                handled_last = false;
+                if arg.eq_ignore_ascii_case("--save") && (last || next_is_option) {
+                    text.push_str("\"\"");
+                    handled_last = true;
+                } else if arg.eq_ignore_ascii_case("--sentinel") && next_is_option {
+                    handled_last = true;
+                }
+            } else {
+                handled_last = true;
+            }
+        } else {
+            text.push_str(&crate::util::repr(arg));
+            text.push(' ');
+            handled_last = true;
+        }
+    }
+    text.push('\n');
+    text
+}
+
 fn quote(v: &str) -> String {
     if !v.is_empty()
         && !v

@@ -1,35 +1,67 @@
 //! Socket helpers below the event loop: binding listeners (at startup and
-//! for CONFIG SET port), TCP keepalive, who counts as a local peer.
+//! for CONFIG SET port and bind), TCP keepalive, who counts as a local peer.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 
 use mio::net::TcpListener;
 use tracing::info;
 
 use crate::config::Config;
 
-/// Listen on `port` at every `bind` address (none when the port is 0).
-pub fn bind_tcp_listeners(config: &Config) -> io::Result<Vec<TcpListener>> {
+/// Listen on `port` at every `bind` address (none when the port is 0), as
+/// Redis 7.0 reads them: `*` is any IPv4 address and `::*` any IPv6 one
+/// (IPv6 sockets are v6-only, so both can be bound), a leading `-` makes an
+/// address optional (skipped when the host does not have it), and an
+/// address family the host lacks is skipped. `current` are the listeners
+/// open now with their addresses: one on an address asked for again is
+/// shared (its socket duplicated) instead of bound a second time, so
+/// CONFIG SET bind can keep an address it already listens on.
+pub fn bind_tcp_listeners(
+    config: &Config,
+    current: &[(SocketAddr, RawFd)],
+) -> io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
     if config.port == 0 {
         return Ok(listeners);
     }
-    for addr in &config.bind {
-        let addr = addr.trim_start_matches('-');
-        let sa: SocketAddr = if addr.contains(':') && !addr.starts_with('[') {
-            format!("[{addr}]:{}", config.port).parse()
-        } else {
-            format!("{addr}:{}", config.port).parse()
-        }
-        .or_else(|_| {
-            (addr, config.port)
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))
-        })?;
-        let l = bind_tcp(sa, config.tcp_backlog as i32)?;
+    for entry in &config.bind {
+        let (optional, addr) = match entry.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, entry.as_str()),
+        };
+        let result = resolve_bind(addr, config.port).and_then(|sa| {
+            match current.iter().find(|(at, _)| *at == sa) {
+                Some(&(_, fd)) => share_listener(fd),
+                None => bind_tcp(sa, config.tcp_backlog as i32),
+            }
+        });
+        let l = match result {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(
+                    "Warning: Could not create server TCP listening socket {addr}:{}: {e}",
+                    config.port
+                );
+                let errno = e.raw_os_error().unwrap_or(0);
+                if errno == libc::EADDRNOTAVAIL && optional {
+                    continue;
+                }
+                if [
+                    libc::ENOPROTOOPT,
+                    libc::EPROTONOSUPPORT,
+                    libc::ESOCKTNOSUPPORT,
+                    libc::EPFNOSUPPORT,
+                    libc::EAFNOSUPPORT,
+                ]
+                .contains(&errno)
+                {
+                    continue;
+                }
+                return Err(e);
+            }
+        };
         if config.socket_mark_id > 0 {
             set_socket_mark(l.as_raw_fd(), config.socket_mark_id);
         }
@@ -61,12 +93,114 @@ fn set_socket_mark(fd: i32, mark: u32) {
     }
 }
 
+/// The socket address of one `bind` entry (without its `-`).
+fn resolve_bind(addr: &str, port: u16) -> io::Result<SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match addr {
+        "*" => return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))),
+        "::*" => return Ok(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))),
+        _ => {}
+    }
+    if let Ok(ip) = addr.trim_start_matches('[').trim_end_matches(']').parse() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    // A host name: its first address of the family Redis would ask for.
+    let v6 = addr.contains(':');
+    (addr, port)
+        .to_socket_addrs()?
+        .find(|a| a.is_ipv6() == v6)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EADDRNOTAVAIL))
+}
+
+/// Another handle on a listening socket already open.
+fn share_listener(fd: RawFd) -> io::Result<TcpListener> {
+    // SAFETY: duplicating a descriptor we own; the copy is owned by the
+    // listener built from it.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `dup` is a fresh descriptor of a listening TCP socket.
+    Ok(unsafe { TcpListener::from_raw_fd(dup) })
+}
+
+/// A non-blocking listening socket on `addr` with SO_REUSEADDR (and
+/// IPV6_V6ONLY for IPv6, as Redis's anetV6Only).
 fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    // SAFETY: re-issuing listen() on a bound socket to apply our backlog.
-    unsafe { libc::listen(std_listener.as_raw_fd(), backlog.max(1)) };
-    Ok(TcpListener::from_std(std_listener))
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: creating a socket; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is the socket just made; the listener owns it from here
+    // and closes it on any error below.
+    let listener = unsafe { TcpListener::from_raw_fd(fd) };
+    let on: libc::c_int = 1;
+    let set = |level, name| {
+        // SAFETY: setsockopt with a pointer to an int on our socket.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                &on as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_REUSEADDR);
+    if addr.is_ipv6() && set(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (storage, len) = sockaddr(&addr);
+    // SAFETY: binding our socket to a sockaddr of the right length.
+    if unsafe { libc::bind(fd, &storage as *const _ as *const libc::sockaddr, len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: listen() on our bound socket.
+    if unsafe { libc::listen(fd, backlog.max(1)) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
+}
+
+/// `addr` as a C socket address and its length.
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for any
+            // socket address.
+            let sin = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above.
+            let sin6 = unsafe { &mut *(&mut storage as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
 }
 
 /// TCP_NODELAY on or off for a socket (a failure changes nothing worth

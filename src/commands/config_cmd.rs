@@ -30,6 +30,9 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
             for pattern in &argv[2..] {
                 let literal = !pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'['));
                 for opt in OPTIONS {
+                    if !literal && crate::config::HIDDEN_OPTIONS.contains(&opt.name) {
+                        continue;
+                    }
                     for name in std::iter::once(opt.name).chain(opt.alias) {
                         if seen.contains(&name) {
                             continue;
@@ -125,17 +128,29 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error(&msg);
         }
     }
-    // A new port is listened on before the reply (Redis's changeListenPort):
-    // a port that cannot be bound leaves everything as it was.
-    if c.srv.config.port != backup.port {
-        match crate::net::bind_tcp_listeners(&c.srv.config) {
+    // A new port or bind list is listened on before the reply (Redis's
+    // changeListenPort and changeBindAddr): what cannot be bound leaves
+    // everything as it was. Addresses listened on already are kept.
+    let port_changed = c.srv.config.port != backup.port;
+    if port_changed || c.srv.config.bind != backup.bind {
+        use std::os::fd::AsRawFd;
+        let mut open = c.srv.tcp_listeners.clone();
+        for l in c.srv.new_tcp_listeners.iter().flatten() {
+            if let Ok(at) = l.local_addr() {
+                open.push((at, l.as_raw_fd()));
+            }
+        }
+        match crate::net::bind_tcp_listeners(&c.srv.config, &open) {
             Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
             Err(e) => {
-                tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
                 c.srv.config = backup;
-                return c.cl.reply.error(
-                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.",
-                );
+                return c.cl.reply.error(if port_changed {
+                    tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
+                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
+                } else {
+                    tracing::warn!("Failed to bind: {e}");
+                    "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses."
+                });
             }
         }
     }

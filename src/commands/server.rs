@@ -223,6 +223,9 @@ const DEBUG_HELP: &[&str] = &[
     "QUICKLIST <key> [<0|1>]",
     "    Show low level info about the quicklist encoding of <key>.",
     "    The optional argument (0 by default) sets the level of detail",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
     "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
     "    In case NEVER is provided the last observed peak will never be reset",
@@ -444,6 +447,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("quicklist", 4),
         ("quicklist-packed-threshold", 3),
         ("replybuffer", 4),
+        ("config-rewrite-force-all", 2),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -539,6 +543,13 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "replybuffer" => debug_replybuffer(c, argv),
+        "config-rewrite-force-all" => match c.srv.config.rewrite_with(true) {
+            Ok(()) => c.cl.reply.ok(),
+            Err(e) => {
+                c.cl.reply
+                    .error(&format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}"))
+            }
+        },
         // Redis's DEBUG PANIC: crash as a bug would (the crash report, when
         // `crash-log-enabled`, and the exit).
         "panic" => panic!("DEBUG PANIC called at Unix time {}", c.srv.now_ms / 1000),

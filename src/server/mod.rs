@@ -118,7 +118,7 @@ impl EventLoop {
     /// Bind the listeners named by the configuration.
     pub fn bind(config: Config) -> io::Result<EventLoop> {
         let poll = Poll::new()?;
-        let mut listeners: Vec<Listener> = bind_tcp_listeners(&config)?
+        let mut listeners: Vec<Listener> = bind_tcp_listeners(&config, &[])?
             .into_iter()
             .map(Listener::Tcp)
             .collect();
@@ -168,7 +168,7 @@ impl EventLoop {
             }
             Err(e) => info!("RDMA full sync off: {e}"),
         }
-        Ok(EventLoop {
+        let mut event_loop = EventLoop {
             poll,
             listeners,
             signals,
@@ -183,10 +183,12 @@ impl EventLoop {
             handshake: None,
             rdma_pending: false,
             rdb_pipe_watched: None,
-        })
+        };
+        event_loop.note_tcp_listeners();
+        Ok(event_loop)
     }
 
-    /// Replace the TCP listeners (CONFIG SET port): the new ones were bound
+    /// Replace the TCP listeners (CONFIG SET port or bind): the new ones were bound
     /// by the command, so nothing here can fail but registration, which is
     /// logged. Unix listeners stay.
     fn swap_tcp_listeners(&mut self, tcp: Vec<TcpListener>) {
@@ -214,6 +216,20 @@ impl EventLoop {
             }
         }
         self.listeners = listeners;
+        self.note_tcp_listeners();
+    }
+
+    /// Tell the state which TCP listeners are open, at which addresses.
+    fn note_tcp_listeners(&mut self) {
+        use std::os::fd::AsRawFd;
+        self.srv.tcp_listeners = self
+            .listeners
+            .iter()
+            .filter_map(|l| match l {
+                Listener::Tcp(l) => Some((l.local_addr().ok()?, l.as_raw_fd())),
+                Listener::Unix(_) => None,
+            })
+            .collect();
     }
 
     /// The TCP port actually bound (useful with `--port 0` in tests).

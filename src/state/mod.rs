@@ -278,6 +278,9 @@ pub struct Server {
     pub log_limits: LogLimits,
     /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
     pub new_tcp_listeners: Option<Vec<TcpListener>>,
+    /// The TCP listeners open now, with their addresses (kept by the loop,
+    /// read when CONFIG SET changes `bind` or `port`).
+    pub tcp_listeners: Vec<(std::net::SocketAddr, std::os::fd::RawFd)>,
     /// Pub/Sub subscriptions.
     pub pubsub: pubsub::PubSub,
     /// The append-only file.
@@ -428,6 +431,7 @@ impl Server {
             recent_max_output: 0,
             log_limits: LogLimits::default(),
             new_tcp_listeners: None,
+            tcp_listeners: Vec::new(),
             pubsub: Default::default(),
             aof: aof::Aof::new(),
             pending_writes: Vec::new(),
