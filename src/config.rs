@@ -2640,7 +2640,8 @@ impl Config {
             let opt = find_option(&name)
                 .ok_or_else(|| fail("Bad directive or wrong number of arguments"))?;
             let arity_ok = match opt.name {
-                "replicaof" => values.len() == 2,
+                // (`replicaof ""`: none, as the default config file says.)
+                "replicaof" => values.len() == 2 || values == [""],
                 _ => opt.multi_arg || values.len() == 1,
             };
             if !arity_ok {

@@ -184,9 +184,23 @@ pub fn ld_scaled_ceil(arg: &[u8], scale: f64) -> Result<i64, LongDoubleError> {
 /// match the empty string here; KEYS and SCAN treat a lone `*` as "all".
 pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
     let mut skip_longer = false;
-    glob_match_impl(pattern, string, nocase, &mut skip_longer)
+    glob_match_impl(pattern, string, nocase, &mut skip_longer, 0)
 }
-fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut bool) -> bool {
+
+/// Nested `*` deeper than this never match (Redis's protection against
+/// abusive patterns such as `*?` repeated 50,000 times).
+const GLOB_MAX_NESTING: usize = 1000;
+
+fn glob_match_impl(
+    mut p: &[u8],
+    mut s: &[u8],
+    nocase: bool,
+    skip_longer: &mut bool,
+    nesting: usize,
+) -> bool {
+    if nesting > GLOB_MAX_NESTING {
+        return false;
+    }
     let eq = |a: u8, b: u8| {
         if nocase {
             a.eq_ignore_ascii_case(&b)
@@ -204,7 +218,7 @@ fn glob_match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip_longer: &mut b
                     return true;
                 }
                 while !s.is_empty() {
-                    if glob_match_impl(&p[1..], s, nocase, skip_longer) {
+                    if glob_match_impl(&p[1..], s, nocase, skip_longer, nesting + 1) {
                         return true;
                     }
                     // A failed match of the rest cannot succeed on a shorter
@@ -574,6 +588,17 @@ mod tests {
         );
         let long = vec![b'a'; 1_000_000];
         assert_eq!(sha1_hex(&long), "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+    }
+
+    #[test]
+    fn abusive_glob_nesting_never_matches() {
+        // Redis's regression: `*?` 50,000 times against 50,000 `a`s.
+        let key = vec![b'a'; 50_000];
+        let pattern = b"*?".repeat(50_000);
+        assert!(!glob_match(&pattern, &key, false));
+        // Nesting within the limit still matches.
+        let pattern = b"*?".repeat(500);
+        assert!(glob_match(&pattern, &key, false));
     }
 
     #[test]

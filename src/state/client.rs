@@ -428,6 +428,15 @@ impl ClientState {
         (self.pending_output() + kept) as u64
     }
 
+    /// Memory the pending output takes: the reply buffer as allocated,
+    /// shared values by their length, and a syncing replica's kept stream
+    /// (what a replica's output adds to `used_memory`).
+    pub fn output_memory(&self) -> usize {
+        self.reply.buf.capacity()
+            + self.reply.shared_len()
+            + self.repl.as_ref().map_or(0, |l| l.pending.capacity())
+    }
+
     pub fn output_limit_reached(
         &mut self,
         limit: crate::config::BufferLimit,

@@ -121,7 +121,7 @@ impl Server {
             .replicas
             .iter()
             .filter_map(|&id| self.client_by_id(id))
-            .map(|c| c.pending_output())
+            .map(|c| c.output_memory())
             .sum();
         replicas + self.aof.buf.capacity()
     }
