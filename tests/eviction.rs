@@ -1,7 +1,8 @@
 //! Eviction at `maxmemory`, against the real binary: memory stays under
 //! the limit, each policy picks the keys it should, evicted keys are
-//! notified and reach a replica as deletions, and noeviction refuses
-//! writes with Redis's OOM error.
+//! notified and reach a replica as deletions, noeviction refuses writes
+//! with Redis's OOM error, and a keyspace table does not grow past the
+//! limit into a burst of evictions.
 
 mod common;
 
@@ -366,4 +367,137 @@ fn maxmemory_clients_disconnects_the_biggest_clients_but_not_no_evict_ones() {
     assert!(c
         .cmd_str(&["CONFIG", "SET", "maxmemory-clients", "101%"])
         .starts_with(b"-ERR CONFIG SET failed"));
+}
+
+/// A small xorshift generator: random keys without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as u64;
+        Rng(nanos | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A key as Redis's test suite's randomKey makes them: small integers
+    /// that collide, 32- and 64-bit integers, or 1 to 256 letters.
+    fn key(&mut self) -> String {
+        match self.next() % 4 {
+            0 => (self.next() % 1000).to_string(),
+            1 => (self.next() % 4_000_000_000).to_string(),
+            2 => (self.next() % 1_000_000_000_000).to_string(),
+            _ => {
+                let len = 1 + (self.next() % 256) as usize;
+                (0..len)
+                    .map(|_| (b'a' + (self.next() % 26) as u8) as char)
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Redis's "maxmemory - is the memory limit honoured?": 100 KB over what
+/// an empty server uses, fill with keys carrying a TTL until 4 KB short of
+/// it, then write as many again: used memory ends under the limit plus 4 KB.
+#[test]
+fn maxmemory_limit_is_honoured_for_keys_with_a_ttl() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    let mut rng = Rng::seeded();
+    for policy in ["allkeys-lru", "volatile-ttl", "allkeys-random"] {
+        assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+        let limit = info_u64(&mut c, "memory", "used_memory") + 100 * 1024;
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", policy]),
+            b"+OK\r\n"
+        );
+        let mut numkeys = 0;
+        loop {
+            let r = c.cmd_str(&["SETEX", &rng.key(), "10000", "x"]);
+            assert_eq!(r, b"+OK\r\n", "{policy}: {}", String::from_utf8_lossy(&r));
+            numkeys += 1;
+            if info_u64(&mut c, "memory", "used_memory") + 4096 > limit {
+                assert!(numkeys > 10, "{policy}: full after {numkeys} keys");
+                break;
+            }
+        }
+        for _ in 0..numkeys {
+            let r = c.cmd_str(&["SETEX", &rng.key(), "10000", "x"]);
+            assert_eq!(r, b"+OK\r\n", "{policy}: {}", String::from_utf8_lossy(&r));
+        }
+        let used = info_u64(&mut c, "memory", "used_memory");
+        assert!(
+            used < limit + 4096,
+            "{policy}: used_memory {used} after {numkeys} more keys, limit {limit}"
+        );
+    }
+}
+
+/// Redis's "Don't rehash if used memory exceeds maxmemory after rehash":
+/// a keyspace table that would grow past `maxmemory` waits, instead of
+/// growing and forcing evictions. kvstore's keyspace tables grow when
+/// they hold twice as many keys as buckets: at the 8193rd key, from 4096
+/// to 16384 buckets (128 KB).
+#[test]
+fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
+    const AT_GROWTH: &str = "8192";
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    // As Redis's test: no per-command latency histograms, which the first
+    // run of each command would allocate under the limit.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "latency-tracking", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]),
+        b"+OK\r\n"
+    );
+    // Without a limit the table grows at that key: 8193 keys cost far
+    // more than 8192 did.
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "POPULATE", AT_GROWTH, "key", "1"]),
+        b"+OK\r\n"
+    );
+    let before = info_u64(&mut c, "memory", "used_memory");
+    assert_eq!(c.cmd_str(&["SET", "k1", "v1"]), b"+OK\r\n");
+    let after = info_u64(&mut c, "memory", "used_memory");
+    assert!(
+        after > before + 64 * 1024,
+        "the 8193rd key did not grow the table: {before} -> {after}"
+    );
+    // Every command the limited part runs has run once (first runs may
+    // allocate for good: command statistics, say).
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":8193\r\n");
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+
+    // With a limit 10 KB over what is used, it does not.
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "POPULATE", AT_GROWTH, "key", "1"]),
+        b"+OK\r\n"
+    );
+    let limit = info_u64(&mut c, "memory", "used_memory") + 10 * 1024;
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SET", "k1", "v1"]), b"+OK\r\n");
+    // The next write would evict if the last one had grown the table.
+    assert_eq!(c.cmd_str(&["SET", "k2", "v2"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":8194\r\n");
+    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
 }

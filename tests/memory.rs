@@ -1,6 +1,7 @@
 //! MEMORY USAGE / STATS / DOCTOR / MALLOC-STATS / PURGE against the real
-//! binary: the fields and shapes Redis 7.0 answers with, and sizes that
-//! follow what a key really holds.
+//! binary: the fields and shapes Redis 7.0 answers with, sizes that
+//! follow what a key really holds, and small integers shared as Redis
+//! shares them (OBJECT REFCOUNT).
 
 mod common;
 
@@ -111,4 +112,33 @@ fn redis_cli_memkeys_sizes_every_key() {
         strings.starts_with("50 strings with ") && !strings.contains(" with 0 bytes"),
         "{strings}"
     );
+}
+
+/// Redis shares the integers 0..9999 between keys unless an LRU or LFU
+/// policy with a limit needs each value's own access clock.
+fn check_small_integer_sharing(port: u16) {
+    let mut c = Conn::connect(port);
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+    assert!(int(&c.cmd_str(&["OBJECT", "REFCOUNT", "a"])) > 1);
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory", "1gb"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SET", "a", "1"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["OBJECT", "REFCOUNT", "a"]), b":1\r\n");
+}
+
+#[test]
+fn small_integers_are_shared_unless_an_lru_limit_is_set() {
+    let kv = start_kvstore(&[]);
+    check_small_integer_sharing(kv.port);
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    check_small_integer_sharing(redis.port);
 }

@@ -1,0 +1,374 @@
+//! What a client holds on the server, against the real binary: reply
+//! buffers sized by the cron (DEBUG REPLYBUFFER, CLIENT LIST rbs/rbp),
+//! client eviction at `maxmemory-clients`, the query buffer of a big
+//! argument as CLIENT LIST shows it, and huge random-pick counts stopped by
+//! the hard output limit.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{bulk_payload, start_kvstore, start_redis, Conn};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The lines of CLIENT LIST.
+fn client_lines(c: &mut Conn) -> Vec<String> {
+    let raw = c.cmd_str(&["CLIENT", "LIST"]);
+    let body = bulk_payload(&raw).unwrap_or_else(|| panic!("CLIENT LIST: {}", text(&raw)));
+    text(body).lines().map(str::to_string).collect()
+}
+
+/// One field of the CLIENT LIST line of the client named `name`; None when
+/// no such client is connected.
+fn client_field(c: &mut Conn, name: &str, field: &str) -> Option<String> {
+    let line = client_lines(c)
+        .into_iter()
+        .find(|l| l.split(' ').any(|f| f == format!("name={name}")))?;
+    let found = line
+        .split(' ')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .unwrap_or_else(|| panic!("no {field} in {line}"));
+    Some(found.to_string())
+}
+
+fn client_u64(c: &mut Conn, name: &str, field: &str) -> u64 {
+    client_field(c, name, field)
+        .unwrap_or_else(|| panic!("no client named {name}"))
+        .parse()
+        .unwrap()
+}
+
+fn info_u64(c: &mut Conn, section: &str, field: &str) -> u64 {
+    c.info_field(section, field).parse().unwrap()
+}
+
+fn debug_server() -> common::ServerProcess {
+    start_kvstore(&["--enable-debug-command", "yes"])
+}
+
+/// Redis's "verify reply buffer limits", and DEBUG REPLYBUFFER RESIZING.
+fn resize_reply_buffers(port: u16) {
+    let mut c = Conn::connect(port);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"]),
+        b"+OK\r\n"
+    );
+    let mut tc = Conn::connect(port);
+    assert_eq!(
+        tc.cmd_str(&["CLIENT", "SETNAME", "test_client"]),
+        b"+OK\r\n"
+    );
+    // Idle: the buffer shrinks to what it used, but not under 1 KB.
+    common::wait_for("the idle client's reply buffer to shrink", 3, || {
+        (1024..2048).contains(&client_u64(&mut c, "test_client", "rbs"))
+    });
+    let shrinks = info_u64(&mut c, "stats", "reply_buffer_shrinks");
+    assert!(shrinks > 0);
+
+    // Busy with big replies: it doubles back up to 16 KB, never past.
+    let big = "x".repeat(32 * 1024);
+    assert_eq!(c.cmd_str(&["SET", "bigval", &big]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "NEVER"]),
+        b"+OK\r\n"
+    );
+    let expands = info_u64(&mut c, "stats", "reply_buffer_expands");
+    common::wait_for("the busy client's reply buffer to grow", 5, || {
+        let reply = tc.cmd_str(&["GET", "bigval"]);
+        assert_eq!(bulk_payload(&reply), Some(big.as_bytes()));
+        client_u64(&mut c, "test_client", "rbs") >= 16384
+    });
+    assert_eq!(client_u64(&mut c, "test_client", "rbs"), 16384);
+    assert_eq!(client_u64(&mut c, "test_client", "rbp"), 16384);
+    assert!(info_u64(&mut c, "stats", "reply_buffer_expands") > expands);
+
+    // Resizing off: the idle buffer keeps its size although its peak would
+    // otherwise be forgotten within 100 ms and the buffer shrunk.
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "RESIZING", "0"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"]),
+        b"+OK\r\n"
+    );
+    let shrinks = info_u64(&mut c, "stats", "reply_buffer_shrinks");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(client_u64(&mut c, "test_client", "rbs"), 16384);
+    assert_eq!(info_u64(&mut c, "stats", "reply_buffer_shrinks"), shrinks);
+    // On again: it shrinks.
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "RESIZING", "1"]),
+        b"+OK\r\n"
+    );
+    common::wait_for("the reply buffer to shrink once resizing is on", 3, || {
+        client_u64(&mut c, "test_client", "rbs") < 16384
+    });
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "RESET"]),
+        b"+OK\r\n"
+    );
+}
+
+#[test]
+fn reply_buffers_shrink_when_idle_and_grow_when_busy() {
+    let kv = debug_server();
+    resize_reply_buffers(kv.port);
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
+        return;
+    };
+    resize_reply_buffers(redis.port);
+}
+
+/// DEBUG REPLYBUFFER's errors, as one server answers them.
+fn replybuffer_errors(port: u16) -> Vec<Vec<u8>> {
+    let mut c = Conn::connect(port);
+    vec![
+        c.cmd_str(&["DEBUG", "replybuffer", "nosuch", "1"]),
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "RESIZING"]),
+        c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "soon"]),
+    ]
+}
+
+#[test]
+fn debug_replybuffer_errors_are_redis_s() {
+    let kv = debug_server();
+    let ours = replybuffer_errors(kv.port);
+    assert_eq!(
+        ours,
+        [
+            b"-ERR unknown subcommand or wrong number of arguments for 'replybuffer'. Try DEBUG HELP.\r\n".to_vec(),
+            b"-ERR unknown subcommand or wrong number of arguments for 'REPLYBUFFER'. Try DEBUG HELP.\r\n".to_vec(),
+            b"-ERR value is not an integer or out of range\r\n".to_vec(),
+        ],
+        "{:?}",
+        ours.iter().map(|r| text(r)).collect::<Vec<_>>()
+    );
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
+        return;
+    };
+    assert_eq!(replybuffer_errors(redis.port), ours);
+}
+
+/// Ten clients each holding 1 MB in their query buffer; a limit with room
+/// for half of them (and the control client) leaves exactly half.
+fn evict_half_of_ten_big_clients(port: u16) {
+    const CLIENTS: usize = 10;
+    const ARG: usize = 1 << 20;
+    let mut ctl = Conn::connect(port);
+    // Buffers resized by the cron would change the clients' sizes.
+    assert_eq!(
+        ctl.cmd_str(&["DEBUG", "REPLYBUFFER", "RESIZING", "0"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["CLIENT", "SETNAME", "control"]), b"+OK\r\n");
+    assert_eq!(ctl.cmd_str(&["CLIENT", "NO-EVICT", "ON"]), b"+OK\r\n");
+    let mut clients = Vec::new();
+    let mut biggest = 0;
+    for j in 0..CLIENTS {
+        let name = format!("client{j}");
+        let mut rr = Conn::connect(port);
+        assert_eq!(rr.cmd_str(&["CLIENT", "SETNAME", &name]), b"+OK\r\n");
+        // An argument of 1 MB, all but its CRLF: held in the query buffer.
+        let mut partial = format!("*2\r\n${ARG}\r\n").into_bytes();
+        partial.extend(std::iter::repeat_n(b'v', ARG));
+        rr.send_raw(&partial);
+        common::wait_for(&format!("{name}'s query buffer to fill"), 5, || {
+            client_u64(&mut ctl, &name, "tot-mem") >= ARG as u64
+        });
+        biggest = biggest.max(client_u64(&mut ctl, &name, "tot-mem"));
+        clients.push(rr);
+    }
+    let count_named = |c: &mut Conn| {
+        client_lines(c)
+            .iter()
+            .filter(|l| l.contains(" name=client"))
+            .count()
+    };
+    assert_eq!(count_named(&mut ctl), CLIENTS);
+    assert_eq!(info_u64(&mut ctl, "stats", "evicted_clients"), 0);
+    // Room for half of them, and the control client.
+    let limit = biggest * CLIENTS as u64 / 2 + client_u64(&mut ctl, "control", "tot-mem");
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "maxmemory-clients", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(count_named(&mut ctl), CLIENTS / 2);
+    assert_eq!(
+        info_u64(&mut ctl, "stats", "evicted_clients"),
+        (CLIENTS / 2) as u64
+    );
+    let total: u64 = client_lines(&mut ctl)
+        .iter()
+        .filter_map(|l| {
+            l.split(' ')
+                .find_map(|f| f.strip_prefix("tot-mem="))
+                .map(|v| v.parse::<u64>().unwrap())
+        })
+        .sum();
+    assert!(total <= limit, "clients hold {total}, the limit is {limit}");
+}
+
+#[test]
+fn client_eviction_disconnects_the_biggest_clients_only_until_under_the_limit() {
+    let kv = debug_server();
+    evict_half_of_ten_big_clients(kv.port);
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
+        return;
+    };
+    evict_half_of_ten_big_clients(redis.port);
+}
+
+/// A client adding BCAST prefixes one by one under a small
+/// `maxmemory-clients` is eventually evicted for them.
+fn evict_a_client_for_its_tracking_prefixes(port: u16) {
+    let mut ctl = Conn::connect(port);
+    assert_eq!(ctl.cmd_str(&["CLIENT", "NO-EVICT", "ON"]), b"+OK\r\n");
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "maxmemory-clients", "200000"]),
+        b"+OK\r\n"
+    );
+    let mut rr = Conn::connect(port);
+    let mut evicted_after = None;
+    for j in 0..200_000 {
+        let prefix = format!("{j:012}");
+        match rr.try_cmd_str(&["CLIENT", "TRACKING", "ON", "PREFIX", &prefix, "BCAST"]) {
+            Ok(reply) => assert_eq!(reply, b"+OK\r\n", "prefix {j}: {}", text(&reply)),
+            Err(_) => {
+                evicted_after = Some(j);
+                break;
+            }
+        }
+    }
+    let prefixes = evicted_after.expect("the client adding prefixes was never evicted");
+    // Its prefixes did it, not what it had to start with.
+    assert!(prefixes > 100, "evicted after {prefixes} prefixes");
+    assert_eq!(info_u64(&mut ctl, "stats", "evicted_clients"), 1);
+    assert_eq!(ctl.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn client_eviction_counts_tracking_prefixes() {
+    let kv = start_kvstore(&[]);
+    evict_a_client_for_its_tracking_prefixes(kv.port);
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    evict_a_client_for_its_tracking_prefixes(redis.port);
+}
+
+/// CLIENT LIST's qbuf for a client part way through, then all through, a
+/// 1 MB argument (without its CRLF).
+fn big_argument_qbuf(port: u16) {
+    const ARG: usize = 1 << 20;
+    const FIRST: usize = 40_000;
+    let mut ctl = Conn::connect(port);
+    let mut rr = Conn::connect(port);
+    assert_eq!(rr.cmd_str(&["CLIENT", "SETNAME", "big"]), b"+OK\r\n");
+    let mut head = format!("*1\r\n${ARG}\r\n").into_bytes();
+    head.extend(std::iter::repeat_n(b'v', FIRST));
+    rr.send_raw(&head);
+    let mut qbuf = 0;
+    common::wait_for("the first part of the argument", 5, || {
+        qbuf = client_u64(&mut ctl, "big", "qbuf");
+        qbuf == FIRST as u64
+    });
+    rr.send_raw(&vec![b'v'; ARG - FIRST]);
+    common::wait_for("the whole argument", 5, || {
+        qbuf = client_u64(&mut ctl, "big", "qbuf");
+        qbuf == ARG as u64
+    });
+    // The CRLF ends it: an unknown command of 1 MB.
+    rr.send_raw(b"\r\n");
+    let reply = rr.read_reply();
+    assert!(
+        reply.starts_with(b"-ERR unknown command"),
+        "{}",
+        text(&reply)
+    );
+    assert_eq!(client_u64(&mut ctl, "big", "qbuf"), 0);
+}
+
+#[test]
+fn client_list_qbuf_shows_only_a_big_argument_s_bytes() {
+    let kv = start_kvstore(&[]);
+    big_argument_qbuf(kv.port);
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    big_argument_qbuf(redis.port);
+}
+
+const HUGE_RANDOM_PICKS: [[&str; 3]; 3] = [
+    ["HRANDFIELD", "myhash", "-999999999"],
+    ["SRANDMEMBER", "myset", "-999999999"],
+    ["ZRANDMEMBER", "myzset", "-999999999"],
+];
+
+#[test]
+fn huge_random_pick_counts_are_refused_without_an_output_limit() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["HSET", "myhash", "a", "1"]);
+    c.cmd_str(&["SADD", "myset", "a"]);
+    c.cmd_str(&["ZADD", "myzset", "1", "a"]);
+    for argv in HUGE_RANDOM_PICKS {
+        assert_eq!(
+            c.cmd_str(&argv),
+            b"-ERR value is out of range\r\n",
+            "{argv:?}"
+        );
+    }
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    // A count the server can answer still is.
+    assert_eq!(
+        c.cmd_str(&["SRANDMEMBER", "myset", "-3"]),
+        b"*3\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"
+    );
+}
+
+/// Under a hard output limit, each huge random pick closes its client as
+/// soon as the reply overflows the limit (Redis stops building it there).
+/// `counted`: the server has INFO `client_output_buffer_limit_disconnections`
+/// (Redis 7.0 has not).
+fn huge_random_picks_close_their_clients(port: u16, counted: bool) {
+    let mut c = Conn::connect(port);
+    c.cmd_str(&["HSET", "myhash", "a", "1"]);
+    c.cmd_str(&["SADD", "myset", "a"]);
+    c.cmd_str(&["ZADD", "myzset", "1", "a"]);
+    assert_eq!(
+        c.cmd_str(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1000000 0 0"
+        ]),
+        b"+OK\r\n"
+    );
+    for argv in HUGE_RANDOM_PICKS {
+        let mut victim = Conn::connect(port);
+        let v: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        victim.send(&v);
+        victim.expect_closed();
+    }
+    if counted {
+        assert_eq!(
+            info_u64(&mut c, "stats", "client_output_buffer_limit_disconnections"),
+            3
+        );
+    }
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn huge_random_pick_counts_close_a_client_with_a_hard_output_limit() {
+    let kv = start_kvstore(&[]);
+    huge_random_picks_close_their_clients(kv.port, true);
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    huge_random_picks_close_their_clients(redis.port, false);
+}
