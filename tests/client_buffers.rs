@@ -82,6 +82,10 @@ fn resize_reply_buffers(port: u16) {
         client_u64(&mut c, "test_client", "rbs") >= 16384
     });
     assert_eq!(client_u64(&mut c, "test_client", "rbs"), 16384);
+    // The peak is capped at the size it was seen at: one more big reply
+    // fills the grown buffer.
+    let reply = tc.cmd_str(&["GET", "bigval"]);
+    assert_eq!(bulk_payload(&reply), Some(big.as_bytes()));
     assert_eq!(client_u64(&mut c, "test_client", "rbp"), 16384);
     assert!(info_u64(&mut c, "stats", "reply_buffer_expands") > expands);
 

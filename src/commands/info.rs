@@ -244,9 +244,15 @@ fn info_section_replication(srv: &crate::state::Server, out: &mut String) {
             };
             // Redis shows 1 before the first synchronisation.
             let offset = if r.backlog.is_some() { r.offset } else { 1 };
+            // Received runs ahead of applied while commands wait (CLIENT
+            // PAUSE on this replica, a transaction not yet whole).
+            let read_offset = offset
+                + m.client_id
+                    .and_then(|id| srv.client_by_id(id))
+                    .map_or(0, |c| c.unapplied_master_bytes() as i64);
             let _ = write!(
                 out,
-                "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
+                "# Replication\r\nrole:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{read_offset}\r\nslave_repl_offset:{offset}\r\n",
                 if connected { "up" } else { "down" },
                 u8::from(matches!(m.state, LinkState::Transfer | LinkState::Loading)),
             );

@@ -505,7 +505,17 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     let errors_before = client.reply.errors;
     let reply_mark = client.reply.mark();
     if srv.tracking.clients > 0 {
+        // Keys dropped from a full tracking table are invalidated for this
+        // client too, before anything it runs now answers.
+        let outer = srv.current_client == 0;
+        if outer {
+            srv.current_client = client.id;
+        }
         srv.tracking_limit_used_slots();
+        if outer {
+            srv.current_client = 0;
+            flush_own_messages(srv, client);
+        }
     }
     let found = lookup_command(argv[0]);
     let is_client_command = found.is_some_and(|c| c.name == "client");
@@ -514,7 +524,20 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         Some((_, Err(e))) => reject(client, &e),
         Some((base, Ok(cmd))) => {
             client.last_cmd = cmd.name;
-            if let Some(err) = refusal(srv, client, cmd, argv) {
+            // Keys evicted to make room are invalidated for this client
+            // too: kept as its own while it is out of the client table, and
+            // sent before its reply (Redis sends them at once: the command
+            // has not started).
+            let outer = srv.current_client == 0;
+            if outer {
+                srv.current_client = client.id;
+            }
+            let refused = refusal(srv, client, cmd, argv);
+            if outer {
+                srv.current_client = 0;
+                flush_own_messages(srv, client);
+            }
+            if let Some(err) = refused {
                 stats_of(srv, cmd).rejected_calls += 1;
                 if cmd.name == "exec" {
                     // Redis's execCommandAbort: the transaction is gone.
@@ -626,6 +649,17 @@ fn finish_command(
     }
 }
 
+/// Messages for `client` produced before its command runs (invalidations
+/// of keys evicted or dropped from the tracking table): its own are sent
+/// now, ahead of its reply.
+fn flush_own_messages(srv: &mut Server, client: &mut ClientState) {
+    srv.tracking_flush_pending(client);
+    if !srv.self_pushes.is_empty() {
+        client.reply.raw(&srv.self_pushes);
+        srv.self_pushes.clear();
+    }
+}
+
 /// Execute a command that passed every check (Redis's call()): run the
 /// handler inside an execution unit of the propagation feed, propagate its
 /// effect, count it, log it if slow, show it to MONITORs.
@@ -673,8 +707,10 @@ pub fn call(
     if dirty > 0 && cmd.flags & WRITE != 0 && !srv.blocked_keys.is_empty() {
         signal_stream_waiters(srv, db, cmd, argv);
     }
-    // A tracking client may now cache the keys this read returned.
+    // A tracking client may now cache the keys this read returned (a
+    // read-only script's keys count once it reads: see scripting.rs).
     if cmd.flags & READONLY != 0
+        && !matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
         && client
             .tracking
             .as_ref()

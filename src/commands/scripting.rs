@@ -161,6 +161,7 @@ fn run_script(
         eval: true,
         name: sha,
         argv: &[],
+        keys,
         function_counts: (
             c.srv.functions.library_count(),
             c.srv.functions.function_count(),
@@ -178,6 +179,8 @@ struct Run<'a> {
     name: &'a str,
     /// The command that runs it.
     argv: &'a [&'a [u8]],
+    /// The keys it declared.
+    keys: &'a [&'a [u8]],
     /// Libraries and functions loaded (FUNCTION STATS, while a function
     /// runs with the libraries taken out of the server).
     function_counts: (usize, usize),
@@ -228,6 +231,7 @@ fn with_script_host(
         allow_oom: !flags.compat && flags.allow_oom,
         oom_at_start: false,
         write_dirty: false,
+        read_called: false,
         repl: REPL_AOF | REPL_REPLICA,
     };
     host.oom_at_start = over_maxmemory(host.srv);
@@ -242,7 +246,14 @@ fn with_script_host(
         function_counts: run.function_counts,
     });
     body(&mut host, options, &mut c.cl.reply);
+    let read_called = host.read_called;
     c.srv.script_run = None;
+    // A script that read anything lets a tracking caller cache every key
+    // it declared (Redis 7.0 remembers the script caller's keys, not those
+    // of the commands inside).
+    if read_called && c.cl.tracking.as_ref().is_some_and(|t| t.remembers_reads()) {
+        c.srv.tracking_remember_keys(c.cl, run.keys.iter().copied());
+    }
     client.reply.clear();
     client.reply.error_codes.clear();
     c.srv.script_client = Some(client);
@@ -256,6 +267,9 @@ struct ScriptHost<'a> {
     obey: bool,
     /// EVAL_RO, or a script declared `no-writes`.
     read_only: bool,
+    /// It ran a read-only command (a tracking caller then caches the
+    /// script's declared keys).
+    read_called: bool,
     allow_oom: bool,
     /// Over `maxmemory` when the script started.
     oom_at_start: bool,
@@ -323,6 +337,9 @@ impl Host for ScriptHost<'_> {
             count_script_error(self.srv, &e);
             stats_of(self.srv, cmd).rejected_calls += 1;
             return Err(e);
+        }
+        if cmd.flags & READONLY != 0 {
+            self.read_called = true;
         }
         if cmd.flags & WRITE != 0 {
             self.write_dirty = true;
@@ -538,6 +555,7 @@ fn fcall_generic(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
         eval: false,
         name: &name,
         argv,
+        keys,
         function_counts,
     };
     with_script_host(c, flags, mode, run, |host, options, out| {

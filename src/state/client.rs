@@ -428,6 +428,22 @@ impl ClientState {
         (self.pending_output() + kept) as u64
     }
 
+    /// On our master's client: bytes of its stream received but not yet
+    /// applied (what is in the query buffer, a transaction still queued, a
+    /// command held back by CLIENT PAUSE), as Redis's read_reploff runs
+    /// ahead of reploff.
+    pub fn unapplied_master_bytes(&self) -> usize {
+        let held = self.blocked.as_ref().map_or(0, |b| {
+            let header = |n: usize| n.to_string().len() + 3;
+            header(b.argv.len())
+                + b.argv
+                    .iter()
+                    .map(|a| header(a.len()) + a.len() + 2)
+                    .sum::<usize>()
+        });
+        self.qbuf_len + self.master_multi_bytes.len() + held
+    }
+
     /// Memory the pending output takes: the reply buffer as allocated,
     /// shared values by their length, and a syncing replica's kept stream
     /// (what a replica's output adds to `used_memory`).
