@@ -59,6 +59,12 @@ pub fn freed_objects() -> u64 {
     FREED.load(Ordering::Relaxed)
 }
 
+/// CONFIG RESETSTAT: the freed-object count starts again (Redis's
+/// lazyfreeResetStats).
+pub fn reset_freed_objects() {
+    FREED.store(0, Ordering::Relaxed);
+}
+
 /// Bytes freed by the lazyfree thread, net of what it allocated itself.
 pub fn freed_bytes() -> u64 {
     FREED_BYTES.load(Ordering::Relaxed)

@@ -140,6 +140,19 @@ impl QueryBuffer {
         self.buf.capacity() + self.big.as_ref().map_or(0, |b| b.capacity())
     }
 
+    /// Give the buffer back when it holds nothing (an idle client: Redis's
+    /// clientsCronResizeQueryBuffer frees it after 2 idle seconds). Returns
+    /// whether anything was freed.
+    pub fn release_if_empty(&mut self) -> bool {
+        if self.buf.is_empty() && self.big.is_none() && self.buf.capacity() > 4 * 1024 {
+            self.buf = Vec::new();
+            self.pos = 0;
+            self.cmd_start = 0;
+            return true;
+        }
+        false
+    }
+
     /// Bytes received but not yet parsed.
     pub fn unparsed(&self) -> usize {
         self.buf.len() - self.pos
@@ -435,6 +448,14 @@ impl QueryBuffer {
     pub fn consume(&mut self) {
         self.spans.clear();
         self.owned.clear();
+        // A command of a hundred thousand arguments leaves no megabytes of
+        // bookkeeping behind it (Redis frees its argv after each command).
+        if self.spans.capacity() > ARGV_PREALLOC_MAX {
+            self.spans = Vec::new();
+        }
+        if self.owned.capacity() > ARGV_PREALLOC_MAX {
+            self.owned = Vec::new();
+        }
         self.ready = false;
         self.cmd_start = self.pos;
     }

@@ -9,6 +9,8 @@ use tracing::debug;
 use super::EventLoop;
 use crate::commands;
 
+/// Idle time after which an empty query buffer is freed.
+const QUERY_BUFFER_IDLE: Duration = Duration::from_secs(2);
 /// Time the cron spends on incremental rehashing per database.
 const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
 
@@ -54,6 +56,19 @@ impl EventLoop {
             }
         }
         srv.update_growth_ceiling();
+        // Query buffers of clients idle for more than 2 s go back to the
+        // allocator (Redis's clientsCronResizeQueryBuffer).
+        for (slot, link) in self.links.iter_mut().enumerate() {
+            let (Some(link), Some(Some(st))) = (link.as_mut(), srv.clients.get_mut(slot)) else {
+                continue;
+            };
+            if now.duration_since(st.last_interaction) > QUERY_BUFFER_IDLE
+                && link.query.release_if_empty()
+            {
+                st.qbuf_len = 0;
+                st.qbuf_free = 0;
+            }
+        }
         srv.check_output_limits_cron(now);
         srv.resize_reply_buffers_cron();
         if srv.config.timeout > 0 {

@@ -50,6 +50,8 @@ const MAX_READS_PER_TURN: usize = 16;
 /// hundreds of turns, each a few milliseconds of copying and page faults,
 /// instead of stalling everybody else while it is read.
 const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
+/// Argument slices the reused argv keeps room for between commands.
+const ARGV_SCRATCH_KEEP: usize = 1024;
 /// Pieces handed to one writev (replies holding shared values).
 const IOVECS_PER_WRITE: usize = 64;
 /// A client holding this much output its socket has not taken runs no more
@@ -657,7 +659,10 @@ impl EventLoop {
             if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
                 commands::blocking::serve_blocked(&mut self.srv);
             }
-            self.argv_scratch = argv;
+            // Kept for the next command, unless a huge one grew it.
+            if argv.capacity() <= ARGV_SCRATCH_KEEP {
+                self.argv_scratch = argv;
+            }
             client.link.query.consume();
             if !self.check_output_limits(&mut client.st) {
                 break;
