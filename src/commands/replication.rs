@@ -103,7 +103,9 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
                 l.ack_time = std::time::Instant::now();
             }
             c.srv.replica_acked(c.cl);
-            super::blocking::serve_waiting(c.srv);
+            // Served by the loop once this replica is back among the
+            // clients: counted from here, it would miss its own ACK.
+            c.srv.repl.acks_arrived = true;
             return;
         } else if eq_ic(option, "getack") {
             // Asked of a replica by its master: the ACK goes out after this

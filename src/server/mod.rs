@@ -302,6 +302,9 @@ impl EventLoop {
             self.replication_turn();
             commands::blocking::resume_postponed(&mut self.srv);
             commands::blocking::expire_blocked(&mut self.srv, Instant::now());
+            if std::mem::take(&mut self.srv.repl.acks_arrived) {
+                commands::blocking::serve_waiting(&mut self.srv);
+            }
             self.resume_unblocked();
             self.before_sleep();
             let mut wake = next_cron;

@@ -203,6 +203,9 @@ pub struct Replication {
     pub waiting: Vec<u64>,
     /// Ask the replicas for an ACK before the loop sleeps.
     pub want_acks: bool,
+    /// An ACK came in: WAITs are looked at once the replica that sent it
+    /// is back in the client table (it counts only from there).
+    pub acks_arrived: bool,
     /// The running snapshot streams to replicas through this pipe.
     pub rdb_pipe: Option<std::fs::File>,
     /// Counts the pipes made, so the loop registers a new one even when it
@@ -230,6 +233,7 @@ impl Default for Replication {
             writers: Vec::new(),
             waiting: Vec::new(),
             want_acks: false,
+            acks_arrived: false,
             rdb_pipe: None,
             rdb_pipe_generation: 0,
             rdma: None,
