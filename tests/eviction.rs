@@ -501,3 +501,47 @@ fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":8194\r\n");
     assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
 }
+
+/// A key evicted to make room for a client's own EXEC is one it may be
+/// watching: the transaction then fails (a null reply), as in Redis, where
+/// eviction runs before the command and touches every watcher.
+fn exec_fails_when_eviction_takes_a_watched_key(port: u16) {
+    let mut a = Conn::connect(port);
+    let mut b = Conn::connect(port);
+    // Per-command latency histograms are allocated on first use: off, so
+    // only the keys move memory.
+    assert_eq!(
+        a.cmd_str(&["CONFIG", "SET", "latency-tracking", "no"]),
+        b"+OK\r\n"
+    );
+    let used = info_u64(&mut a, "memory", "used_memory");
+    let limit = (used + 100 * 1024).to_string();
+    assert_eq!(
+        a.cmd_str(&["CONFIG", "SET", "maxmemory", &limit]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        a.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(a.cmd_str(&["SET", "w", "x", "EX", "1000"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["WATCH", "w"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(a.cmd_str(&["GET", "other"]), b"+QUEUED\r\n");
+    // 200 KB more: over the limit, with `w` the only key that may go.
+    assert_eq!(b.cmd_str(&["SETBIT", "big", "1600000", "0"]), b":0\r\n");
+    // Only reads are queued, so EXEC runs despite the memory; `w` was
+    // evicted on its way in.
+    assert_eq!(a.cmd_str(&["EXEC"]), b"*-1\r\n");
+    assert_eq!(a.cmd_str(&["EXISTS", "w"]), b":0\r\n");
+    assert_eq!(info_u64(&mut a, "stats", "evicted_keys"), 1);
+}
+
+#[test]
+fn exec_fails_when_eviction_takes_a_watched_key_as_in_redis() {
+    let kv = start_kvstore(&[]);
+    exec_fails_when_eviction_takes_a_watched_key(kv.port);
+    if let Some(redis) = common::start_redis(&[]) {
+        exec_fails_when_eviction_takes_a_watched_key(redis.port);
+    }
+}

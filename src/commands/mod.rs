@@ -504,39 +504,33 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     }
     let errors_before = client.reply.errors;
     let reply_mark = client.reply.mark();
-    if srv.tracking.clients > 0 {
-        // Keys dropped from a full tracking table are invalidated for this
-        // client too, before anything it runs now answers.
-        let outer = srv.current_client == 0;
-        if outer {
-            srv.current_client = client.id;
-        }
-        srv.tracking_limit_used_slots();
-        if outer {
-            srv.current_client = 0;
-            flush_own_messages(srv, client);
-        }
-    }
     let found = lookup_command(argv[0]);
     let is_client_command = found.is_some_and(|c| c.name == "client");
-    match found.map(|base| (base, base.resolve(argv))) {
+    let resolved = found.map(|base| (base, base.resolve(argv)));
+    // Before the command: keys dropped from a full tracking table and keys
+    // evicted to make room change things this client may watch or cache.
+    // It is the running client meanwhile (out of the client table), and
+    // hears of them before its reply, as in Redis, where the command has
+    // not started yet.
+    let outer = enter_client(srv, client);
+    if srv.tracking.clients > 0 {
+        srv.tracking_limit_used_slots();
+    }
+    let refused = match &resolved {
+        Some((_, Ok(cmd))) => {
+            client.last_cmd = cmd.name;
+            refusal(srv, client, cmd, argv)
+        }
+        _ => None,
+    };
+    if outer {
+        leave_client(srv, client);
+        flush_own_messages(srv, client);
+    }
+    match resolved {
         None => reject(client, &unknown_command_error(argv)),
         Some((_, Err(e))) => reject(client, &e),
         Some((base, Ok(cmd))) => {
-            client.last_cmd = cmd.name;
-            // Keys evicted to make room are invalidated for this client
-            // too: kept as its own while it is out of the client table, and
-            // sent before its reply (Redis sends them at once: the command
-            // has not started).
-            let outer = srv.current_client == 0;
-            if outer {
-                srv.current_client = client.id;
-            }
-            let refused = refusal(srv, client, cmd, argv);
-            if outer {
-                srv.current_client = 0;
-                flush_own_messages(srv, client);
-            }
             if let Some(err) = refused {
                 stats_of(srv, cmd).rejected_calls += 1;
                 if cmd.name == "exec" {
@@ -649,6 +643,26 @@ fn finish_command(
     }
 }
 
+/// Make `client` the running one, unless a command is running already (a
+/// script's); true when it did, and `leave_client` must follow.
+fn enter_client(srv: &mut Server, client: &ClientState) -> bool {
+    let outer = srv.current_client == 0;
+    if outer {
+        srv.current_client = client.id;
+        srv.current_resp3 = client.reply.is_resp3();
+    }
+    outer
+}
+
+/// `client` is no longer running: changes to keys it watches, noted while
+/// it was out of the client table, now reach it.
+fn leave_client(srv: &mut Server, client: &mut ClientState) {
+    srv.current_client = 0;
+    for (db, key) in std::mem::take(&mut srv.deferred_touches) {
+        srv.touch_watched_key(Some(client), db, &key);
+    }
+}
+
 /// Messages for `client` produced before its command runs (invalidations
 /// of keys evicted or dropped from the tracking table): its own are sent
 /// now, ahead of its reply.
@@ -673,11 +687,7 @@ pub fn call(
     let errors_before = client.reply.errors;
     let reply_before = client.reply.len();
     let started = crate::util::cycles::now();
-    let outer = srv.current_client == 0;
-    if outer {
-        srv.current_client = client.id;
-        srv.current_resp3 = client.reply.is_resp3();
-    }
+    let outer = enter_client(srv, client);
     let mut ctx = Ctx {
         srv,
         cl: client,
@@ -710,11 +720,11 @@ pub fn call(
     // A tracking client may now cache the keys this read returned (a
     // read-only script's keys count once it reads: see scripting.rs).
     if cmd.flags & READONLY != 0
-        && !matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
         && client
             .tracking
             .as_ref()
             .is_some_and(|t| t.remembers_reads())
+        && !matches!(cmd.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
     {
         let keys = meta::get_keys(cmd.meta, argv);
         srv.tracking_remember_keys(client, keys.iter().map(|&(pos, _)| argv[pos]));
@@ -777,10 +787,7 @@ pub fn call(
         monitor::feed_monitors(srv, client, db, argv);
     }
     if outer {
-        srv.current_client = 0;
-        for (db, key) in std::mem::take(&mut srv.deferred_touches) {
-            srv.touch_watched_key(Some(client), db, &key);
-        }
+        leave_client(srv, client);
     }
 }
 
