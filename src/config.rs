@@ -2650,23 +2650,17 @@ impl Config {
             // `save` may appear several times and accumulates: the first
             // replaces the defaults, `save ""` empties the list.
             let value = if opt.name == "save" {
-                let points = if values.len() == 1 && values[0].is_empty() {
-                    ""
-                } else {
-                    &values.join(" ")
-                };
-                let kept = if *save_seen && !points.is_empty() {
-                    self.save.clone()
+                let points = values.join(" ");
+                let mut all = if *save_seen && !points.is_empty() {
+                    std::mem::take(&mut self.save)
                 } else {
                     String::new()
                 };
                 *save_seen = true;
-                [kept.as_str(), points]
-                    .iter()
-                    .filter(|p| !p.is_empty())
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                if !all.is_empty() && !points.is_empty() {
+                    all.push(' ');
+                }
+                all + &points
             } else {
                 values.join(" ")
             };

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bulk_payload, start_kvstore, start_kvstore_in, start_redis, Conn};
+use common::{bulk_payload, start_kvstore, start_redis, Conn};
 
 /// HLLs of every shape: empty, sparse, sparse near the promotion limit,
 /// dense, and a merge of sparse and dense.
@@ -113,13 +113,7 @@ fn hlls_in_a_redis_rdb_file_load_here() {
     let mut r = Conn::connect(redis.port);
     build(&mut r);
     assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        redis.dir.path().join("dump.rdb"),
-        dir.path().join("dump.rdb"),
-    )
-    .unwrap();
-    let kv = start_kvstore_in(dir, &[]);
+    let kv = common::start_kvstore_on_dump(&redis.dir.path().join("dump.rdb"), &[]);
     let mut k = Conn::connect(kv.port);
     for key in KEYS {
         assert_eq!(describe(&mut k, key), describe(&mut r, key), "{key}");

@@ -230,13 +230,7 @@ fn dumps_move_both_ways_with_redis() {
     fill(&mut r);
     let expected = snapshot_of(&mut r);
     assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
-    let kv_dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        redis.dir.path().join("dump.rdb"),
-        kv_dir.path().join("dump.rdb"),
-    )
-    .unwrap();
-    let kv = start_kvstore_in(kv_dir, &[]);
+    let kv = common::start_kvstore_on_dump(&redis.dir.path().join("dump.rdb"), &[]);
     let mut k = Conn::connect(kv.port);
     assert_same_data(
         &snapshot_of(&mut k),
@@ -318,13 +312,7 @@ fn redis_dumps_with_compressed_list_nodes_load_and_ours_load_in_redis() {
     let expected = contents(&mut r);
     assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
 
-    let kv_dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        redis.dir.path().join("dump.rdb"),
-        kv_dir.path().join("dump.rdb"),
-    )
-    .unwrap();
-    let kv = start_kvstore_in(kv_dir, &opts);
+    let kv = common::start_kvstore_on_dump(&redis.dir.path().join("dump.rdb"), &opts);
     let mut k = Conn::connect(kv.port);
     assert_eq!(contents(&mut k), expected, "kvstore loading Redis's dump");
 

@@ -126,10 +126,7 @@ fn stream_dumps_move_both_ways_with_redis() {
 
     // Redis's dump loads here.
     assert_eq!(r.cmd_str(&["SAVE"]), b"+OK\r\n");
-    let theirs = redis.dir.path().join("dump.rdb");
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(&theirs, dir.path().join("dump.rdb")).unwrap();
-    let loaded = start_kvstore_in(dir, &[]);
+    let loaded = common::start_kvstore_on_dump(&redis.dir.path().join("dump.rdb"), &[]);
     let mut l = Conn::connect(loaded.port);
     assert_same(
         &run_all(&mut l, SIGNATURE),

@@ -129,6 +129,9 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error(&msg);
         }
     }
+    if c.srv.config.maxmemory != backup.maxmemory {
+        c.srv.update_growth_ceiling();
+    }
     // A new port or bind list is listened on before the reply (Redis's
     // changeListenPort and changeBindAddr): what cannot be bound leaves
     // everything as it was. Addresses listened on already are kept.

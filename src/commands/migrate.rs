@@ -127,11 +127,17 @@ pub fn migrate(c: &mut Ctx, argv: &[&[u8]]) {
             push_command(&mut cmd, &restore);
             sent.push(key);
         }
-        let socket = c
+        // The connection just kept (the payloads were built meanwhile).
+        let Some(socket) = c
             .srv
             .migrate_sockets
             .get(&host, &port, timeout, now_secs, rand)
-            .expect("the connection was just kept");
+        else {
+            return c
+                .cl
+                .reply
+                .error("IOERR error or timeout connecting to the client");
+        };
         // The exchange: every command written, then a reply line for each.
         let mut failure: Option<(bool, SocketError)> = None;
         let mut auth_reply = Vec::new();

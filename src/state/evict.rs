@@ -128,7 +128,8 @@ impl Server {
 
     /// Note for the keyspace tables' growth guard what memory may reach:
     /// `maxmemory` plus what does not count against it (0: no limit).
-    /// Refreshed before every command while a limit is set, and by the cron.
+    /// Refreshed by the cron (replica and AOF buffers move slowly against
+    /// a table's growth) and when CONFIG SET changes `maxmemory`.
     pub fn update_growth_ceiling(&self) {
         let max = self.config.maxmemory as usize;
         let ceiling = if max == 0 {
@@ -166,7 +167,6 @@ impl Server {
     /// propagated as DEL (UNLINK when lazy) so replicas and the AOF drop it
     /// too.
     pub fn perform_evictions(&mut self) -> Eviction {
-        self.update_growth_ceiling();
         if self.config.maxmemory == 0 || !self.may_evict() {
             return Eviction::Ok;
         }
@@ -224,6 +224,23 @@ impl Server {
         result
     }
 
+    /// A random key (of those with a TTL unless `all`), taking the
+    /// databases in turn (Redis's random policies keep a rotating index).
+    fn any_key(&mut self, all: bool) -> Option<(usize, Vec<u8>)> {
+        let n = self.dbs.len();
+        for _ in 0..n {
+            self.evictor.next_db = (self.evictor.next_db + 1) % n;
+            let db = self.evictor.next_db;
+            let d = &self.dbs[db];
+            let table = if all { &d.main } else { &d.expires };
+            let rng = &mut self.rng;
+            if let Some(e) = table.random_entry(&mut || rng.next_u64()) {
+                return Some((db, e.key().to_vec()));
+            }
+        }
+        None
+    }
+
     /// The next key to evict under `policy`, with its database.
     fn pick_victim(&mut self, policy: MaxmemoryPolicy) -> Option<(usize, Vec<u8>)> {
         let all = policy.all_keys();
@@ -231,18 +248,7 @@ impl Server {
             policy,
             MaxmemoryPolicy::AllkeysRandom | MaxmemoryPolicy::VolatileRandom
         ) {
-            let n = self.dbs.len();
-            for _ in 0..n {
-                self.evictor.next_db = (self.evictor.next_db + 1) % n;
-                let db = self.evictor.next_db;
-                let d = &self.dbs[db];
-                let table = if all { &d.main } else { &d.expires };
-                let rng = &mut self.rng;
-                if let Some(e) = table.random_entry(&mut || rng.next_u64()) {
-                    return Some((db, e.key().to_vec()));
-                }
-            }
-            return None;
+            return self.any_key(all);
         }
         loop {
             let mut total = 0;
@@ -261,15 +267,7 @@ impl Server {
             // Sampling walks a bounded number of buckets, so a very sparse
             // table can yield nothing: then any key will do, never a spin.
             if self.evictor.pool.is_empty() {
-                for db in 0..self.dbs.len() {
-                    let d = &self.dbs[db];
-                    let table = if all { &d.main } else { &d.expires };
-                    let rng = &mut self.rng;
-                    if let Some(e) = table.random_entry(&mut || rng.next_u64()) {
-                        return Some((db, e.key().to_vec()));
-                    }
-                }
-                return None;
+                return self.any_key(all);
             }
             // The best candidates first; one deleted since is a ghost.
             while let Some(best) = self.evictor.pool.pop() {

@@ -448,6 +448,7 @@ impl Server {
             latency: Default::default(),
         };
         srv.apply_lazyfree_config();
+        srv.update_growth_ceiling();
         srv.hz = srv.config.hz;
         srv
     }

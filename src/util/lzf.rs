@@ -179,30 +179,16 @@ fn compress_with(table: &mut HashTable, input: &[u8], out_len: usize) -> Option<
             if op >= out_len {
                 return None;
             }
-            lit += 1;
-            out[op] = input[ip];
-            op += 1;
+            push_literal(&mut out, &mut op, &mut lit, input[ip]);
             ip += 1;
-            if lit == MAX_LIT {
-                out[op - lit - 1] = (lit - 1) as u8;
-                lit = 0;
-                op += 1;
-            }
         }
     }
     if op + 3 > out_len {
         return None;
     }
     while ip < in_len {
-        lit += 1;
-        out[op] = input[ip];
-        op += 1;
+        push_literal(&mut out, &mut op, &mut lit, input[ip]);
         ip += 1;
-        if lit == MAX_LIT {
-            out[op - lit - 1] = (lit - 1) as u8;
-            lit = 0;
-            op += 1;
-        }
     }
     if lit > 0 {
         out[op - lit - 1] = (lit - 1) as u8;
@@ -267,6 +253,20 @@ pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
         Some(out)
     } else {
         None
+    }
+}
+
+/// Append one literal byte to the run being written; a full run gets its
+/// length byte (written in the slot left before it) and a new run starts.
+#[inline(always)]
+fn push_literal(out: &mut [u8], op: &mut usize, lit: &mut usize, byte: u8) {
+    *lit += 1;
+    out[*op] = byte;
+    *op += 1;
+    if *lit == MAX_LIT {
+        out[*op - *lit - 1] = (*lit - 1) as u8;
+        *lit = 0;
+        *op += 1;
     }
 }
 

@@ -65,6 +65,15 @@ pub fn start_kvstore_in(dir: tempfile::TempDir, args: &[&str]) -> ServerProcess 
     start_kvstore_env(dir, args, &[])
 }
 
+/// Start kvstore on a copy of the dump file `rdb` (another server's), in a
+/// data directory of its own.
+#[allow(dead_code)]
+pub fn start_kvstore_on_dump(rdb: &std::path::Path, args: &[&str]) -> ServerProcess {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(rdb, dir.path().join("dump.rdb")).unwrap();
+    start_kvstore_in(dir, args)
+}
+
 /// Start kvstore in `dir` with extra environment variables.
 pub fn start_kvstore_env(
     dir: tempfile::TempDir,
