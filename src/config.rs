@@ -15,6 +15,8 @@ use crate::protocol::split_args;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub bind: Vec<String>,
+    /// The address outgoing replication connections come from ("": any).
+    pub bind_source_addr: String,
     pub port: u16,
     pub unixsocket: String,
     pub unixsocketperm: u32,
@@ -137,6 +139,8 @@ pub struct Config {
     /// Microseconds a snapshot child sleeps per key (a test knob, as Redis's).
     pub rdb_key_save_delay: i64,
     pub key_load_delay: i64,
+    /// Bytes of a dump loaded between two turns of the event loop.
+    pub loading_process_events_interval_bytes: i64,
     /// Path of the config file the server was started with, if any.
     pub config_file: Option<PathBuf>,
     /// `repl-diskless-sync-max-replicas`: a diskless sync starts as soon as
@@ -260,6 +264,7 @@ impl Default for Config {
     fn default() -> Self {
         let mut c = Config {
             bind: vec![],
+            bind_source_addr: String::new(),
             port: 0,
             unixsocket: String::new(),
             unixsocketperm: 0,
@@ -349,6 +354,7 @@ impl Default for Config {
             repl_diskless_sync_delay: 0,
             rdb_key_save_delay: 0,
             key_load_delay: 0,
+            loading_process_events_interval_bytes: 2 * 1024 * 1024,
             config_file: None,
             repl_diskless_sync_max_replicas: 0,
             repl_disable_tcp_nodelay: false,
@@ -1172,12 +1178,20 @@ macro_rules! opt {
 pub static OPTIONS: &[OptionSpec] = &[
     multi_arg(opt!(
         "bind",
-        "127.0.0.1",
+        "* -::*",
         true,
-        "Addresses to listen on (space separated).",
+        "Addresses to listen on, space separated: `*` is any IPv4 address, `::*` any IPv6 one, a leading `-` marks an address the host may lack. The default listens everywhere, as Redis's does; protected mode refuses clients from outside the host while no password is set.",
         |c| c.bind.join(" "),
         |c, v| c.bind = v.split_whitespace().map(String::from).collect()
     )),
+    opt!(
+        "bind-source-addr",
+        "",
+        true,
+        "The local address a replica connects to its master from (empty: the kernel's choice).",
+        |c| c.bind_source_addr.clone(),
+        |c, v| c.bind_source_addr = v.to_string()
+    ),
     opt!(
         "port",
         "6379",
@@ -1414,6 +1428,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "Microseconds loading a dump or the AOF waits per key (for tests; a negative -N waits 1 µs once in N keys; 0: none).",
         |c| c.key_load_delay.to_string(),
         |c, v| c.key_load_delay = parse_int(v, i32::MIN as i64, i32::MAX as i64)?
+    ),
+    opt!(
+        "loading-process-events-interval-bytes",
+        "2097152",
+        true,
+        "Bytes of a dump loaded at startup or from a master between two turns of the event loop, which serves clients (-LOADING) meanwhile.",
+        |c| c.loading_process_events_interval_bytes.to_string(),
+        |c, v| c.loading_process_events_interval_bytes = parse_int(v, 1024, i32::MAX as i64)?
     ),
     multi_arg(opt!(
         "save",
@@ -2792,9 +2814,7 @@ impl Config {
                 let lines = words.chunks(2).map(|pair| line(&pair.join(" "))).collect();
                 (lines, true)
             }
-            // Left out only at Redis's own default, `* -::*`: kvstore's
-            // loopback default is written, so the file means the same to
-            // redis-server.
+            // Left out at the default, `* -::*` (Redis's too).
             "bind" if value == "* -::*" => (Vec::new(), false),
             "bind" if value.is_empty() => (vec![line("\"\"")], true),
             "bind" => (vec![line(&value)], true),

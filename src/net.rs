@@ -175,6 +175,60 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     Ok(listener)
 }
 
+/// Start a non-blocking connection to `addr`, from the address `source`
+/// when one is given (`bind-source-addr`). As Redis's best-effort binding
+/// connect, a source the socket cannot be bound to is logged and the
+/// connection made from whatever address the kernel picks.
+pub fn connect_from(addr: SocketAddr, source: &str) -> io::Result<mio::net::TcpStream> {
+    if source.is_empty() {
+        return mio::net::TcpStream::connect(addr);
+    }
+    let family = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: creating a socket; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is the socket just made; the stream owns (and closes) it.
+    let stream = unsafe { mio::net::TcpStream::from_raw_fd(fd) };
+    let from = (source, 0)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.find(|a| a.is_ipv6() == addr.is_ipv6()));
+    match from {
+        Some(from) => {
+            let (storage, len) = sockaddr(&from);
+            // SAFETY: binding our socket to a sockaddr of the right length.
+            if unsafe { libc::bind(fd, &storage as *const _ as *const libc::sockaddr, len) } < 0 {
+                tracing::warn!(
+                    "Could not bind to the source address {source}: {}",
+                    io::Error::last_os_error()
+                );
+            }
+        }
+        None => tracing::warn!("Could not resolve the source address {source}"),
+    }
+    let (storage, len) = sockaddr(&addr);
+    // SAFETY: connecting our socket to a sockaddr of the right length.
+    if unsafe { libc::connect(fd, &storage as *const _ as *const libc::sockaddr, len) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e);
+        }
+    }
+    Ok(stream)
+}
+
 /// `addr` as a C socket address and its length.
 fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: an all-zero sockaddr_storage is a valid value.

@@ -603,3 +603,114 @@ fn failed_bgsave_stops_writes_until_a_save_succeeds() {
     assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["SET", "k", "w"]), b"+OK\r\n");
 }
+
+#[test]
+fn flushall_saves_and_resets_the_change_counter_only_with_save_points() {
+    // With save points FLUSHALL writes the (empty) dump, which resets the
+    // counter as Redis 7.0's rdbSave does; without, the flush counts as
+    // changes. Both as redis-server 7.0 answers.
+    let saving = start_kvstore_in(tempfile::tempdir().unwrap(), &["--save", "3600 1"]);
+    let mut c = Conn::connect(saving.port);
+    c.cmd_str(&["SET", "key", "value"]);
+    assert_eq!(
+        c.info_field("persistence", "rdb_changes_since_last_save"),
+        "1"
+    );
+    assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(
+        c.info_field("persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    assert!(saving.dir.path().join("dump.rdb").exists());
+
+    let not_saving = start_kvstore_in(tempfile::tempdir().unwrap(), &["--save", ""]);
+    let mut c = Conn::connect(not_saving.port);
+    c.cmd_str(&["SET", "key", "value"]);
+    c.cmd_str(&["SET", "other", "value"]);
+    assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(
+        c.info_field("persistence", "rdb_changes_since_last_save"),
+        "4"
+    );
+    assert!(!not_saving.dir.path().join("dump.rdb").exists());
+}
+
+/// While a dump loads, CONFIG SET refuses with -LOADING the options that
+/// would change the load (dir, appendonly), as Redis's DENY_LOADING_CONFIG,
+/// and sets the others; `key-load-delay` and
+/// `loading-process-events-interval-bytes` keep the load slow and the loop
+/// turning, as in Redis's "config during loading".
+#[test]
+fn config_set_during_loading_refuses_what_would_change_the_load() {
+    let s = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--enable-debug-command", "yes"],
+    );
+    let mut c = Conn::connect(s.port);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "POPULATE", "20000", "key", "1000"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["SAVE"]), b"+OK\r\n");
+    let mut s = s;
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    drop(s);
+    // Started by hand: the harness waits for +PONG, which comes after the load.
+    let port = common::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .args(["--port", &port.to_string(), "--save", ""])
+        .args(["--enable-protected-configs", "yes"])
+        .args(["--key-load-delay", "50"])
+        .args(["--loading-process-events-interval-bytes", "1024"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed when dropped, even if an assertion fails.
+    let _server = common::ServerProcess {
+        child,
+        port,
+        dir,
+        name: "kvstore",
+    };
+    common::wait_for("the server to listen", 10, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let mut c = Conn::connect(port);
+    assert_eq!(c.info_field("persistence", "loading"), "1");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "dir", "/tmp"]),
+        b"-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "loglevel", "debug", "appendonly", "yes"]),
+        b"-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "nosuch", "1", "dir", "/tmp"]),
+        b"-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "loglevel", "debug"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "loglevel"]),
+        b"*2\r\n$8\r\nloglevel\r\n$5\r\ndebug\r\n"
+    );
+    assert_eq!(
+        c.info_field("persistence", "loading"),
+        "1",
+        "the load was over too soon"
+    );
+    common::wait_for("the dump to load", 30, || {
+        c.info_field("persistence", "loading") == "0"
+    });
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":20000\r\n");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),
+        b"+OK\r\n"
+    );
+}

@@ -912,3 +912,83 @@ fn an_empty_replica_loads_the_dump_as_it_arrives_and_drops_a_cut_one() {
     assert!(files_starting(kv.dir.path(), "temp-").is_empty());
     assert_eq!(files_starting(kv.dir.path(), "dump.rdb"), ["dump.rdb"]);
 }
+
+#[test]
+fn a_writable_replica_expires_the_keys_its_own_clients_gave_a_ttl() {
+    let master = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut m = Conn::connect(master.port);
+    // The master will not expire its own key: only its DEL may remove it.
+    assert_eq!(m.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    let replica = start_kvstore(&[
+        "--replicaof",
+        "127.0.0.1",
+        &master.port.to_string(),
+        "--replica-read-only",
+        "no",
+    ]);
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    m.cmd_str(&["SET", "from-master", "v", "PX", "50"]);
+    wait_in_sync(&mut m, &mut r);
+    // Every way a client gives a key a TTL, in two databases.
+    assert_eq!(r.cmd_str(&["SET", "a", "v", "PX", "50"]), b"+OK\r\n");
+    r.cmd_str(&["SET", "b", "v"]);
+    assert_eq!(r.cmd_str(&["PEXPIRE", "b", "50"]), b":1\r\n");
+    r.cmd_str(&["SET", "c", "v", "EX", "100"]);
+    assert_eq!(r.cmd_str(&["RENAME", "c", "d"]), b"+OK\r\n");
+    assert_eq!(r.cmd_str(&["PEXPIRE", "d", "50"]), b":1\r\n");
+    r.cmd_str(&["SET", "long", "v", "EX", "1000"]);
+    r.cmd_str(&["SELECT", "9"]);
+    r.cmd_str(&["SET", "a", "v", "PX", "50"]);
+    r.cmd_str(&["SELECT", "0"]);
+    // a counts once for both databases; c stays listed (as in Redis) until
+    // the cron finds it has no TTL any more.
+    assert_eq!(r.info_field("stats", "slave_expires_tracked_keys"), "5");
+    let before: u64 = r.info_field("stats", "expired_keys").parse().unwrap();
+    common::wait_for("the replica's own keys to expire", 10, || {
+        r.info_field("stats", "expired_keys")
+            .parse::<u64>()
+            .unwrap()
+            == before + 4
+    });
+    // Nothing was read: the cron removed them. The master's key stays until
+    // its DEL, and the key not yet due stays tracked.
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":2\r\n");
+    assert_eq!(r.cmd_str(&["EXISTS", "long"]), b":1\r\n");
+    r.cmd_str(&["SELECT", "9"]);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":0\r\n");
+    common::wait_for("only the key not yet due to stay listed", 10, || {
+        r.info_field("stats", "slave_expires_tracked_keys") == "1"
+    });
+    // FLUSHALL forgets them.
+    assert_eq!(r.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(r.info_field("stats", "slave_expires_tracked_keys"), "0");
+}
+
+#[test]
+fn a_replica_connects_to_its_master_from_bind_source_addr() {
+    let master = start_kvstore(&["--protected-mode", "no"]);
+    let mut m = Conn::connect(master.port);
+    let replica = start_kvstore(&["--bind-source-addr", "127.0.0.2"]);
+    let mut r = Conn::connect(replica.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    common::wait_for("the master to list its replica", 10, || {
+        m.info_field("replication", "connected_slaves") == "1"
+    });
+    let slave0 = m.info_field("replication", "slave0");
+    assert!(slave0.starts_with("ip=127.0.0.2,"), "{slave0}");
+    // Changed at run time, the next connection comes from the new address.
+    assert_eq!(
+        r.cmd_str(&["CONFIG", "SET", "bind-source-addr", "127.0.0.3"]),
+        b"+OK\r\n"
+    );
+    r.cmd_str(&["REPLICAOF", "NO", "ONE"]);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    common::wait_for("the replica to come back from 127.0.0.3", 20, || {
+        m.info_field("replication", "connected_slaves") == "1"
+            && m.info_field("replication", "slave0")
+                .starts_with("ip=127.0.0.3,")
+            && r.info_field("replication", "master_link_status") == "up"
+    });
+}

@@ -74,9 +74,33 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
+/// Options CONFIG SET refuses while a dataset loads.
+const DENY_WHILE_LOADING: &[&str] = &["appendonly", "repl-diskless-load", "dir"];
+
 fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     if !argv.len().is_multiple_of(2) {
         return c.cl.reply.error(ERR_SYNTAX);
+    }
+    // While a dataset loads, the options that would change what is being
+    // loaded or where are refused with -LOADING (Redis's
+    // DENY_LOADING_CONFIG), unless an earlier argument fails first.
+    if c.srv.loading.is_some() {
+        for pair in argv[2..].chunks(2) {
+            let Some(opt) = find_option(&String::from_utf8_lossy(pair[0])) else {
+                break;
+            };
+            if !opt.mutable
+                || opt.protected && !c.srv.config.enable_protected_configs.allows(c.cl.is_local)
+            {
+                break;
+            }
+            if DENY_WHILE_LOADING.contains(&opt.name) {
+                return c
+                    .cl
+                    .reply
+                    .error("LOADING Redis is loading the dataset in memory");
+            }
+        }
     }
     let backup = c.srv.config.clone();
     let mut seen: Vec<&str> = Vec::new();

@@ -88,7 +88,7 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
         // A deletion by the command, not an expiry: "del".
         c.modified(key, NotifyFlags::GENERIC, "del");
     } else {
-        c.srv.dbs[db].set_expire(key, when);
+        c.set_expire(db, key, when);
         c.modified(key, NotifyFlags::GENERIC, "expire");
         let mut out = vec![
             b"PEXPIREAT".to_vec(),
@@ -174,6 +174,43 @@ pub fn persist(c: &mut Ctx, argv: &[&[u8]]) {
         c.cl.reply.int(1);
     } else {
         c.cl.reply.int(0);
+    }
+}
+
+/// Expire the keys this writable replica's own clients gave a TTL (Redis's
+/// expireSlaveKeys): the master sends no DEL for them. Stops after finding
+/// more than three keys not yet due, or after 1 ms.
+pub fn expire_replica_keys(srv: &mut Server) {
+    if srv.replica_keys_with_expire.is_empty() || srv.clients_paused().is_some() {
+        return;
+    }
+    let start = Instant::now();
+    let now = srv.now_ms;
+    let (mut cycles, mut not_due) = (0usize, 0usize);
+    while !srv.replica_keys_with_expire.is_empty() {
+        let i = (srv.rng.next_u64() % srv.replica_keys_with_expire.len() as u64) as usize;
+        let (key, dbs) = srv.replica_keys_with_expire.at(i);
+        let key = key.to_vec();
+        let mut still = 0u64;
+        for db in 0..srv.dbs.len().min(64) {
+            if dbs & (1 << db) == 0 {
+                continue;
+            }
+            let Some(when) = srv.dbs[db].get_expire(&key) else {
+                continue;
+            };
+            if when <= now {
+                delete_expired(srv, db, &key);
+            } else {
+                not_due += 1;
+                still |= 1 << db;
+            }
+        }
+        srv.replica_keys_with_expire.update(i, still);
+        cycles += 1;
+        if not_due > 3 || (cycles.is_multiple_of(64) && start.elapsed().as_millis() > 1) {
+            break;
+        }
     }
 }
 

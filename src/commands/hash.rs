@@ -309,7 +309,10 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.null()
             };
         }
-        Typed::Found(h) => h.pairs(),
+        Typed::Found(h) => {
+            h.rehash_step();
+            h.pairs()
+        }
     };
     let rng = &mut c.srv.rng;
     // The single-field form returned above.

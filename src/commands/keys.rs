@@ -143,11 +143,10 @@ fn rename_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
     if dst_exists && nx {
         return c.cl.reply.int(0);
     }
-    let d = &mut c.srv.dbs[db];
-    let Some((entry, ttl)) = d.take(src) else {
+    let Some((entry, ttl)) = c.srv.dbs[db].take(src) else {
         return c.cl.reply.error(ERR_NO_SUCH_KEY);
     };
-    d.put(entry.rekey(dst), ttl);
+    c.put_key(db, entry.rekey(dst), ttl);
     c.dirty(1);
     // An overwritten destination is deleted first, so `dst` is always new.
     c.notify(NotifyFlags::NEW, "new", dst);
@@ -219,7 +218,7 @@ pub fn copy(c: &mut Ctx, argv: &[&[u8]]) {
         }
         c.srv.dbs[dst_db].delete(dst);
     }
-    c.srv.dbs[dst_db].put(copy, ttl);
+    c.put_key(dst_db, copy, ttl);
     c.dirty(1);
     c.srv
         .notify_keyspace_event(NotifyFlags::NEW, "new", dst, dst_db);
@@ -246,7 +245,7 @@ pub fn move_cmd(c: &mut Ctx, argv: &[&[u8]]) {
     let Some((entry, ttl)) = c.srv.dbs[src_db].take(key) else {
         return c.cl.reply.int(0);
     };
-    c.srv.dbs[dst_db].put(entry, ttl);
+    c.put_key(dst_db, entry, ttl);
     c.dirty(1);
     c.srv
         .notify_keyspace_event(NotifyFlags::NEW, "new", key, dst_db);
@@ -616,7 +615,7 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
     };
     c.srv.dbs[db].set(entry, false);
     if ttl != 0 {
-        c.srv.dbs[db].set_expire(key, ttl);
+        c.set_expire(db, key, ttl);
         if !absttl {
             // Propagated with the absolute time, as Redis does.
             let mut out: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();

@@ -152,6 +152,22 @@ impl<'a> Ctx<'a> {
         self.dirty += n;
     }
 
+    /// Give `key` in `db` a TTL for this client (Redis's setExpire with a
+    /// client: a writable replica remembers the key to expire it itself).
+    pub fn set_expire(&mut self, db: usize, key: &[u8], when_ms: i64) {
+        self.srv.dbs[db].set_expire(key, when_ms);
+        self.srv.remember_replica_key_with_expire(db, key);
+    }
+
+    /// Put `entry` in `db` with its TTL, if any, for this client.
+    pub fn put_key(&mut self, db: usize, entry: crate::db::Entry, ttl: Option<i64>) {
+        let key = ttl.map(|_| entry.key().to_vec());
+        self.srv.dbs[db].put(entry, ttl);
+        if let Some(key) = key {
+            self.srv.remember_replica_key_with_expire(db, &key);
+        }
+    }
+
     /// Propagate `argv` instead of the command as the client sent it.
     pub fn propagate_as(&mut self, argv: Vec<Vec<u8>>) {
         self.rewrite = Some(argv);

@@ -90,13 +90,18 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
         d.clear_with(mode);
     }
     c.srv.tracking_invalidate_all();
+    c.srv.replica_keys_with_expire.clear();
     // Like Redis: a running background save is stale now, and with save
-    // points configured the (empty) dataset is saved right away.
+    // points configured the (empty) dataset is saved right away. The save
+    // resets the change counter, as rdbSave does in Redis 7.0: the flush is
+    // in the file, so `rdb_changes_since_last_save` reads 0.
     crate::state::snapshot::kill_child(c.srv);
-    if !crate::state::snapshot::save_points(c.srv).is_empty() {
-        let _ = crate::state::snapshot::save(c.srv);
+    if crate::state::snapshot::save_points(c.srv).is_empty()
+        || crate::state::snapshot::save(c.srv).is_err()
+    {
+        c.dirty(n);
     }
-    c.dirty(n + 1);
+    c.force_propagation();
     c.cl.reply.ok();
 }
 
@@ -211,6 +216,10 @@ const DEBUG_HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
     "    Dangerous: should be used only for testing the replication subsystem.",
+    "HTSTATS <dbid>",
+    "    Return hash table statistics of the specified Redis database.",
+    "HTSTATS-KEY <key>",
+    "    Like HTSTATS but for the hash table stored at <key>'s value.",
     "PAUSE-CRON <0|1>",
     "    Stop periodic cron job processing.",
     "POPULATE <count> [<prefix>] [<size>]",
@@ -423,7 +432,7 @@ fn debug_replybuffer(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 /// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
-/// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HELP`
+/// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HTSTATS|HTSTATS-KEY|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
     // subcommands and answers anything else with addReplySubcommandSyntaxError.
@@ -448,6 +457,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("quicklist-packed-threshold", 3),
         ("replybuffer", 4),
         ("config-rewrite-force-all", 2),
+        ("htstats", 3),
+        ("htstats-key", 3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -543,6 +554,44 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "replybuffer" => debug_replybuffer(c, argv),
+        "htstats" => {
+            let db = match parse_i64(argv[2]) {
+                None => {
+                    return c
+                        .cl
+                        .reply
+                        .error("ERR value is not an integer or out of range")
+                }
+                Some(id) if id < 0 || id as usize >= c.srv.dbs.len() => {
+                    return c.cl.reply.error("ERR Out of range database")
+                }
+                Some(id) => &c.srv.dbs[id as usize],
+            };
+            let text = format!(
+                "[Dictionary HT]\n{}[Expires HT]\n{}",
+                db.main.stats(),
+                db.expires.stats()
+            );
+            c.cl.reply.verbatim(text.as_bytes());
+        }
+        "htstats-key" => {
+            let Some(e) = c.srv.dbs[c.cl.db].main.get(argv[2]) else {
+                return c.cl.reply.error(ERR_NO_SUCH_KEY);
+            };
+            let table = match e.value() {
+                ValueRef::Boxed(v) => v.hash_table(),
+                _ => None,
+            };
+            match table {
+                Some(t) => {
+                    let text = t.stats();
+                    c.cl.reply.verbatim(text.as_bytes());
+                }
+                None => c.cl.reply.error(
+                    "ERR The value stored at the specified key is not represented using an hash table",
+                ),
+            }
+        }
         "config-rewrite-force-all" => match c.srv.config.rewrite_with(true) {
             Ok(()) => c.cl.reply.ok(),
             Err(e) => {

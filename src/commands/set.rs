@@ -210,7 +210,10 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.null()
             };
         }
-        Typed::Found(s) => s.members(),
+        Typed::Found(s) => {
+            s.rehash_step();
+            s.members()
+        }
     };
     let rng = &mut c.srv.rng;
     // The single-member form returned above.

@@ -247,7 +247,7 @@ fn set_generic(
     c.dirty(1);
     string_written(c, key, found, "set");
     if let Some(ms) = when {
-        c.srv.dbs[db].set_expire(key, ms);
+        c.set_expire(db, key, ms);
         c.notify(NotifyFlags::GENERIC, "expire", key);
         // Only copy the value into a rewrite when something consumes it.
         if c.srv.propagating() {
@@ -429,7 +429,7 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
             c.delete_already_expired(key);
             c.modified(key, NotifyFlags::GENERIC, "del");
         } else {
-            c.srv.dbs[db].set_expire(key, ms);
+            c.set_expire(db, key, ms);
             c.propagate_as(vec![b"PEXPIREAT".to_vec(), key.to_vec(), i64_bytes(ms)]);
             c.modified(key, NotifyFlags::GENERIC, "expire");
         }

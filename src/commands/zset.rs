@@ -1110,11 +1110,13 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
                 c.cl.reply.null()
             };
         }
-        Ok(Some(z)) => z
-            .items()
-            .into_iter()
-            .map(|(m, s)| (m.to_vec(), s))
-            .collect(),
+        Ok(Some(z)) => {
+            z.rehash_step();
+            z.items()
+                .into_iter()
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
+        }
     };
     let rng = &mut c.srv.rng;
     // The single-member form returned above.

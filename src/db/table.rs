@@ -30,6 +30,10 @@ const MAX_LOAD: usize = 2;
 const MIN_FILL_RATIO: usize = 10;
 /// Empty buckets visited per rehash step before giving up for now.
 const EMPTY_VISITS_PER_STEP: usize = 10;
+/// Chain-length classes in [`Table::stats`] (Redis's DICT_STATS_VECTLEN).
+const STATS_CHAIN_LENGTHS: usize = 50;
+/// Redis builds the stats text in a buffer of this size.
+const STATS_BUF: usize = 4096;
 
 /// A link slot: a bucket, or the `next` field inside an entry.
 ///
@@ -564,6 +568,69 @@ impl Table {
                 break;
             }
         }
+    }
+
+    /// Chain statistics in Redis's `dictGetStats` text (DEBUG HTSTATS): the
+    /// main array, then the rehashing target while a rehash runs, cut at
+    /// Redis's 4 KB buffer.
+    pub fn stats(&self) -> String {
+        let mut out = self.array_stats(0);
+        if self.rehash_idx.is_some() {
+            out.push_str(&self.array_stats(1));
+        }
+        out.truncate(STATS_BUF - 1);
+        out
+    }
+
+    fn array_stats(&self, t: usize) -> String {
+        use std::fmt::Write;
+        let tab = &self.tabs[t];
+        let name = if t == 0 {
+            "main hash table"
+        } else {
+            "rehashing target"
+        };
+        let mut lengths = [0usize; STATS_CHAIN_LENGTHS];
+        let (mut used, mut slots, mut longest) = (0usize, 0usize, 0usize);
+        for idx in 0..tab.len() {
+            let mut chain = 0;
+            let mut link = &tab[idx] as *const Link;
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
+            unsafe {
+                while !(*link).is_null() {
+                    chain += 1;
+                    link = *link as *const Link;
+                }
+            }
+            lengths[chain.min(STATS_CHAIN_LENGTHS - 1)] += 1;
+            if chain > 0 {
+                slots += 1;
+                used += chain;
+                longest = longest.max(chain);
+            }
+        }
+        if used == 0 {
+            return format!(
+                "Hash table {t} stats ({name}):\nNo stats available for empty dictionaries\n"
+            );
+        }
+        // Redis computes the averages in single precision.
+        let mut out = format!(
+            "Hash table {t} stats ({name}):\n table size: {}\n number of elements: {used}\n \
+             different slots: {slots}\n max chain length: {longest}\n avg chain length \
+             (counted): {:.2}\n avg chain length (computed): {:.2}\n Chain length distribution:\n",
+            tab.len(),
+            used as f32 / slots as f32,
+            used as f32 / slots as f32,
+        );
+        // As Redis, the last class (chains of 49 or more) is counted but not printed.
+        for (len, &n) in lengths[..STATS_CHAIN_LENGTHS - 1].iter().enumerate() {
+            if n > 0 {
+                let share = n as f32 / tab.len() as f32 * 100.0;
+                let _ = writeln!(out, "   {len}: {n} ({share:.2}%)");
+            }
+        }
+        out
     }
 
     /// Visit the entries of the buckets addressed by cursor `v` and return the

@@ -108,6 +108,16 @@ impl std::ops::Deref for Str {
 }
 
 impl Value {
+    /// The hash table a set, hash or sorted set is kept in, when it has one
+    /// (Redis's OBJ_ENCODING_HT and the skiplist's dict).
+    pub fn hash_table(&self) -> Option<&Table> {
+        match self {
+            Value::Set(Set::Table(t)) | Value::Hash(Hash::Table(t)) => Some(t),
+            Value::ZSet(ZSet::Tree(t)) => Some(t.members_table()),
+            _ => None,
+        }
+    }
+
     /// The name TYPE reports.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -353,8 +363,17 @@ impl Hash {
         }
     }
 
-    /// A uniformly random field, without materialising the hash.
-    pub fn random_field(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+    /// A rehash in progress moves on a step (see [`Set::rehash_step`]).
+    pub fn rehash_step(&mut self) {
+        if let Hash::Table(t) = self {
+            t.rehash_step();
+        }
+    }
+
+    /// A uniformly random field, without materialising the hash (a rehash
+    /// step first).
+    pub fn random_field(&mut self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        self.rehash_step();
         match self {
             Hash::Packed(p) if !p.is_empty() => {
                 let i = (rand() as usize) % (p.len() / 2);
@@ -486,8 +505,17 @@ impl Set {
         }
     }
 
-    /// A uniformly random member.
-    pub fn random(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+    /// A rehash in progress moves on a step: random reads do it too, as
+    /// Redis's dictGetRandomKey does, so a set only read still finishes.
+    pub fn rehash_step(&mut self) {
+        if let Set::Table(t) = self {
+            t.rehash_step();
+        }
+    }
+
+    /// A uniformly random member (a rehash step first).
+    pub fn random(&mut self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        self.rehash_step();
         match self {
             Set::Ints(v) if !v.is_empty() => {
                 Some(v[(rand() as usize) % v.len()].to_string().into_bytes())

@@ -121,6 +121,11 @@ fn entry_score(e: &Entry) -> f64 {
 }
 
 impl Tree {
+    /// The member → score table (DEBUG HTSTATS-KEY).
+    pub fn members_table(&self) -> &Table {
+        &self.members
+    }
+
     fn score(&self, member: &[u8]) -> Option<f64> {
         self.members.get(member).map(entry_score)
     }
@@ -272,8 +277,18 @@ impl ZSet {
         }
     }
 
-    /// A uniformly random member, without materialising the set.
-    pub fn random_member(&self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+    /// A rehash of the member table in progress moves on a step (see
+    /// `Set::rehash_step`).
+    pub fn rehash_step(&mut self) {
+        if let ZSet::Tree(t) = self {
+            t.members.rehash_step();
+        }
+    }
+
+    /// A uniformly random member, without materialising the set (a rehash
+    /// step first).
+    pub fn random_member(&mut self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
+        self.rehash_step();
         match self {
             ZSet::Packed(p) if !p.is_empty() => {
                 let i = (rand() as usize) % (p.len() / 2);

@@ -43,7 +43,13 @@ impl EventLoop {
         }
         if srv.loading.is_none() {
             if srv.active_expire_enabled {
-                commands::expire::active_expire_cycle(srv);
+                // A replica's keys expire by its master's DELs, except those
+                // its own clients wrote.
+                if srv.master.target.is_none() {
+                    commands::expire::active_expire_cycle(srv);
+                } else {
+                    commands::expire::expire_replica_keys(srv);
+                }
             }
             crate::state::snapshot::cron(srv);
             srv.aof_cron();

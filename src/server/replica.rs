@@ -126,7 +126,7 @@ impl EventLoop {
                 return;
             }
         };
-        let mut stream = match mio::net::TcpStream::connect(addr) {
+        let mut stream = match crate::net::connect_from(addr, &self.srv.config.bind_source_addr) {
             Ok(s) => s,
             Err(e) => {
                 warn!("Unable to connect to MASTER: {e}");

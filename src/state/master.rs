@@ -452,6 +452,7 @@ fn prepare_synced_load(srv: &mut Server) {
             db.clear_with(mode);
         }
         srv.tracking_invalidate_all();
+        srv.replica_keys_with_expire.clear();
         info!("MASTER <-> REPLICA sync: Loading DB in memory");
     }
 }
@@ -527,6 +528,7 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
             srv.touch_all_watched_keys_in_db(None, db, None);
         }
         srv.tracking_invalidate_all();
+        srv.replica_keys_with_expire.clear();
         let mut old = std::mem::replace(&mut srv.dbs, new);
         for db in &mut old {
             db.clear_with(crate::db::FreeMode::Lazy);

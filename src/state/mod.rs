@@ -13,6 +13,7 @@ pub mod master;
 pub mod migrate;
 pub mod pubsub;
 pub mod rdma_sync;
+pub mod replica_keys;
 pub mod replication;
 pub mod snapshot;
 pub mod tracking;
@@ -297,6 +298,10 @@ pub struct Server {
     pub watched_keys: watch::WatchedKeys,
     /// Id of the client whose command is running (0 outside commands).
     pub current_client: u64,
+    /// Keys its own clients gave a TTL on a writable replica, with a bit per
+    /// database they may be in: the master knows nothing of them, so the
+    /// replica expires them itself (Redis's slaveKeysWithExpire).
+    pub replica_keys_with_expire: replica_keys::ReplicaKeysWithExpire,
     /// Keys changed outside the handler's reach (a lazy expiry inside a
     /// lookup) that the running client watches: applied to it when its
     /// command returns.
@@ -439,6 +444,7 @@ impl Server {
             current_resp3: false,
             watched_keys: Default::default(),
             current_client: 0,
+            replica_keys_with_expire: Default::default(),
             deferred_touches: Vec::new(),
             monitors: Vec::new(),
             slowlog: Default::default(),
@@ -501,6 +507,17 @@ impl Server {
     /// May expired keys be deleted now? Not while clients are paused (the
     /// dataset stays as it is: a failover may be under way), nor on a
     /// replica; reads treat expired keys as missing without deleting them.
+    /// Remember a key that a client of this writable replica (not its
+    /// master) gave a TTL, so that the replica's cron expires it (Redis's
+    /// rememberSlaveKeyWithExpire; databases above 63 are not tracked).
+    pub fn remember_replica_key_with_expire(&mut self, db: usize, key: &[u8]) {
+        if self.master.target.is_none() || self.config.replica_read_only || self.master_is_running()
+        {
+            return;
+        }
+        self.replica_keys_with_expire.remember(db, key);
+    }
+
     pub fn may_delete_expired(&self) -> bool {
         // A replica leaves expiry to its master's DELs.
         self.clients_paused().is_none() && self.master.target.is_none()

@@ -701,8 +701,9 @@ pub fn load_step_partial(
         short: false,
     };
     let mut budget = max_keys;
+    let step_end = st.pos.saturating_add(opts.step_bytes);
     let mut batch = Vec::with_capacity(BATCH);
-    while budget > 0 {
+    while budget > 0 && r.pos < step_end {
         let record_start = r.pos;
         match load_record(&mut r, dbs, opts, st, &mut batch) {
             Ok(Record::Other) => {}

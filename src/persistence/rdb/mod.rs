@@ -166,6 +166,9 @@ pub struct LoadOptions {
     pub(super) lfu: bool,
     /// Microseconds to wait per key loaded (`key-load-delay`, a test aid).
     pub key_load_delay: i64,
+    /// A step of a load ends once past this many bytes
+    /// (`loading-process-events-interval-bytes`).
+    pub step_bytes: usize,
 }
 
 /// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
@@ -198,6 +201,7 @@ impl LoadOptions {
             intset_max: cfg.set_max_intset_entries.max(0) as usize,
             lfu: cfg.maxmemory_policy.is_lfu(),
             key_load_delay: cfg.key_load_delay,
+            step_bytes: cfg.loading_process_events_interval_bytes.max(1) as usize,
         }
     }
 }
