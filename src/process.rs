@@ -371,7 +371,7 @@ mod tests {
         assert_eq!(
             c.expand_proc_title("{title} {listen-addr} {server-mode}", "kvstore")
                 .as_deref(),
-            Some("kvstore 127.0.0.1:6379")
+            Some("kvstore *:6379")
         );
         assert_eq!(
             c.expand_proc_title("{{x} {port}", "t").as_deref(),

@@ -50,7 +50,7 @@ impl BusyPump for Pump {
             let Some(link) = links[idx].as_mut() else {
                 continue;
             };
-            if !servable(srv, idx, link) {
+            if !servable(srv, idx) {
                 continue;
             }
             let open = read_available(srv, link);
@@ -69,17 +69,12 @@ impl BusyPump for Pump {
 }
 
 /// May this client's input be read and run now? Not while it waits for a
-/// blocking command, is being closed, or (a normal client) has too much
-/// output unread. A replica is read: its acknowledgements run.
-fn servable(srv: &Server, idx: usize, link: &Link) -> bool {
+/// blocking command or is being closed.
+fn servable(srv: &Server, idx: usize) -> bool {
     let Some(st) = srv.clients.get(idx).and_then(|c| c.as_ref()) else {
         return false;
     };
-    st.blocked.is_none()
-        && !st.close_after_reply
-        && !st.close_asap
-        && !link.input_paused
-        && (st.repl.is_some() || st.output_held() < OUTPUT_PAUSE_BYTES)
+    st.blocked.is_none() && !st.close_after_reply && !st.close_asap
 }
 
 /// Read what the socket has, bounded per call and by the query buffer
@@ -115,6 +110,8 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
     let Some(mut st) = srv.clients.get_mut(idx).and_then(|c| c.take()) else {
         return;
     };
+    // A turn's worth of output per call, as in the loop (see run_buffered).
+    let output_limit = st.output_held() + OUTPUT_PAUSE_BYTES;
     loop {
         let limits = ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
@@ -148,7 +145,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
         }
         // (A replica's other commands are dropped: nothing but the stream
         // goes back to it.)
-        if st.close_after_reply || (st.repl.is_none() && st.output_held() >= OUTPUT_PAUSE_BYTES) {
+        if st.close_after_reply || (st.repl.is_none() && st.output_held() >= output_limit) {
             break;
         }
     }

@@ -29,10 +29,10 @@ pub struct Link {
     pub query: QueryBuffer,
     /// Registered for writable events (only while output is stuck).
     pub write_interest: bool,
-    /// Not served (no reads, no commands) until its pending output drains
-    /// below the pause threshold: a client that never reads its replies
-    /// cannot make the server build an unbounded buffer.
-    pub input_paused: bool,
+    /// Stopped for this turn after its commands produced a turn's worth of
+    /// output the socket did not take; it goes on next turn (it is in the
+    /// loop's pending reads), as Redis goes on reading such a client.
+    pub yielded: bool,
     /// The peer has shut down its side (an event said so); reads go on
     /// until they see the end of the stream.
     pub peer_closed: bool,

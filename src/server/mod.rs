@@ -54,13 +54,14 @@ const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
 const ARGV_SCRATCH_KEEP: usize = 1024;
 /// Pieces handed to one writev (replies holding shared values).
 const IOVECS_PER_WRITE: usize = 64;
-/// A client holding this much output its socket has not taken runs no more
-/// commands (and is not read from) until the output drains: a client that
-/// pipelines LRANGEs and never reads stops at a few hundred KB, not at
-/// whatever its commands would produce. Big values shared with the keyspace
-/// count only their slot ([`ClientState::output_held`]), so fifty GETs of
-/// a 100 MB value cost fifty references, not 5 GB; the output limits and
-/// `maxmemory-clients` still weigh the whole reply, as Redis does.
+/// Output a client's commands may add in one turn of the loop while its
+/// socket does not take it: then the client yields to the others and goes
+/// on next turn. It is never stopped for good, as Redis never stops
+/// reading a client: one that writes a whole pipeline before it reads
+/// would otherwise wait for us forever. What it holds is bounded by the
+/// output limits and `maxmemory-clients`, as in Redis. Big values shared
+/// with the keyspace count only their slot ([`ClientState::output_held`]),
+/// so fifty GETs of a 100 MB value cost fifty references, not 5 GB.
 const OUTPUT_PAUSE_BYTES: usize = 256 * 1024;
 
 /// A client while the loop serves it: its connection and its state, both
@@ -382,20 +383,11 @@ impl EventLoop {
         if writable && client.st.wants_write() {
             close |= !self.write_client(idx, &mut client);
         }
-        // A paused client is served again once its output has drained.
-        let resume = client.link.input_paused && client.st.output_held() < OUTPUT_PAUSE_BYTES;
-        if resume {
-            client.link.input_paused = false;
-        }
         // A FIN reported once must be remembered: the read that sees it
-        // may come turns later (read budget, pause), with no new event.
+        // may come turns later (read budget, a yield), with no new event.
         client.link.peer_closed |= read_closed;
         let mut read_ok = true;
-        if (readable || resume)
-            && !close
-            && !client.st.close_after_reply
-            && !client.link.input_paused
-        {
+        if readable && !close && !client.st.close_after_reply {
             let peer_closed = client.link.peer_closed;
             read_ok = self.read_client(idx, &mut client, peer_closed);
         }
@@ -493,7 +485,7 @@ impl EventLoop {
     /// Read what the socket has and execute the complete commands. Returns
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
-        // Input left over from a pause runs before anything new is read.
+        // Input left over from an earlier turn runs before anything new is read.
         if client.link.query.unparsed() > 0 {
             match self.run_buffered(idx, client) {
                 None => return false,
@@ -554,8 +546,8 @@ impl EventLoop {
     fn finish_after_eof(&mut self, idx: usize, client: &mut Client) -> bool {
         match self.run_buffered(idx, client) {
             None => false,
-            // Paused: the end of the stream is seen again once resumed.
-            Some(_) if client.link.input_paused => true,
+            // Yielded: the end of the stream is seen again next turn.
+            Some(_) if client.link.yielded => true,
             Some(_) => {
                 client.st.close_after_reply = true;
                 true
@@ -565,17 +557,25 @@ impl EventLoop {
 
     /// Run the buffered commands, handing replies to the socket whenever
     /// they pass [`OUTPUT_PAUSE_BYTES`]. `Some(true)`: go on reading;
-    /// `Some(false)`: stop reading for now (the output is stuck and the
-    /// client paused, or it accepts no more input); `None`: close it.
+    /// `Some(false)`: stop reading for now (a turn's worth of output is
+    /// stuck and the client yields to the others until the next turn, or it
+    /// accepts no more input); `None`: close it.
     fn run_buffered(&mut self, idx: usize, client: &mut Client) -> Option<bool> {
+        client.link.yielded = false;
+        // What a client that does not read may add in one turn: others are
+        // served between its turns, and it is never stopped for good (a
+        // client that writes its whole pipeline before reading would wait
+        // for us forever). Its output grows as in Redis, up to the output
+        // limits and `maxmemory-clients`.
+        let turn_limit = client.st.output_held() + OUTPUT_PAUSE_BYTES;
         loop {
-            if !self.process_input(client) {
+            if !self.process_input(client, turn_limit) {
                 return Some(false);
             }
             if client.st.close_asap {
                 return None;
             }
-            if client.st.output_held() < OUTPUT_PAUSE_BYTES {
+            if client.st.output_held() < turn_limit {
                 return Some(true);
             }
             // Writes reach the feed's consumers before any reply is sent.
@@ -587,18 +587,20 @@ impl EventLoop {
             if !self.write_client(idx, client) {
                 return None;
             }
-            if client.st.output_held() >= OUTPUT_PAUSE_BYTES {
-                // Resumed by the writable event that drains it.
-                client.link.input_paused = true;
+            if client.st.output_held() >= turn_limit {
+                client.link.yielded = true;
+                if !self.pending_reads.contains(&idx) {
+                    self.pending_reads.push(idx);
+                }
                 return Some(false);
             }
         }
     }
 
     /// Parse and run every complete command in the query buffer, until the
-    /// client's pending output passes [`OUTPUT_PAUSE_BYTES`]. Returns false
-    /// when the client stops accepting input (QUIT, protocol error).
-    fn process_input(&mut self, client: &mut Client) -> bool {
+    /// client's pending output reaches `output_limit`. Returns false when
+    /// the client stops accepting input (QUIT, protocol error).
+    fn process_input(&mut self, client: &mut Client, output_limit: usize) -> bool {
         let limits = |c: &Client, srv: &Server| ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
             authenticated: c.st.authenticated,
@@ -608,7 +610,7 @@ impl EventLoop {
                 || client.st.close_asap
                 || client.st.blocked.is_some()
                 || self.srv.shutdown.is_some()
-                || client.st.output_held() >= OUTPUT_PAUSE_BYTES
+                || client.st.output_held() >= output_limit
             {
                 break;
             }
@@ -707,7 +709,6 @@ impl EventLoop {
         let limit = st.write_limit(self.srv.aof_durable());
         if let Err(e) = write_reply(client.link.conn.fd(), st, limit, &mut self.srv.stats) {
             if e.kind() == io::ErrorKind::WouldBlock {
-                self.resume_if_drained(idx, client);
                 return self.wait_writable(idx, client);
             }
             debug!(client = %st.addr, "Writing to client: {e}");
@@ -752,27 +753,11 @@ impl EventLoop {
         if st.reply.buf.capacity() > st.rbuf.size {
             st.reply.buf.shrink_to(st.rbuf.size);
         }
-        // Drained by a write no writable event asked for (writable interest
-        // is dropped just below): no event will come to resume a paused
-        // client, so queue it for the next turn here.
-        self.resume_if_drained(idx, client);
         if client.link.write_interest {
             client.link.write_interest = false;
             return self.set_interest(idx, client, Interest::READABLE);
         }
         true
-    }
-
-    /// A paused client whose output fell below the pause threshold is
-    /// served again from the next turn (its buffered input, then its
-    /// socket, which it was not read from meanwhile).
-    fn resume_if_drained(&mut self, idx: usize, client: &mut Client) {
-        if client.link.input_paused && client.st.output_held() < OUTPUT_PAUSE_BYTES {
-            client.link.input_paused = false;
-            if !self.pending_reads.contains(&idx) {
-                self.pending_reads.push(idx);
-            }
-        }
     }
 
     /// Change what the client's socket is polled for. False if that failed.
@@ -1207,7 +1192,7 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
             conn,
             query: crate::protocol::QueryBuffer::new(),
             write_interest: false,
-            input_paused: false,
+            yielded: false,
             peer_closed: false,
         });
         debug!(client = id, "Accepted connection");

@@ -631,7 +631,7 @@ impl EventLoop {
             conn,
             query,
             write_interest: false,
-            input_paused: false,
+            yielded: false,
             peer_closed: false,
         });
         self.srv.master.client_id = Some(id);

@@ -73,17 +73,23 @@ mod tests {
         k.remember(0, b"a");
         k.remember(3, b"b");
         k.remember(5, b"b");
+        // Databases above 63 are not tracked.
         k.remember(64, b"c");
-        k.remember(1, b"c");
         assert_eq!(k.len(), 2);
+        k.remember(1, b"c");
+        assert_eq!(k.len(), 3);
         assert_eq!(k.at(1), (&b"b"[..], (1 << 3) | (1 << 5)));
+        // Forgetting `a` moves the last key into its place.
         k.update(0, 0);
-        assert_eq!(k.len(), 1);
-        assert_eq!(k.at(0).0, b"b");
+        assert_eq!(k.len(), 2);
+        assert_eq!(k.at(0), (&b"c"[..], 1 << 1));
+        k.remember(2, b"c");
         k.remember(2, b"b");
-        assert_eq!(k.at(0).1, (1 << 2) | (1 << 3) | (1 << 5));
-        k.update(0, 1 << 2);
-        assert_eq!(k.at(0).1, 1 << 2);
+        assert_eq!(k.at(0).1, (1 << 1) | (1 << 2));
+        assert_eq!(k.at(1).1, (1 << 2) | (1 << 3) | (1 << 5));
+        k.update(1, 1 << 2);
+        assert_eq!(k.at(1), (&b"b"[..], 1 << 2));
+        k.update(1, 0);
         k.update(0, 0);
         assert!(k.is_empty());
         k.remember(0, b"a");
