@@ -21,6 +21,20 @@ pub fn used_memory() -> usize {
     crate::db::table::mapped_bucket_bytes() + thread_allocated().saturating_sub(freed_elsewhere)
 }
 
+/// What the allocator really hands out for a buffer of `capacity` bytes
+/// (jemalloc's size class: up to a quarter more for large buffers), so that
+/// buffers are counted at what they cost in `used_memory`.
+pub fn allocation_size(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    // SAFETY: nallocx only computes a size class; it allocates nothing.
+    match unsafe { tikv_jemalloc_sys::nallocx(capacity, 0) } {
+        0 => capacity,
+        n => n,
+    }
+}
+
 fn thread_allocated() -> usize {
     COUNTERS.with(|c| {
         let counters = c.get_or_init(|| {

@@ -448,9 +448,12 @@ impl ClientState {
     /// shared values by their length, and a syncing replica's kept stream
     /// (what a replica's output adds to `used_memory`).
     pub fn output_memory(&self) -> usize {
-        self.reply.buf.capacity()
+        crate::memory::allocation_size(self.reply.buf.capacity())
             + self.reply.shared_len()
-            + self.repl.as_ref().map_or(0, |l| l.pending.capacity())
+            + self
+                .repl
+                .as_ref()
+                .map_or(0, |l| crate::memory::allocation_size(l.pending.capacity()))
     }
 
     pub fn output_limit_reached(
@@ -622,7 +625,7 @@ impl ClientState {
         let names = |it: &mut dyn Iterator<Item = usize>| it.map(|n| n + PER_NAME).sum::<usize>();
         self.qbuf_len
             + self.qbuf_free
-            + self.reply.buf.capacity()
+            + crate::memory::allocation_size(self.reply.buf.capacity())
             + self.reply.shared_len()
             + std::mem::size_of::<ClientState>()
             + self.multi.as_ref().map_or(0, |m| m.mem)

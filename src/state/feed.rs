@@ -230,9 +230,14 @@ impl Feed {
     pub fn clear(&mut self) {
         self.stream.clear();
         self.segments.clear();
-        // Don't keep a huge buffer around after one big write.
-        if self.stream.capacity() > 1 << 20 {
+        // Don't keep a big buffer around after a big turn: memory not
+        // explained by any client or buffer confuses `maxmemory` accounting
+        // (a turn of pipelined writes fills up to a MB).
+        if self.stream.capacity() > 64 << 10 {
             self.stream = Vec::new();
+        }
+        if self.segments.capacity() > 1024 {
+            self.segments = Vec::new();
         }
     }
 }
