@@ -71,6 +71,30 @@ pub fn bind_tcp_listeners(
     Ok(listeners)
 }
 
+/// Close the listening sockets behind `fds` at once, each descriptor
+/// number left open on /dev/null until its owner drops it (the loop swaps
+/// its listeners at the start of the next turn), so that their addresses
+/// can be bound again right away: Redis's changeBindAddr closes the old
+/// listeners before it binds the new list (`127.0.0.1` → `*` overlaps).
+pub fn release_listeners(fds: &[RawFd]) -> io::Result<()> {
+    // SAFETY: opening /dev/null; the result is checked.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if null < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut result = Ok(());
+    for &fd in fds {
+        // SAFETY: `fd` is a listener descriptor this process owns; dup2
+        // atomically closes the socket behind it and reuses the number.
+        if unsafe { libc::dup3(null, fd, libc::O_CLOEXEC) } < 0 {
+            result = Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(null) };
+    result
+}
+
 /// SO_MARK on a listening socket (`socket-mark-id`, Redis's
 /// anetSetSockMarkId): it needs CAP_NET_ADMIN; as in Redis a refusal does
 /// not stop the server, but it is logged here.

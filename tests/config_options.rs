@@ -987,3 +987,49 @@ fn config_rewrite_writes_the_added_options_as_redis_does() {
         theirs.join("\n")
     );
 }
+
+/// CONFIG SET bind as Redis 7.0's changeBindAddr: a list overlapping the
+/// addresses listened on (`127.0.0.1` → `*` and back) closes the old
+/// listeners and binds the new ones; a list that cannot be bound keeps the
+/// old one; `""` listens nowhere. Connections already open stay.
+#[test]
+fn config_set_bind_moves_between_overlapping_lists() {
+    let s = start(&[]);
+    let mut c = Conn::connect(s.port);
+    let reachable = |ip: &str| std::net::TcpStream::connect((ip, s.port)).is_ok();
+    assert!(reachable("127.0.0.1") && !reachable("127.0.0.2"));
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "bind", "*"]), b"+OK\r\n");
+    common::wait_for("every address to be listened on", 5, || {
+        reachable("127.0.0.2")
+    });
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
+        b"+OK\r\n"
+    );
+    common::wait_for("127.0.0.2 to be let go", 5, || !reachable("127.0.0.2"));
+    assert!(reachable("127.0.0.1"));
+    // 192.0.2.0/24 is for documentation: no host has it.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "bind", "* 192.0.2.99"]),
+        b"-ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "bind"]),
+        b"*2\r\n$4\r\nbind\r\n$9\r\n127.0.0.1\r\n"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(reachable("127.0.0.1") && !reachable("127.0.0.2"));
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "bind", ""]), b"+OK\r\n");
+    common::wait_for("no address to be listened on", 5, || {
+        !reachable("127.0.0.1")
+    });
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "bind", "* -::*"]), b"+OK\r\n");
+    common::wait_for("the default to be listened on", 5, || {
+        reachable("127.0.0.1")
+    });
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "bind"]),
+        b"*2\r\n$4\r\nbind\r\n$6\r\n* -::*\r\n"
+    );
+}

@@ -168,7 +168,32 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
                 open.push((at, l.as_raw_fd()));
             }
         }
-        match crate::net::bind_tcp_listeners(&c.srv.config, &open) {
+        let mut bound = crate::net::bind_tcp_listeners(&c.srv.config, &open);
+        // A new list overlapping what is listened on (`127.0.0.1` → `*`):
+        // as Redis, the old listeners close first, then the new list is
+        // bound, and if it cannot be the old one is bound again.
+        if !port_changed
+            && bound
+                .as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EADDRINUSE))
+        {
+            let fds: Vec<_> = open.iter().map(|&(_, fd)| fd).collect();
+            if let Err(e) = crate::net::release_listeners(&fds) {
+                tracing::warn!("Closing the old listening sockets: {e}");
+            }
+            bound = crate::net::bind_tcp_listeners(&c.srv.config, &[]);
+            if bound.is_err() {
+                tracing::warn!("Failed to bind, trying to restore old listening sockets.");
+                match crate::net::bind_tcp_listeners(&backup, &[]) {
+                    Ok(old) => c.srv.new_tcp_listeners = Some(old),
+                    Err(e) => {
+                        tracing::error!("Failed to restore old listening sockets: {e}");
+                        c.srv.new_tcp_listeners = Some(Vec::new());
+                    }
+                }
+            }
+        }
+        match bound {
             Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
             Err(e) => {
                 c.srv.config = backup;
