@@ -1142,3 +1142,36 @@ fn failed_auth_is_counted_and_client_mistakes_are_logged_within_a_budget() {
         "{proto_lines} protocol lines"
     );
 }
+
+/// A client that has not authenticated cannot make the server hold replies
+/// it does not read: past its reply buffer and 1 KB it is closed, as Redis
+/// closes it (unit/auth "For unauthenticated clients output buffer is
+/// limited"), while an authenticated one with the same pipeline is served.
+#[test]
+fn an_unauthenticated_client_that_does_not_read_is_closed() {
+    let s = start_kvstore(&["--requirepass", "secret"]);
+    let mut c = Conn::connect(s.port);
+    assert_eq!(c.cmd_str(&["AUTH", "secret"]), b"+OK\r\n");
+    let sets = b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n5\r\n".repeat(200_000);
+    let mut rogue = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    rogue
+        .set_write_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    rogue
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    rogue.write_all(&sets[..sets.len() / 200_000]).unwrap();
+    let mut first = [0u8; 34];
+    rogue.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"-NOAUTH Authentication required.\r\n");
+    // The write fails once the server has closed the connection; what was
+    // not sent by then is dropped with it.
+    let _ = rogue.write_all(&sets);
+    let got = read_until_closed(&mut rogue);
+    assert!(got.len() < 64 << 10, "{} bytes of replies", got.len());
+    assert_eq!(
+        c.info_field("stats", "client_output_buffer_limit_disconnections"),
+        "1"
+    );
+    assert_eq!(c.info_field("clients", "connected_clients"), "1");
+}

@@ -473,3 +473,78 @@ fn set_repl_sends_a_script_s_writes_where_it_says() {
         assert_eq!(aof.contains(key), there, "{key} in the AOF: {aof}");
     }
 }
+
+/// The replies a transaction gets while a script is busy: MULTI is allowed,
+/// a command refused with BUSY fails the transaction, and an EXEC refused
+/// with BUSY aborts it (Redis's unit/multi "MULTI and script timeout" and
+/// "EXEC and script timeout").
+fn transaction_during_a_busy_script(port: u16) -> Vec<Vec<u8>> {
+    let mut r = Conn::connect(port);
+    let mut tx = Conn::connect(port);
+    let mut runner = Conn::connect(port);
+    r.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "10"]);
+    r.cmd_str(&["SET", "xx", "1"]);
+    let mut out = Vec::new();
+    for exec_while_busy in [false, true] {
+        runner.send(&[b"EVAL", b"while true do end", b"0"]);
+        common::wait_for("the script to be busy", 10, || {
+            r.cmd_str(&["PING"]).starts_with(b"-BUSY")
+        });
+        out.push(tx.cmd_str(&["MULTI"]));
+        out.push(tx.cmd_str(&["INCR", "xx"]));
+        if exec_while_busy {
+            out.push(tx.cmd_str(&["EXEC"]));
+        }
+        out.push(r.cmd_str(&["SCRIPT", "KILL"]));
+        runner.read_reply();
+        if !exec_while_busy {
+            out.push(tx.cmd_str(&["INCR", "xx"]));
+            out.push(tx.cmd_str(&["EXEC"]));
+        }
+        out.push(r.cmd_str(&["GET", "xx"]));
+        // No transaction is left open.
+        out.push(tx.cmd_str(&["PING", "asdf"]));
+    }
+    out
+}
+
+#[test]
+fn a_transaction_meeting_a_busy_script_fails_whole() {
+    const BUSY: &str =
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    let kv = start_kvstore(&[]);
+    let got = transaction_during_a_busy_script(kv.port);
+    let expected: Vec<Vec<u8>> = [
+        "+OK\r\n",
+        BUSY,
+        "+OK\r\n",
+        "+QUEUED\r\n",
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+        "$1\r\n1\r\n",
+        "$4\r\nasdf\r\n",
+        "+OK\r\n",
+        BUSY,
+        &format!(
+            "-EXECABORT Transaction discarded because of: {}",
+            &BUSY[1..]
+        ),
+        "+OK\r\n",
+        "$1\r\n1\r\n",
+        "$4\r\nasdf\r\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let text = |v: &[Vec<u8>]| -> Vec<String> {
+        v.iter()
+            .map(|r| String::from_utf8_lossy(r).to_string())
+            .collect()
+    };
+    assert_eq!(text(&got), text(&expected));
+    if let Some(redis) = common::start_redis(&[]) {
+        assert_eq!(
+            text(&transaction_during_a_busy_script(redis.port)),
+            text(&expected)
+        );
+    }
+}

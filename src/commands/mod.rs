@@ -469,6 +469,21 @@ fn refusal(
     if srv.loading.is_some() && refused_while_loading {
         return Some("LOADING Redis is loading the dataset in memory".into());
     }
+    // While a script runs past its time limit, the clients served meanwhile
+    // may run only what is allowed when busy; inside MULTI the refusal
+    // fails the transaction, and a refused EXEC aborts it, as Redis's
+    // rejectCommand.
+    if srv.serving_busy && cmd.flags & ALLOW_BUSY == 0 {
+        let eval = srv.script_run.as_ref().is_none_or(|r| r.eval);
+        return Some(
+            if eval {
+                scripting::ERR_BUSY_SCRIPT
+            } else {
+                scripting::ERR_BUSY_FUNCTION
+            }
+            .into(),
+        );
+    }
     if client.multi.is_some() && cmd.flags & NO_MULTI != 0 {
         return Some("ERR Command not allowed inside a transaction".into());
     }

@@ -22,7 +22,7 @@ use mio::Poll;
 
 use super::client::Link;
 use super::{
-    accept_from, close_slot, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_PAUSE_BYTES,
+    accept_from, close_slot, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_BYTES_PER_TURN,
 };
 use crate::commands;
 use crate::protocol::ParseLimits;
@@ -69,12 +69,16 @@ impl BusyPump for Pump {
 }
 
 /// May this client's input be read and run now? Not while it waits for a
-/// blocking command or is being closed.
+/// blocking command or is being closed, and not our master's stream, which
+/// is applied once the script is over (refused now, a write would be lost).
 fn servable(srv: &Server, idx: usize) -> bool {
     let Some(st) = srv.clients.get(idx).and_then(|c| c.as_ref()) else {
         return false;
     };
-    st.blocked.is_none() && !st.close_after_reply && !st.close_asap
+    st.blocked.is_none()
+        && !st.close_after_reply
+        && !st.close_asap
+        && st.kind != crate::state::ClientKind::Master
 }
 
 /// Read what the socket has, bounded per call and by the query buffer
@@ -111,7 +115,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
         return;
     };
     // A turn's worth of output per call, as in the loop (see run_buffered).
-    let output_limit = st.output_held() + OUTPUT_PAUSE_BYTES;
+    let output_limit = st.output_held() + OUTPUT_BYTES_PER_TURN;
     loop {
         let limits = ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
@@ -131,20 +135,15 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
             .and_then(|base| base.resolve(&refs).ok())
             // An unknown command or subcommand gets its usual error.
             .is_none_or(|cmd| cmd.flags & commands::ALLOW_BUSY != 0);
-        if allowed {
+        // What is not allowed while busy gets BUSY from the usual checks
+        // (`serving_busy`), so that a transaction it was queued for fails.
+        // A replica's other commands are dropped: nothing but the stream
+        // goes back to it.
+        if allowed || st.repl.is_none() {
+            srv.serving_busy = true;
             commands::execute(srv, &mut st, &refs);
-        } else if st.repl.is_none() {
-            let eval = srv.script_run.as_ref().is_none_or(|r| r.eval);
-            st.reply.error(if eval {
-                commands::scripting::ERR_BUSY_SCRIPT
-            } else {
-                commands::scripting::ERR_BUSY_FUNCTION
-            });
-            srv.stats.total_error_replies += 1;
-            srv.stats.count_errors(&mut st.reply.error_codes);
+            srv.serving_busy = false;
         }
-        // (A replica's other commands are dropped: nothing but the stream
-        // goes back to it.)
         if st.close_after_reply || (st.repl.is_none() && st.output_held() >= output_limit) {
             break;
         }

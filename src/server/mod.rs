@@ -62,7 +62,10 @@ const IOVECS_PER_WRITE: usize = 64;
 /// output limits and `maxmemory-clients`, as in Redis. Big values shared
 /// with the keyspace count only their slot ([`ClientState::output_held`]),
 /// so fifty GETs of a 100 MB value cost fifty references, not 5 GB.
-const OUTPUT_PAUSE_BYTES: usize = 256 * 1024;
+const OUTPUT_BYTES_PER_TURN: usize = 256 * 1024;
+/// Output a client that has not authenticated may hold beyond its reply
+/// buffer before it is closed.
+const UNAUTHENTICATED_OUTPUT: usize = 1024;
 
 /// A client while the loop serves it: its connection and its state, both
 /// taken out of their slots (so handlers can reach every other client
@@ -556,7 +559,7 @@ impl EventLoop {
     }
 
     /// Run the buffered commands, handing replies to the socket whenever
-    /// they pass [`OUTPUT_PAUSE_BYTES`]. `Some(true)`: go on reading;
+    /// they pass [`OUTPUT_BYTES_PER_TURN`]. `Some(true)`: go on reading;
     /// `Some(false)`: stop reading for now (a turn's worth of output is
     /// stuck and the client yields to the others until the next turn, or it
     /// accepts no more input); `None`: close it.
@@ -567,7 +570,7 @@ impl EventLoop {
         // client that writes its whole pipeline before reading would wait
         // for us forever). Its output grows as in Redis, up to the output
         // limits and `maxmemory-clients`.
-        let turn_limit = client.st.output_held() + OUTPUT_PAUSE_BYTES;
+        let turn_limit = client.st.output_held() + OUTPUT_BYTES_PER_TURN;
         loop {
             if !self.process_input(client, turn_limit) {
                 return Some(false);
@@ -684,6 +687,13 @@ impl EventLoop {
     /// Enforce `client-output-buffer-limit` (normal class) after a reply
     /// was added. Returns false when the client is to be closed.
     fn check_output_limits(&mut self, st: &mut ClientState) -> bool {
+        // A client that has not authenticated may hold 1 KB past its reply
+        // buffer and no more, whatever the limits say: it cannot make the
+        // server buffer replies it never reads (Redis: reply list > 1024).
+        if !st.authenticated && st.output_used() > (st.rbuf.size + UNAUTHENTICATED_OUTPUT) as u64 {
+            self.srv.close_for_output_limit(st);
+            return false;
+        }
         let limit = self.srv.config.client_output_buffer_limit[st.output_class() as usize];
         // The default (0 0 0) costs nothing per command, not even a clock read.
         if limit.hard == 0 && limit.soft == 0 {

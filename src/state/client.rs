@@ -532,7 +532,7 @@ impl ClientState {
     /// Of the pending output, the memory the client holds itself: values
     /// shared with the keyspace are not copied into a reply, so a slow
     /// reader of big values costs a slot per reply, not the value (what
-    /// pausing a slow reader weighs).
+    /// a turn of a client that does not read is measured in).
     pub fn output_held(&self) -> usize {
         self.reply.owned_from(self.sent)
     }

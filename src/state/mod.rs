@@ -234,6 +234,9 @@ pub struct Server {
     /// running past `busy-reply-threshold` serves the other clients
     /// (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE) without returning to it.
     pub busy_pump: Option<*mut dyn BusyPump>,
+    /// Commands run now come from clients served while a script is busy:
+    /// only those allowed when busy may run.
+    pub serving_busy: bool,
     /// Set by SIGTERM/SIGINT as they arrive (the loop also hears them as
     /// events): a script running long checks it to stop.
     pub stop_signal: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -384,6 +387,7 @@ impl Server {
             stop_signal: Default::default(),
             script_run: None,
             busy_pump: None,
+            serving_busy: false,
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,
