@@ -9,12 +9,59 @@
 //! statics here rather than in the server state; a forked child inherits
 //! them with its memory, as Redis's children inherit its statics.
 
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use tracing::{info, warn};
 
 use crate::config::{Config, OomClass, OomScoreAdj, SupervisedMode};
+
+// ---- shutdown signals ----
+
+/// A SIGINT or SIGTERM asked for a shutdown that is not over (Redis's
+/// shutdown_asap as its signal handler sees it).
+static SHUTDOWN_SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The foreground save's temp file, relative to the working directory
+/// (`dir`), as a C string made before any signal can come.
+static TEMP_RDB: OnceLock<std::ffi::CString> = OnceLock::new();
+
+/// Handle a second SIGINT during a shutdown in the signal handler itself,
+/// as Redis's sigShutdownHandler: the loop may be inside the final save for
+/// seconds, and "You insist" must exit now, leaving no temp file behind.
+pub fn install_shutdown_signal_handler() -> std::io::Result<()> {
+    let _ = TEMP_RDB.set(
+        std::ffi::CString::new(format!("temp-{}.rdb", std::process::id()))
+            .expect("no NUL in a file name"),
+    );
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the action only does async-signal-safe things: atomics,
+        // write(2), unlink(2) and _exit(2).
+        unsafe { signal_hook::low_level::register(sig, move || on_shutdown_signal(sig)) }?;
+    }
+    Ok(())
+}
+
+fn on_shutdown_signal(sig: i32) {
+    if sig == libc::SIGINT && SHUTDOWN_SIGNALLED.load(Ordering::SeqCst) {
+        const MSG: &[u8] = b"You insist... exiting now.\n";
+        // SAFETY: write(2), unlink(2) and _exit(2) are async-signal-safe;
+        // the path is a C string made before the handler was installed.
+        unsafe {
+            libc::write(2, MSG.as_ptr() as *const libc::c_void, MSG.len());
+            if let Some(tmp) = TEMP_RDB.get() {
+                libc::unlink(tmp.as_ptr());
+            }
+            libc::_exit(1);
+        }
+    }
+    SHUTDOWN_SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// The signalled shutdown was aborted or failed: the next SIGINT starts
+/// another instead of exiting at once.
+pub fn shutdown_signal_over() {
+    SHUTDOWN_SIGNALLED.store(false, Ordering::SeqCst);
+}
 
 // ---- OOM score ----
 

@@ -508,6 +508,51 @@ fn supervised_systemd_notifies_ready_and_stopping() {
 
 // ---- Shutdown ----
 
+/// A signal's shutdown starts from the cron, as Redis's shutdown_asap: with
+/// DEBUG PAUSE-CRON 1 it waits, and SHUTDOWN ABORT cancels it (Redis's
+/// unit/shutdown "SHUTDOWN ABORT can cancel SIGTERM").
+#[test]
+fn shutdown_abort_cancels_a_signal_held_by_a_paused_cron() {
+    let mut srv = start(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(srv.port);
+    assert_eq!(c.cmd_str(&["DEBUG", "PAUSE-CRON", "1"]), b"+OK\r\n");
+    send_signal(&srv.child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(c.cmd_str(&["SHUTDOWN", "ABORT"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["DEBUG", "PAUSE-CRON", "0"]), b"+OK\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert!(srv.child.try_wait().unwrap().is_none());
+    assert!(log_of(&srv).contains("Shutdown manually aborted."));
+    assert_eq!(
+        c.cmd_str(&["SHUTDOWN", "ABORT"]),
+        b"-ERR No shutdown in progress.\r\n"
+    );
+}
+
+/// A second SIGINT while the final save runs exits at once and removes the
+/// save's temp file (Redis's "You insist... exiting now.", unit/shutdown
+/// "Temp rdb will be deleted in signal handle"); the save would have taken
+/// 20 x 100 ms.
+#[test]
+fn a_second_sigint_during_the_final_save_exits_and_removes_the_temp_file() {
+    let mut srv = start(&["--save", "3600 1"]);
+    let mut c = Conn::connect(srv.port);
+    for i in 0..20 {
+        c.cmd_str(&["SET", &i.to_string(), "v"]);
+    }
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    let temp = srv.dir.path().join(format!("temp-{}.rdb", srv.child.id()));
+    send_signal(&srv.child, libc::SIGINT);
+    wait_for("the final save to start", 5, || temp.exists());
+    send_signal(&srv.child, libc::SIGINT);
+    // Exit status 1 is the insistence; a finished save would exit with 0.
+    let status = wait_exit(&mut srv.child, 10);
+    assert_eq!(status.code(), Some(1));
+    assert!(!temp.exists());
+    assert!(!srv.dir.path().join("dump.rdb").exists());
+}
+
 #[test]
 fn shutdown_on_signal_flags_decide_the_final_save() {
     let dump_after = |args: &[&str], signal: i32| -> bool {

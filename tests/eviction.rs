@@ -545,3 +545,28 @@ fn exec_fails_when_eviction_takes_a_watched_key_as_in_redis() {
         exec_fails_when_eviction_takes_a_watched_key(redis.port);
     }
 }
+
+/// CONFIG SET maxmemory below what is used evicts at once, as Redis's
+/// updateMaxmemory does, not at the next command: a subscriber gets the
+/// `evicted` event with nothing else sent (Redis's unit/pubsub "Keyspace
+/// notifications: evicted events" waited for it).
+#[test]
+fn a_lower_maxmemory_evicts_at_once() {
+    let s = start_kvstore(&["--maxmemory-policy", "allkeys-lru"]);
+    let mut c = Conn::connect(s.port);
+    let mut sub = Conn::connect(s.port);
+    c.cmd_str(&["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
+    sub.send(&[b"PSUBSCRIBE", b"*"]);
+    assert_eq!(
+        sub.read_reply(),
+        b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n"
+    );
+    c.cmd_str(&["SET", "foo", "bar"]);
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]), b"+OK\r\n");
+    assert_eq!(
+        sub.read_reply(),
+        b"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$22\r\n__keyevent@0__:evicted\r\n$3\r\nfoo\r\n"
+    );
+    assert_eq!(c.info_field("stats", "evicted_keys"), "1");
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
+}

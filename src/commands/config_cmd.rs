@@ -155,6 +155,19 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     }
     if c.srv.config.maxmemory != backup.maxmemory {
         c.srv.update_growth_ceiling();
+        // A new limit is enforced at once (Redis's updateMaxmemory), not at
+        // the next command.
+        let max = c.srv.config.maxmemory;
+        if max != 0 {
+            let used = c.srv.used_memory()
+                - c.srv
+                    .memory_not_counted_for_evict()
+                    .min(c.srv.used_memory());
+            if max < used as u64 {
+                tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
+            }
+            c.srv.perform_evictions();
+        }
     }
     // A new port or bind list is listened on before the reply (Redis's
     // changeListenPort and changeBindAddr): what cannot be bound leaves

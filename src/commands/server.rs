@@ -748,7 +748,7 @@ pub fn shutdown(c: &mut Ctx, argv: &[&[u8]]) {
 fn abort_shutdown(srv: &mut Server) -> bool {
     if srv.shutdown_wait.is_some() {
         cancel_shutdown(srv);
-    } else if srv.shutdown.take().is_none() {
+    } else if srv.shutdown.take().is_none() && srv.shutdown_asap.take().is_none() {
         return false;
     }
     tracing::info!("Shutdown manually aborted.");

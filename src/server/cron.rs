@@ -21,6 +21,12 @@ impl EventLoop {
         if srv.cron_paused {
             return;
         }
+        // A signal's shutdown starts here, as Redis's serverCron starts it.
+        if let Some(flags) = srv.shutdown_asap.take() {
+            if srv.shutdown.is_none() && srv.shutdown_wait.is_none() {
+                srv.shutdown = Some(flags);
+            }
+        }
         srv.cron_loops += 1;
         srv.update_time();
         srv.update_hz();

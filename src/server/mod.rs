@@ -161,6 +161,7 @@ impl EventLoop {
         for sig in [SIGTERM, SIGINT] {
             signal_hook::flag::register(sig, srv.stop_signal.clone())?;
         }
+        crate::process::install_shutdown_signal_handler()?;
         // RDMA is found at start, once: its absence is said once and
         // turns RDMA full syncs off (REPLCONF capa rdma is not sent, no
         // dump is offered).
@@ -276,8 +277,13 @@ impl EventLoop {
             }
             // A signal's shutdown that was aborted or failed is over: the
             // next SIGINT starts another instead of exiting at once.
-            if self.srv.shutdown.is_none() && self.srv.shutdown_wait.is_none() {
+            if self.signalled
+                && self.srv.shutdown.is_none()
+                && self.srv.shutdown_asap.is_none()
+                && self.srv.shutdown_wait.is_none()
+            {
                 self.signalled = false;
+                crate::process::shutdown_signal_over();
             }
             if self.srv.loading.is_some() {
                 // A full sync's dump: its end (or failure) is the link's.
@@ -908,7 +914,7 @@ impl EventLoop {
             };
             // One waiting for replicas goes on as it is.
             if self.srv.shutdown_wait.is_none() {
-                self.srv.shutdown = Some(flags);
+                self.srv.shutdown_asap = Some(flags);
             }
         }
     }

@@ -181,6 +181,9 @@ pub struct Server {
     pub rng: Rng,
     /// A shutdown asked for (SHUTDOWN, a signal), for the loop to start.
     pub shutdown: Option<ShutdownFlags>,
+    /// A shutdown a signal asked for, started by the next cron run (Redis's
+    /// shutdown_asap: DEBUG PAUSE-CRON holds it, SHUTDOWN ABORT cancels it).
+    pub shutdown_asap: Option<ShutdownFlags>,
     /// A shutdown started that waits for replicas.
     pub shutdown_wait: Option<ShutdownWait>,
     /// The cron's frequency now: `hz`, raised with many clients while
@@ -401,6 +404,7 @@ impl Server {
             replid: random_hex(40),
             rng: Rng::new(seed.rotate_left(17)),
             shutdown: None,
+            shutdown_asap: None,
             shutdown_wait: None,
             hz: 0,
             unexpected_error_replies: 0,
