@@ -650,6 +650,16 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
+// ---- CLUSTER ----
+
+/// `CLUSTER <subcommand>`, `READONLY`, `READWRITE`, `ASKING`: this server
+/// never runs in cluster mode (`cluster-enabled yes` is refused), so each
+/// answers as a Redis 7.0 with cluster support disabled does.
+pub fn cluster_disabled(c: &mut Ctx, _argv: &[&[u8]]) {
+    c.cl.reply
+        .error("ERR This instance has cluster support disabled");
+}
+
 // ---- MODULE ----
 
 const MODULE_HELP: &[&str] = &[
