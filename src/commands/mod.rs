@@ -403,9 +403,9 @@ fn refusal(
         return Some(ERR_NOAUTH.into());
     }
     // EXEC is judged by what it would run.
-    let queued_flags = match (&client.multi, cmd.name) {
-        (Some(m), "exec") => m.flags,
-        _ => 0,
+    let (queued_flags, queued_lack) = match (&client.multi, cmd.name) {
+        (Some(m), "exec") => (m.flags, m.inv_flags),
+        _ => (0, 0),
     };
     let flags = own_flags | queued_flags;
     if srv.config.maxmemory > 0 {
@@ -446,7 +446,7 @@ fn refusal(
     // replica-serve-stale-data says so.
     if srv.master.is_syncing()
         && !srv.config.replica_serve_stale_data
-        && (own_flags | queued_flags) & STALE == 0
+        && (own_flags & STALE == 0 || queued_lack & STALE != 0)
     {
         return Some(
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
@@ -462,9 +462,9 @@ fn refusal(
     }
     // Async loading (a replica's swapdb) serves all but what it cannot.
     let refused_while_loading = if srv.loading_into.is_some() {
-        cmd.flags & NO_ASYNC_LOADING != 0
+        (cmd.flags | queued_flags) & NO_ASYNC_LOADING != 0
     } else {
-        cmd.flags & LOADING == 0
+        cmd.flags & LOADING == 0 || queued_lack & LOADING != 0
     };
     if srv.loading.is_some() && refused_while_loading {
         return Some("LOADING Redis is loading the dataset in memory".into());

@@ -26,6 +26,7 @@ pub fn queue(client: &mut ClientState, base: &'static CommandSpec, argv: &[&[u8]
     m.commands.push((spec_index(base), first..m.arg_ends.len()));
     m.mem = m.args.capacity() + m.arg_ends.capacity() * std::mem::size_of::<usize>();
     m.flags |= flags;
+    m.inv_flags |= !flags;
     m.queued += 1;
     client.reply.simple("QUEUED");
 }

@@ -144,6 +144,10 @@ pub struct MultiState {
     /// Flags of every queued command, OR-ed (EXEC is refused as a write
     /// when it would run one).
     pub flags: u32,
+    /// Flags some queued command lacks, OR-ed (Redis's cmd_inv_flags: EXEC
+    /// is refused on a stale replica, or while loading, when one queued
+    /// command may not run then).
+    pub inv_flags: u32,
 }
 
 /// Buffers a finished transaction leaves for the next one to reuse.
@@ -163,6 +167,7 @@ impl MultiState {
         self.errored = false;
         self.mem = 0;
         self.flags = 0;
+        self.inv_flags = 0;
         self
     }
 }
