@@ -992,3 +992,47 @@ fn a_replica_connects_to_its_master_from_bind_source_addr() {
             && r.info_field("replication", "master_link_status") == "up"
     });
 }
+
+#[test]
+fn publish_reaches_the_subscribers_of_replicas_but_not_the_aof() {
+    let master = start_kvstore(&["--appendonly", "yes"]);
+    let mut m = Conn::connect(master.port);
+    let kv_replica = start_kvstore(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let redis_replica = start_redis_replica(master.port);
+    let mut subscribers = Vec::new();
+    for port in std::iter::once(kv_replica.port).chain(redis_replica.as_ref().map(|r| r.port)) {
+        let mut r = Conn::connect(port);
+        wait_in_sync(&mut m, &mut r);
+        let mut sub = Conn::connect(port);
+        sub.send(&[b"SUBSCRIBE", b"news"]);
+        assert_eq!(
+            sub.read_reply(),
+            b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n"
+        );
+        subscribers.push(sub);
+    }
+    assert_eq!(m.cmd_str(&["PUBLISH", "news", "hello"]), b":0\r\n");
+    // Inside a transaction too (Redis's unit/multi "MULTI propagation of PUBLISH").
+    m.cmd_str(&["MULTI"]);
+    m.cmd_str(&["PUBLISH", "news", "again"]);
+    assert_eq!(m.cmd_str(&["EXEC"]), b"*1\r\n:0\r\n");
+    for sub in &mut subscribers {
+        for msg in ["hello", "again"] {
+            assert_eq!(
+                sub.read_reply(),
+                format!(
+                    "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n${}\r\n{msg}\r\n",
+                    msg.len()
+                )
+                .into_bytes()
+            );
+        }
+    }
+    // A message is not data: the AOF has none.
+    let mut aof = Vec::new();
+    for f in std::fs::read_dir(master.dir.path().join("appendonlydir")).unwrap() {
+        aof.extend(std::fs::read(f.unwrap().path()).unwrap());
+    }
+    let text = String::from_utf8_lossy(&aof).to_ascii_lowercase();
+    assert!(!text.contains("publish"), "{text}");
+}

@@ -142,6 +142,8 @@ pub struct Ctx<'a> {
     no_propagate: bool,
     /// Propagate even without changes (FLUSHDB on an empty database).
     force_propagate: bool,
+    /// Propagate to these consumers only (`feed::TO_*`; 0: all).
+    propagate_to: u8,
     /// Re-running a blocked client's command because a key got data.
     pub retry: bool,
 }
@@ -176,6 +178,13 @@ impl<'a> Ctx<'a> {
     /// Propagate this command even if it changed nothing.
     pub fn force_propagation(&mut self) {
         self.force_propagate = true;
+    }
+
+    /// Propagate this command, changed or not, to the replicas only
+    /// (Redis's forceCommandPropagation with PROPAGATE_REPL: PUBLISH).
+    pub fn force_propagation_to_replicas(&mut self) {
+        self.force_propagate = true;
+        self.propagate_to = crate::state::feed::TO_REPLICAS;
     }
 
     /// Propagate nothing for this command (its effects went out separately).
@@ -727,6 +736,7 @@ pub fn call(
         rewrite: None,
         no_propagate: false,
         force_propagate: false,
+        propagate_to: 0,
         retry,
     };
     let db = ctx.cl.db;
@@ -735,11 +745,12 @@ pub fn call(
         ctx.srv.feed.unwrap_unit();
     }
     (cmd.handler)(&mut ctx, argv);
-    let (dirty, rewrite, no_propagate, force) = (
+    let (dirty, rewrite, no_propagate, force, propagate_to) = (
         ctx.dirty,
         ctx.rewrite,
         ctx.no_propagate,
         ctx.force_propagate,
+        ctx.propagate_to,
     );
     srv.dirty += dirty;
     // A write to a stream others wait on (XADD, XGROUP DESTROY, and RENAME,
@@ -771,12 +782,23 @@ pub fn call(
         if srv.repl.feeds_backlog && srv.repl.writers.last() != Some(&client.id) {
             srv.repl.writers.push(client.id);
         }
-        match rewrite {
-            Some(argv) => {
-                let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                srv.propagate(db, &refs);
+        // Where it may go: everywhere, or only to some consumers (and to
+        // none left after a script's `redis.set_repl`).
+        let narrowed = match propagate_to {
+            0 => Some(None),
+            to => srv.feed.narrow_target(to).map(Some),
+        };
+        if let Some(before) = narrowed {
+            match rewrite {
+                Some(argv) => {
+                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
+                    srv.propagate(db, &refs);
+                }
+                None => srv.propagate(db, argv),
             }
-            None => srv.propagate(db, argv),
+            if let Some(before) = before {
+                srv.feed.restore_target(before);
+            }
         }
     }
     srv.feed.end_unit();

@@ -198,12 +198,16 @@ pub fn sunsubscribe(c: &mut Ctx, argv: &[&[u8]]) {
 /// `PUBLISH channel message` — the number of clients that received it.
 pub fn publish(c: &mut Ctx, argv: &[&[u8]]) {
     let n = c.srv.publish(argv[1], argv[2]);
+    // Replicas publish it to their own subscribers (not the AOF: a message
+    // is not data), as Redis outside cluster mode.
+    c.force_propagation_to_replicas();
     c.cl.reply.int(n as i64);
 }
 
 /// `SPUBLISH shardchannel message`
 pub fn spublish(c: &mut Ctx, argv: &[&[u8]]) {
     let n = c.srv.spublish(argv[1], argv[2]);
+    c.force_propagation_to_replicas();
     c.cl.reply.int(n as i64);
 }
 

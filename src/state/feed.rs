@@ -165,6 +165,23 @@ impl Feed {
         self.target = if to == TO_ALL { 0 } else { to };
     }
 
+    /// Send the ops added from now on only where they went and to `to`;
+    /// returns the target to [restore](Feed::restore_target) after, or
+    /// `None` (nothing changed) when nowhere is left.
+    pub fn narrow_target(&mut self, to: u8) -> Option<u8> {
+        let narrowed = self.target_now() & to;
+        if narrowed == 0 {
+            return None;
+        }
+        let before = self.target;
+        self.target = narrowed;
+        Some(before)
+    }
+
+    pub fn restore_target(&mut self, before: u8) {
+        self.target = before;
+    }
+
     /// Where an op added now goes (0 stands for all, the default).
     fn target_now(&self) -> u8 {
         if self.target == 0 {
