@@ -714,3 +714,48 @@ fn config_set_during_loading_refuses_what_would_change_the_load() {
         b"+OK\r\n"
     );
 }
+
+/// Nothing forks inside EXEC: BGSAVE, BGREWRITEAOF and CONFIG SET
+/// appendonly yes queued in a transaction are scheduled and run once it is
+/// over, with Redis 7.0's replies and log line (unit/multi "MULTI with
+/// BGREWRITEAOF", "MULTI with config set appendonly").
+#[test]
+fn background_saves_queued_in_a_transaction_are_scheduled() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("kvstore.log");
+    let s = start_kvstore_in(dir, &["--logfile", log_path.to_str().unwrap()]);
+    let mut c = Conn::connect(s.port);
+    let forks = |c: &mut Conn| c.info_field("stats", "total_forks").parse::<u64>().unwrap();
+    let before = forks(&mut c);
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["SET", "foo", "bar"]);
+    c.cmd_str(&["BGSAVE"]);
+    assert_eq!(
+        c.cmd_str(&["EXEC"]),
+        b"*2\r\n+OK\r\n+Background saving scheduled\r\n"
+    );
+    common::wait_for("the scheduled BGSAVE", 10, || {
+        forks(&mut c) > before && c.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert!(s.dir.path().join("dump.rdb").exists());
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["BGREWRITEAOF"]);
+    assert_eq!(
+        c.cmd_str(&["EXEC"]),
+        b"*1\r\n+Background append only file rewriting scheduled\r\n"
+    );
+    common::wait_for("the scheduled rewrite", 10, || {
+        forks(&mut c) > before + 1 && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+    });
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]);
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*1\r\n+OK\r\n");
+    common::wait_for("the AOF to be on", 10, || {
+        c.info_field("persistence", "aof_enabled") == "1"
+            && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && c.info_field("persistence", "aof_rewrite_scheduled") == "0"
+    });
+    assert!(forks(&mut c) > before + 2);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("AOF was enabled during a transaction. An AOF background was scheduled to start when possible."));
+}

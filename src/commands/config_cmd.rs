@@ -59,6 +59,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
         "set" => config_set(c, argv),
         "resetstat" => {
             c.srv.stats = Default::default();
+            c.srv.snapshot.forks = 0;
             crate::db::lazyfree::reset_freed_objects();
             c.srv.command_stats.clear();
             c.srv.subcommand_stats.clear();

@@ -213,7 +213,7 @@ fn info_section_stats(srv: &crate::state::Server, out: &mut String) {
         srv.pubsub.pattern_count(),
         srv.pubsub.shard_channels.len(),
         srv.snapshot.latest_fork_usec,
-        srv.snapshot.saves,
+        srv.snapshot.forks,
         srv.migrate_sockets.len(),
         srv.replica_keys_with_expire.len(),
         srv.tracking.total_keys(),

@@ -138,9 +138,10 @@ pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
         }
         return c.cl.reply.error("ERR Background save already in progress");
     }
-    // One child at a time, as Redis: an AOF rewrite holds the fork.
-    if c.srv.aof.rewrite.is_some() {
-        if schedule {
+    // One child at a time, as Redis: an AOF rewrite holds the fork, and
+    // nothing forks inside EXEC.
+    if c.srv.aof.rewrite.is_some() || c.srv.in_exec {
+        if schedule || c.srv.in_exec {
             c.srv.snapshot.scheduled = true;
             return c.cl.reply.simple("Background saving scheduled");
         }
@@ -161,7 +162,7 @@ pub fn bgrewriteaof(c: &mut Ctx, _argv: &[&[u8]]) {
             .reply
             .error("ERR Background append only file rewriting already in progress");
     }
-    if c.srv.snapshot.child.is_some() {
+    if c.srv.snapshot.child.is_some() || c.srv.in_exec {
         c.srv.aof.rewrite_scheduled = true;
         return c
             .cl

@@ -104,6 +104,7 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
     c.cl.reply.array(commands.len());
     let denied_before = c.cl.deny_blocking;
     c.cl.deny_blocking = true;
+    let in_exec_before = std::mem::replace(&mut c.srv.in_exec, true);
     let mut refs: Vec<&[u8]> = Vec::new();
     let mut commands_buf = commands;
     for (spec, range) in commands_buf.drain(..) {
@@ -132,6 +133,7 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
         call(c.srv, c.cl, cmd, &refs, false);
     }
     c.cl.deny_blocking = denied_before;
+    c.srv.in_exec = in_exec_before;
     // Hand the buffers back for the next transaction.
     if let Some(mut m) = c.cl.multi.take() {
         let mut commands = commands_buf;

@@ -802,7 +802,17 @@ impl Server {
         self.choose_aof_engine();
         if self.snapshot.child.is_some() {
             self.aof.rewrite_scheduled = true;
+            warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
             return Ok(());
+        }
+        if self.in_exec {
+            self.aof.rewrite_scheduled = true;
+            warn!("AOF was enabled during a transaction. An AOF background was scheduled to start when possible.");
+            return Ok(());
+        }
+        if self.aof.rewrite.is_some() {
+            warn!("AOF was enabled but there is already an AOF rewriting in background. Stopping background AOF and starting a rewrite now.");
+            self.kill_aof_rewrite();
         }
         if let Err(e) = self.rewrite_aof_background() {
             self.stop_aof();
@@ -967,7 +977,15 @@ impl Server {
     /// scheduled or automatic one, keep `everysec` syncing.
     pub fn aof_cron(&mut self) {
         self.check_aof_rewrite();
+        // A scheduled BGREWRITEAOF runs once no child is left, whether the
+        // AOF is on or not (Redis's serverCron).
         if self.aof.status == AofStatus::Off {
+            if self.aof.rewrite_scheduled
+                && self.aof.rewrite.is_none()
+                && self.snapshot.child.is_none()
+            {
+                let _ = self.rewrite_aof_background();
+            }
             return;
         }
         // Catch up on a write postponed by a slow fsync, and retry one that

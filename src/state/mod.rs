@@ -240,6 +240,9 @@ pub struct Server {
     /// Commands run now come from clients served while a script is busy:
     /// only those allowed when busy may run.
     pub serving_busy: bool,
+    /// EXEC is running its commands: nothing forks now, BGSAVE,
+    /// BGREWRITEAOF and `appendonly yes` are scheduled (Redis's in_exec).
+    pub in_exec: bool,
     /// Set by SIGTERM/SIGINT as they arrive (the loop also hears them as
     /// events): a script running long checks it to stop.
     pub stop_signal: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -391,6 +394,7 @@ impl Server {
             script_run: None,
             busy_pump: None,
             serving_busy: false,
+            in_exec: false,
             clients: Vec::new(),
             free_slots: Vec::new(),
             connected_clients: 0,

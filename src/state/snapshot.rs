@@ -30,6 +30,8 @@ pub struct SnapshotState {
     /// `dirty` when the running background save started.
     pub dirty_at_start: u64,
     pub saves: u64,
+    /// Children forked, of every kind (INFO `total_forks`).
+    pub forks: u64,
     /// Unix time of the last background save attempt.
     pub last_try_unix: i64,
     /// Read end of a pipe on which a failing child writes why it failed.
@@ -49,6 +51,7 @@ impl Default for SnapshotState {
             fork_rate_gb_per_sec: 0.0,
             dirty_at_start: 0,
             saves: 0,
+            forks: 0,
             last_try_unix: 0,
             child_errors: None,
             child_to_socket: false,
@@ -211,6 +214,7 @@ pub fn bgsave_with(
 /// an AOF rewrite): INFO's latest_fork_usec, the fork rate LATENCY DOCTOR
 /// grades, and the `fork` latency event.
 pub fn record_fork(srv: &mut Server, started: Instant) {
+    srv.snapshot.forks += 1;
     let usec = started.elapsed().as_micros() as u64;
     srv.snapshot.latest_fork_usec = usec;
     srv.snapshot.fork_rate_gb_per_sec =
