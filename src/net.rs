@@ -148,9 +148,9 @@ fn share_listener(fd: RawFd) -> io::Result<TcpListener> {
     Ok(unsafe { TcpListener::from_raw_fd(dup) })
 }
 
-/// A non-blocking listening socket on `addr` with SO_REUSEADDR (and
-/// IPV6_V6ONLY for IPv6, as Redis's anetV6Only).
-fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+/// A non-blocking, close-on-exec TCP socket of `addr`'s family; the
+/// caller's object takes it over (and closes it on any error after).
+fn tcp_socket(addr: &SocketAddr) -> io::Result<RawFd> {
     let family = if addr.is_ipv6() {
         libc::AF_INET6
     } else {
@@ -167,6 +167,13 @@ fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(fd)
+}
+
+/// A non-blocking listening socket on `addr` with SO_REUSEADDR (and
+/// IPV6_V6ONLY for IPv6, as Redis's anetV6Only).
+fn bind_tcp(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let fd = tcp_socket(&addr)?;
     // SAFETY: `fd` is the socket just made; the listener owns it from here
     // and closes it on any error below.
     let listener = unsafe { TcpListener::from_raw_fd(fd) };
@@ -207,22 +214,7 @@ pub fn connect_from(addr: SocketAddr, source: &str) -> io::Result<mio::net::TcpS
     if source.is_empty() {
         return mio::net::TcpStream::connect(addr);
     }
-    let family = if addr.is_ipv6() {
-        libc::AF_INET6
-    } else {
-        libc::AF_INET
-    };
-    // SAFETY: creating a socket; the result is checked.
-    let fd = unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = tcp_socket(&addr)?;
     // SAFETY: `fd` is the socket just made; the stream owns (and closes) it.
     let stream = unsafe { mio::net::TcpStream::from_raw_fd(fd) };
     let from = (source, 0)

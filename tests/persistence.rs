@@ -515,21 +515,8 @@ fn clients_get_loading_while_a_dump_loads() {
     let mut s = s;
     let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
     drop(s);
-    let port = common::free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
-        .args(["--port", &port.to_string(), "--save", "", "--dir"])
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut conn = loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break Conn::connect(port);
-        }
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let loading = start_loading(dir, &[]);
+    let mut conn = Conn::connect(loading.port);
     let mut saw_loading = false;
     loop {
         let r = conn.cmd_str(&["GET", "k:39:9999"]);
@@ -561,8 +548,32 @@ fn clients_get_loading_while_a_dump_loads() {
         "no -LOADING reply was seen while the dump loaded"
     );
     assert_eq!(conn.cmd_str(&["DBSIZE"]), b":400000\r\n");
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// kvstore on the dump in `dir`, answering as soon as it listens (the
+/// harness's start waits for +PONG, which comes only after the load);
+/// killed when dropped, even if an assertion fails.
+fn start_loading(dir: tempfile::TempDir, args: &[&str]) -> common::ServerProcess {
+    let port = common::free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .args(["--port", &port.to_string(), "--save", ""])
+        .args(args)
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = common::ServerProcess {
+        child,
+        port,
+        dir,
+        name: "kvstore",
+    };
+    common::wait_for("the server to listen", 30, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    server
 }
 
 /// A failed background save is reported, and with save points configured
@@ -655,30 +666,18 @@ fn config_set_during_loading_refuses_what_would_change_the_load() {
     let mut s = s;
     let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
     drop(s);
-    // Started by hand: the harness waits for +PONG, which comes after the load.
-    let port = common::free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_kvstore"))
-        .args(["--port", &port.to_string(), "--save", ""])
-        .args(["--enable-protected-configs", "yes"])
-        .args(["--key-load-delay", "50"])
-        .args(["--loading-process-events-interval-bytes", "1024"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Killed when dropped, even if an assertion fails.
-    let _server = common::ServerProcess {
-        child,
-        port,
+    let loading = start_loading(
         dir,
-        name: "kvstore",
-    };
-    common::wait_for("the server to listen", 10, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    let mut c = Conn::connect(port);
+        &[
+            "--enable-protected-configs",
+            "yes",
+            "--key-load-delay",
+            "50",
+            "--loading-process-events-interval-bytes",
+            "1024",
+        ],
+    );
+    let mut c = Conn::connect(loading.port);
     assert_eq!(c.info_field("persistence", "loading"), "1");
     assert_eq!(
         c.cmd_str(&["CONFIG", "SET", "dir", "/tmp"]),

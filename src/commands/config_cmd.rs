@@ -160,10 +160,10 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         // the next command.
         let max = c.srv.config.maxmemory;
         if max != 0 {
-            let used = c.srv.used_memory()
-                - c.srv
-                    .memory_not_counted_for_evict()
-                    .min(c.srv.used_memory());
+            let used = c
+                .srv
+                .used_memory()
+                .saturating_sub(c.srv.memory_not_counted_for_evict());
             if max < used as u64 {
                 tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
             }

@@ -782,23 +782,17 @@ pub fn call(
         if srv.repl.feeds_backlog && srv.repl.writers.last() != Some(&client.id) {
             srv.repl.writers.push(client.id);
         }
-        // Where it may go: everywhere, or only to some consumers (and to
-        // none left after a script's `redis.set_repl`).
-        let narrowed = match propagate_to {
-            0 => Some(None),
-            to => srv.feed.narrow_target(to).map(Some),
+        let refs: Vec<&[u8]>;
+        let argv = match &rewrite {
+            Some(rewritten) => {
+                refs = rewritten.iter().map(|a| a.as_slice()).collect();
+                &refs[..]
+            }
+            None => argv,
         };
-        if let Some(before) = narrowed {
-            match rewrite {
-                Some(argv) => {
-                    let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-                    srv.propagate(db, &refs);
-                }
-                None => srv.propagate(db, argv),
-            }
-            if let Some(before) = before {
-                srv.feed.restore_target(before);
-            }
+        match propagate_to {
+            0 => srv.propagate(db, argv),
+            to => srv.propagate_only_to(db, argv, to),
         }
     }
     srv.feed.end_unit();

@@ -59,6 +59,10 @@ pub struct FeedTap {
     pub bytes: Vec<u8>,
 }
 
+/// The most the stream and its segment list keep between turns.
+const FEED_KEEP_BYTES: usize = 64 << 10;
+const FEED_KEEP_SEGMENTS: usize = 1024;
+
 /// The feed of one loop iteration.
 #[derive(Debug, Default)]
 pub struct Feed {
@@ -250,10 +254,13 @@ impl Feed {
         // Don't keep a big buffer around after a big turn: memory not
         // explained by any client or buffer confuses `maxmemory` accounting
         // (a turn of pipelined writes fills up to a MB).
-        if self.stream.capacity() > 64 << 10 {
+        // A big turn's buffers go back to the allocator: shrink_to would keep
+        // their first 64 KB, memory that `maxmemory` accounting cannot
+        // explain (Redis's "slave buffer are counted correctly").
+        if self.stream.capacity() > FEED_KEEP_BYTES {
             self.stream = Vec::new();
         }
-        if self.segments.capacity() > 1024 {
+        if self.segments.capacity() > FEED_KEEP_SEGMENTS {
             self.segments = Vec::new();
         }
     }

@@ -560,6 +560,15 @@ impl Server {
         self.feed.also_propagate(db, argv);
     }
 
+    /// Propagate to the consumers in `to` only (`feed::TO_*`), and to none
+    /// when a script's `redis.set_repl` already left none of them.
+    pub fn propagate_only_to(&mut self, db: usize, argv: &[&[u8]], to: u8) {
+        if let Some(before) = self.feed.narrow_target(to) {
+            self.feed.also_propagate(db, argv);
+            self.feed.restore_target(before);
+        }
+    }
+
     /// Hand the iteration's propagated writes to every consumer of the
     /// feed, then forget them.
     pub fn flush_feed(&mut self) {
