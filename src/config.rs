@@ -98,6 +98,15 @@ pub struct Config {
     pub enable_module_command: Gate,
     /// `rename-command old new` lines, in order (`new` empty: disabled).
     pub rename_commands: Vec<(String, String)>,
+    /// `user <name> <rule>…` lines, in order: ACL users made at startup.
+    pub users: Vec<Vec<Vec<u8>>>,
+    /// The ACL file (ACL LOAD / SAVE); empty: none.
+    pub aclfile: String,
+    /// Entries ACL LOG keeps.
+    pub acllog_max_len: i64,
+    /// New users get every channel (`allchannels`) or none
+    /// (`resetchannels`, Redis 7.0's default).
+    pub acl_pubsub_default_all: bool,
     /// Output buffer limits per client class (normal, replica, pubsub).
     pub client_output_buffer_limit: [BufferLimit; 3],
     pub lazyfree_lazy_eviction: bool,
@@ -332,6 +341,10 @@ impl Default for Config {
             enable_debug_command: Gate::No,
             enable_module_command: Gate::No,
             rename_commands: Vec::new(),
+            users: Vec::new(),
+            aclfile: String::new(),
+            acllog_max_len: 128,
+            acl_pubsub_default_all: false,
             client_output_buffer_limit: [BufferLimit::default(); 3],
             lazyfree_lazy_eviction: false,
             lazyfree_lazy_server_del: false,
@@ -1734,6 +1747,30 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.slowlog_log_slower_than = parse_int(v, -1, i64::MAX)?
     ),
     opt!(
+        "acllog-max-len",
+        "128",
+        true,
+        "Entries the ACL log keeps (ACL LOG).",
+        |c| c.acllog_max_len.to_string(),
+        |c, v| c.acllog_max_len = parse_int(v, 0, i64::MAX)?
+    ),
+    opt!(
+        "acl-pubsub-default",
+        "resetchannels",
+        true,
+        "Channels a new ACL user may use: resetchannels (none) or allchannels.",
+        |c| if c.acl_pubsub_default_all { "allchannels" } else { "resetchannels" }.to_string(),
+        |c, v| c.acl_pubsub_default_all = parse_enum(v, &["resetchannels", "allchannels"])? == "allchannels"
+    ),
+    opt!(
+        "aclfile",
+        "",
+        false,
+        "The ACL file users are loaded from at start and by ACL LOAD, and saved to by ACL SAVE (empty: users come from user lines).",
+        |c| c.aclfile.clone(),
+        |c, v| c.aclfile = v.to_string()
+    ),
+    opt!(
         "slowlog-max-len",
         "128",
         true,
@@ -2652,6 +2689,13 @@ impl Config {
                 self.rename_commands.push((from.clone(), to.clone()));
                 continue;
             }
+            // `user <name> [rule …]` may repeat: the users are made once the
+            // command table is ready (commands::acl); a name given twice is
+            // refused there, as Redis refuses it.
+            if name.eq_ignore_ascii_case("user") && args.len() >= 2 {
+                self.users.push(args[1..].to_vec());
+                continue;
+            }
             // Redis's report: the line, then what is wrong with it.
             let fail = |err: &str| {
                 format!(
@@ -2761,14 +2805,17 @@ impl Config {
     /// empty lines shrink to one. Each option is written in its Redis type's
     /// format (`maxmemory 100mb`, `dbfilename "dump.rdb"`, one `save` line
     /// per pair, one `client-output-buffer-limit` line per class).
-    pub fn rewrite(&self) -> Result<(), String> {
-        self.rewrite_with(false)
+    pub fn rewrite(&self, users: &[Vec<u8>]) -> Result<(), String> {
+        self.rewrite_with(false, users)
     }
 
     /// CONFIG REWRITE, or with `force_all` every option written even at its
     /// default (DEBUG CONFIG-REWRITE-FORCE-ALL, Redis's test of the
     /// writer: the file must load back to the same configuration).
-    pub fn rewrite_with(&self, force_all: bool) -> Result<(), String> {
+    /// `users` are the ACL users as `user …` lines: they replace the file's
+    /// own, unless users come from an ACL file (then the file keeps none,
+    /// as Redis's rewriteConfigUserOption).
+    pub fn rewrite_with(&self, force_all: bool, users: &[Vec<u8>]) -> Result<(), String> {
         let Some(path) = &self.config_file else {
             return Err("The server is running without a config file".into());
         };
@@ -2785,6 +2832,12 @@ impl Config {
             }
             state.processed.insert(opt.name);
         }
+        if self.aclfile.is_empty() {
+            for line in users {
+                state.rewrite_line("user", String::from_utf8_lossy(line).into_owned(), true);
+            }
+        }
+        state.processed.insert("user");
         let content = state.content();
         write_atomically(path, content.as_bytes())
             .map_err(|e| format!("Rewriting config file: {e}"))

@@ -164,9 +164,12 @@ fn deep_sorted_form(raw: &[u8]) -> Vec<u8> {
 const KVSTORE_ONLY_FIELDS: &[&str] = &[
     // INFO server: which kvstore build answers (redis_version stays 7.0's).
     "kvstore_version",
-    // INFO stats: Redis 7.2's counters of failed AUTH and of clients
-    // closed for their output buffer limit.
+    // INFO stats: Redis 7.2's counters of failed AUTH, of commands refused
+    // by ACL rules, and of clients closed for their output buffer limit.
     "acl_access_denied_auth",
+    "acl_access_denied_cmd",
+    "acl_access_denied_key",
+    "acl_access_denied_channel",
     "client_output_buffer_limit_disconnections",
     // INFO persistence with the AOF on: which engine writes it.
     "aof_engine",

@@ -98,6 +98,32 @@ pub fn block_mpop(c: &mut Ctx, argv: &[&[u8]], pop: fn(&mut Ctx, &[&[u8]], bool)
     }
 }
 
+/// A blocked command ends unserved (timed out, CLIENT UNBLOCK): it counts
+/// as a call, failed when it was answered with an error, and the error
+/// counts as any client's (Redis's updateStatsOnUnblock).
+fn account_unserved(srv: &mut Server, st: &mut ClientState, failed: bool) {
+    let Some(b) = st.blocked.as_ref() else { return };
+    if b.postponed || b.shutdown {
+        return;
+    }
+    let argv: Vec<&[u8]> = b.argv.iter().map(|a| a.as_slice()).collect();
+    let Some(cmd) = argv
+        .first()
+        .and_then(|name| lookup_command(name))
+        .and_then(|base| base.resolve(&argv).ok())
+    else {
+        return;
+    };
+    let stats = stats_of(srv, cmd);
+    stats.calls += 1;
+    if failed {
+        stats.failed_calls += 1;
+        srv.stats.total_error_replies += 1;
+        srv.stats.count_errors(&mut st.reply.error_codes);
+        st.errors_accounted = st.reply.errors;
+    }
+}
+
 /// Forget that `st` is blocked (served, timed out, unblocked or closed).
 pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     let Some(b) = st.blocked.take() else { return };
@@ -346,6 +372,7 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
             Some((offset, _)) => client.reply.int(srv.replicas_acked(offset)),
             None => client.reply.null_array(),
         }
+        account_unserved(srv, &mut client, false);
         unblock(srv, &mut client);
         srv.unblocked.push((slot, id));
         srv.clients[slot] = Some(client);
@@ -406,6 +433,7 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
         } else {
             target.reply.null_array();
         }
+        account_unserved(c.srv, &mut target, error);
         unblock(c.srv, &mut target);
         c.srv.unblocked.push((slot, id));
     }

@@ -65,7 +65,7 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.subcommand_stats.clear();
             c.cl.reply.ok();
         }
-        _ => match c.srv.config.rewrite() {
+        _ => match c.srv.config.rewrite(&super::acl::config_user_lines(c.srv)) {
             Ok(()) => c.cl.reply.ok(),
             Err(e) => {
                 tracing::warn!("CONFIG REWRITE failed: {e}");
@@ -152,6 +152,15 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             );
             c.srv.config = backup;
             return c.cl.reply.error(&msg);
+        }
+    }
+    // `requirepass` is the default user's only password (Redis's
+    // ACLUpdateDefaultUserPassword).
+    if seen.contains(&"requirepass") {
+        let pass = c.srv.config.requirepass.clone();
+        if let Some(d) = c.srv.acl.user_mut(crate::state::acl::DEFAULT_USER) {
+            d.set_only_password(pass.as_bytes());
+            d.refresh();
         }
     }
     if c.srv.config.maxmemory != backup.maxmemory {

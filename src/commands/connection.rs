@@ -52,17 +52,10 @@ pub fn reset(c: &mut Ctx, _argv: &[&[u8]]) {
     c.cl.reply_skip = false;
     c.cl.reply_skip_next = false;
     c.cl.name = None;
-    c.cl.authenticated = c.srv.config.requirepass.is_empty();
+    // Back to the default user, logged in when it needs no password.
+    super::acl::set_client_user(c.cl, crate::state::acl::DEFAULT_USER, b"default");
+    c.cl.authenticated = !c.srv.acl.auth_required();
     c.cl.reply.simple("RESET");
-}
-
-/// Check a password for `user` against `requirepass` (the default user).
-fn check_password(c: &Ctx, user: &[u8], pass: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
-    }
-    let required = c.srv.config.requirepass.as_bytes();
-    required.is_empty() || required == pass
 }
 
 const ERR_WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
@@ -73,24 +66,22 @@ pub fn auth(c: &mut Ctx, argv: &[&[u8]]) {
         return c.cl.reply.error(ERR_SYNTAX);
     }
     let (user, pass): (&[u8], &[u8]) = if argv.len() == 2 {
-        if c.srv.config.requirepass.is_empty() {
+        if c.srv.acl.user(crate::state::acl::DEFAULT_USER).nopass {
             return c.cl.reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
         }
         (b"default", argv[1])
     } else {
         (argv[1], argv[2])
     };
-    if check_password(c, user, pass) {
-        c.cl.authenticated = true;
+    if super::acl::authenticate(c.srv, c.cl, user, pass, argv[0]) {
         c.cl.reply.ok();
     } else {
         auth_failed(c, user);
     }
 }
 
-/// Count and log (within the log budget) a failed authentication.
+/// Log (within the log budget) a failed authentication, and answer it.
 fn auth_failed(c: &mut Ctx, user: &[u8]) {
-    c.srv.stats.acl_access_denied_auth += 1;
     if let Some(skipped) = c.srv.log_limits.auth.allow(std::time::Instant::now()) {
         tracing::warn!(
             client = %c.cl.addr,
@@ -144,12 +135,11 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
         }
     }
     if let Some((user, pass)) = creds {
-        if !check_password(c, user, pass) {
+        if !super::acl::authenticate(c.srv, c.cl, user, pass, argv[0]) {
             return auth_failed(c, user);
         }
-        c.cl.authenticated = true;
     }
-    if !c.cl.authenticated {
+    if !c.cl.authenticated && c.srv.acl.auth_required() {
         return c.cl.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(n) = name {
@@ -654,6 +644,7 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
     let old_form = argv.len() == 3;
     let (mut addr, mut laddr, mut id, mut skipme) = (None, None, None, !old_form);
     let mut type_filter: Option<&str> = None;
+    let mut user: Option<&[u8]> = None;
     if old_form {
         addr = Some(argv[2]);
     } else {
@@ -682,12 +673,13 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
             } else if eq_ic(argv[i], "laddr") {
                 laddr = Some(v);
             } else if eq_ic(argv[i], "user") {
-                if v != b"default" {
+                if c.srv.acl.find(v).is_none() {
                     return c.cl.reply.error(&format!(
                         "ERR No such user '{}'",
                         String::from_utf8_lossy(v)
                     ));
                 }
+                user = Some(v);
             } else if eq_ic(argv[i], "skipme") {
                 if eq_ic(v, "yes") {
                     skipme = true;
@@ -707,6 +699,7 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
             && laddr.is_none_or(|a| a == st.laddr.as_bytes())
             && id.is_none_or(|i| i == st.id)
             && type_filter.is_none_or(|t| st.type_name() == t)
+            && user.is_none_or(|u| *st.user_name == *u && st.user != crate::state::acl::NO_USER)
     };
     let mut killed = 0;
     for (idx, other) in c.srv.clients.iter().enumerate() {

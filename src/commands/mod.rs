@@ -12,6 +12,7 @@
 //! Handlers receive a [`Ctx`] (server state, the calling client) and the
 //! arguments as slices of the query buffer.
 
+pub mod acl;
 pub mod args;
 pub mod bitmap;
 pub mod blocking;
@@ -408,8 +409,19 @@ fn refusal(
             if cmd.name == "debug" { "DEBUG" } else { "MODULE" }
         ));
     }
-    if !client.authenticated && cmd.flags & NO_AUTH == 0 {
+    if !client.authenticated && cmd.flags & NO_AUTH == 0 && srv.acl.auth_required() {
         return Some(ERR_NOAUTH.into());
+    }
+    if client.multi.is_some() && cmd.flags & NO_MULTI != 0 {
+        return Some("ERR Command not allowed inside a transaction".into());
+    }
+    let context = if client.multi.is_some() {
+        crate::state::acl::LogContext::Multi
+    } else {
+        crate::state::acl::LogContext::Toplevel
+    };
+    if let Err(denial) = acl::check_client(srv, client, cmd, argv, context) {
+        return Some(acl::denial_error(denial, cmd));
     }
     // EXEC is judged by what it would run.
     let (queued_flags, queued_lack) = match (&client.multi, cmd.name) {
@@ -492,9 +504,6 @@ fn refusal(
             }
             .into(),
         );
-    }
-    if client.multi.is_some() && cmd.flags & NO_MULTI != 0 {
-        return Some("ERR Command not allowed inside a transaction".into());
     }
     None
 }
@@ -864,7 +873,7 @@ pub fn spec_index(cmd: &'static CommandSpec) -> usize {
 
 /// The counters a call is accounted to: the command's own, kept by its
 /// place in the table, or for a subcommand its `container|sub` counters.
-fn stats_of<'s>(
+pub(crate) fn stats_of<'s>(
     srv: &'s mut Server,
     cmd: &'static CommandSpec,
 ) -> &'s mut crate::state::CommandStats {

@@ -47,6 +47,15 @@ pub fn redacted(cmd: &str, argv: &[&[u8]], i: usize) -> bool {
             false
         }
         "auth" => i >= 1,
+        "acl|setuser" => i >= 2,
+        // CONFIG SET of a password or the user name for the master.
+        "config|set" => {
+            i >= 3
+                && (i - 3).is_multiple_of(2)
+                && ["requirepass", "masterauth", "masteruser"]
+                    .iter()
+                    .any(|name| eq_ic(argv[i - 1], name))
+        }
         "hello" => argv
             .iter()
             .position(|a| eq_ic(a, "auth"))

@@ -209,8 +209,20 @@ fn with_script_host(
         }
     };
     // The script starts in its caller's database; a SELECT inside it is
-    // its own.
+    // its own. It runs as its caller's user.
     client.db = c.cl.db;
+    client.user = c.cl.user;
+    if client.user_name != c.cl.user_name {
+        client.user_name = c.cl.user_name.clone();
+    }
+    // Refusals are logged with the caller's client line (Redis's
+    // script_caller); only a restricted user can be refused.
+    let caller_info =
+        if c.cl.user != crate::state::acl::NO_USER && !c.srv.acl.user(c.cl.user).unrestricted {
+            Some(c.cl.info_line())
+        } else {
+            None
+        };
     let verbosity = match c.srv.config.loglevel.as_str() {
         "debug" => 0,
         "verbose" => 1,
@@ -233,6 +245,7 @@ fn with_script_host(
         write_dirty: false,
         read_called: false,
         repl: REPL_AOF | REPL_REPLICA,
+        caller_info,
     };
     host.oom_at_start = over_maxmemory(host.srv);
     host.srv.script_run = Some(crate::state::ScriptRun {
@@ -278,11 +291,14 @@ struct ScriptHost<'a> {
     write_dirty: bool,
     /// Where writes propagate (`redis.set_repl`).
     repl: i32,
+    /// The caller's CLIENT LIST line, for the ACL log (None when its user
+    /// may run anything).
+    caller_info: Option<String>,
 }
 
 impl ScriptHost<'_> {
     /// Why a command from the script is refused (Redis's scriptCall checks).
-    fn refusal(&self, cmd: &'static CommandSpec, argv: &[&[u8]]) -> Option<String> {
+    fn refusal(&mut self, cmd: &'static CommandSpec, argv: &[&[u8]]) -> Option<String> {
         let argc = argv.len() as i32;
         if (cmd.arity > 0 && argc != cmd.arity) || argc < -cmd.arity {
             return Some("Wrong number of args calling Redis command from script".into());
@@ -295,6 +311,27 @@ impl ScriptHost<'_> {
         {
             return Some("Can not execute the command on a stale replica".into());
         }
+        if let Some(info) = &self.caller_info {
+            let user = self.srv.acl.user(self.client.user);
+            if let Err((denial, pos)) = super::acl::check_command(user, cmd, argv) {
+                let name = user.name.clone();
+                let object = match denial {
+                    crate::state::acl::Denial::Command => cmd.name.as_bytes(),
+                    _ => argv.get(pos).copied().unwrap_or_default(),
+                };
+                match denial {
+                    crate::state::acl::Denial::Key => self.srv.stats.acl_access_denied_key += 1,
+                    crate::state::acl::Denial::Channel => {
+                        self.srv.stats.acl_access_denied_channel += 1
+                    }
+                    _ => self.srv.stats.acl_access_denied_cmd += 1,
+                }
+                let lua = crate::state::acl::LogContext::Lua;
+                super::acl::log_denial(self.srv, info.clone(), &name, denial, lua, object);
+                return Some(super::acl::script_denial_error(denial));
+            }
+        }
+        let srv = &*self.srv;
         if self.read_only && cmd.flags & (WRITE | MAY_REPLICATE) != 0 {
             return Some("Write commands are not allowed from read-only scripts.".into());
         }
@@ -385,8 +422,13 @@ impl Host for ScriptHost<'_> {
         self.repl = flags;
     }
 
-    fn command_exists(&self, argv: &[&[u8]]) -> bool {
-        lookup_command(argv[0]).is_some_and(|base| base.resolve(argv).is_ok())
+    fn acl_check_cmd(&self, argv: &[&[u8]]) -> Option<bool> {
+        let cmd = lookup_command(argv[0]).and_then(|base| base.resolve(argv).ok())?;
+        if self.client.user == crate::state::acl::NO_USER {
+            return Some(true);
+        }
+        let user = self.srv.acl.user(self.client.user);
+        Some(super::acl::check_command(user, cmd, argv).is_ok())
     }
 
     fn interrupt(&mut self) -> Option<&'static str> {

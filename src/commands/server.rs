@@ -593,7 +593,11 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 ),
             }
         }
-        "config-rewrite-force-all" => match c.srv.config.rewrite_with(true) {
+        "config-rewrite-force-all" => match c
+            .srv
+            .config
+            .rewrite_with(true, &super::acl::config_user_lines(c.srv))
+        {
             Ok(()) => c.cl.reply.ok(),
             Err(e) => {
                 c.cl.reply

@@ -47,6 +47,15 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
     let mut store: Option<&[u8]> = None;
     let mut sortby: Option<&[u8]> = None;
     let mut gets: Vec<&[u8]> = Vec::new();
+    // BY and GET read keys the arguments do not name: only a user who may
+    // read every key may use them (Redis's user_has_full_key_access).
+    let full_key_access = c.cl.user == crate::state::acl::NO_USER
+        || super::acl::may_touch_every_key(
+            c.srv.acl.user(c.cl.user),
+            c.cmd,
+            argv,
+            crate::state::acl::KEY_READ,
+        );
     let mut j = 2;
     while j < argv.len() {
         let left = argv.len() - j - 1;
@@ -73,9 +82,20 @@ fn sort_generic(c: &mut Ctx, argv: &[&[u8]], readonly: bool) {
             sortby = Some(argv[j + 1]);
             if !argv[j + 1].contains(&b'*') {
                 dontsort = true;
+            } else if !full_key_access {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR BY option of SORT denied due to insufficient ACL permissions.");
             }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
+            if !full_key_access {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR GET option of SORT denied due to insufficient ACL permissions.");
+            }
             gets.push(argv[j + 1]);
             j += 1;
         } else {

@@ -274,6 +274,26 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::MIGRATE, mig::migrate),
     cmd!(m::RESTORE, k::restore),
     cmd!(m::RESTORE_ASKING, k::restore),
+    // access control
+    cmd!(
+        m::ACL,
+        acl::acl,
+        [
+            m::ACL_CAT,
+            m::ACL_DELUSER,
+            m::ACL_DRYRUN,
+            m::ACL_GENPASS,
+            m::ACL_GETUSER,
+            m::ACL_HELP,
+            m::ACL_LIST,
+            m::ACL_LOAD,
+            m::ACL_LOG,
+            m::ACL_SAVE,
+            m::ACL_SETUSER,
+            m::ACL_USERS,
+            m::ACL_WHOAMI
+        ]
+    ),
     // cluster (this server is never a cluster node: Redis's answers with
     // cluster support disabled)
     cmd!(

@@ -128,6 +128,12 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
                 continue;
             }
         };
+        // The rules may have changed since the command was queued.
+        let multi = crate::state::acl::LogContext::Multi;
+        if let Err(denial) = super::acl::check_client(c.srv, c.cl, cmd, &refs, multi) {
+            c.cl.reply.error(&super::acl::exec_denial_error(denial));
+            continue;
+        }
         c.srv.stats.total_commands_processed += 1;
         c.cl.commands += 1;
         call(c.srv, c.cl, cmd, &refs, false);

@@ -56,8 +56,9 @@ pub trait Host {
     /// `redis.set_repl(flags)`: where the script's writes propagate from
     /// now on (`REPL_AOF` 1 | `REPL_REPLICA` 2).
     fn set_repl(&mut self, flags: i32);
-    /// Is `argv` a command this server has (`redis.acl_check_cmd`)?
-    fn command_exists(&self, argv: &[&[u8]]) -> bool;
+    /// May the script's user run `argv` (`redis.acl_check_cmd`)? None
+    /// when it is no command this server has.
+    fn acl_check_cmd(&self, argv: &[&[u8]]) -> Option<bool>;
     /// A script runs past its time: serve the other clients meanwhile, and
     /// say why it must stop now, if it must (SCRIPT KILL, shutdown).
     fn interrupt(&mut self) -> Option<&'static str>;
@@ -890,7 +891,7 @@ unsafe extern "C-unwind" fn redis_acl_check_cmd(l: *mut lua_State) -> c_int {
             "Please specify at least one argument for this redis lib call",
         );
     }
-    let found: Option<bool> = {
+    let found: Option<Option<bool>> = {
         let mut argv: Vec<Vec<u8>> = Vec::new();
         let mut ok = true;
         for i in 1..=argc {
@@ -904,16 +905,15 @@ unsafe extern "C-unwind" fn redis_acl_check_cmd(l: *mut lua_State) -> c_int {
             }
         }
         let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-        ok.then(|| (*ctx).host.command_exists(&refs))
+        ok.then(|| (*ctx).host.acl_check_cmd(&refs))
     };
     match found {
         None => raise(
             l,
             "Lua redis lib command arguments must be strings or integers",
         ),
-        Some(false) => raise(l, "Invalid command passed to redis.acl_check_cmd()"),
-        // Every user may run every command (there are no ACL users yet).
-        Some(true) => ffi::lua_pushboolean(l, 1),
+        Some(None) => raise(l, "Invalid command passed to redis.acl_check_cmd()"),
+        Some(Some(allowed)) => ffi::lua_pushboolean(l, allowed as c_int),
     }
     1
 }
@@ -1364,8 +1364,8 @@ mod tests {
             self.reply.clone()
         }
         fn set_repl(&mut self, _flags: i32) {}
-        fn command_exists(&self, argv: &[&[u8]]) -> bool {
-            argv[0] == b"get"
+        fn acl_check_cmd(&self, argv: &[&[u8]]) -> Option<bool> {
+            (argv[0] == b"get").then_some(true)
         }
         fn interrupt(&mut self) -> Option<&'static str> {
             self.stop

@@ -119,7 +119,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
     loop {
         let limits = ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
-            authenticated: st.authenticated,
+            authenticated: st.authenticated || !srv.acl.auth_required(),
         };
         match link.query.parse(limits) {
             Ok(true) => {}

@@ -29,6 +29,7 @@ use crate::commands;
 use crate::config::Config;
 use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
+use crate::state::acl::DEFAULT_USER;
 use crate::state::replication::ReplicaPhase;
 use crate::state::{ClientState, Server, ShutdownFlags, ShutdownWait};
 pub use client::{Conn, Link};
@@ -158,6 +159,13 @@ impl EventLoop {
         poll.registry()
             .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
         let mut srv = Server::new(config);
+        // Users from `user` lines and the ACL file, once the command table
+        // exists; a bad rule stops the start, as in Redis.
+        if let Err(e) = commands::acl::load_users_at_startup(&mut srv) {
+            return Err(io::Error::other(format!(
+                "Aborting Redis startup because of ACL errors: {e}"
+            )));
+        }
         for sig in [SIGTERM, SIGINT] {
             signal_hook::flag::register(sig, srv.stop_signal.clone())?;
         }
@@ -612,7 +620,7 @@ impl EventLoop {
     fn process_input(&mut self, client: &mut Client, output_limit: usize) -> bool {
         let limits = |c: &Client, srv: &Server| ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
-            authenticated: c.st.authenticated,
+            authenticated: c.st.authenticated || !srv.acl.auth_required(),
         };
         loop {
             if client.st.close_after_reply
@@ -696,7 +704,10 @@ impl EventLoop {
         // A client that has not authenticated may hold 1 KB past its reply
         // buffer and no more, whatever the limits say: it cannot make the
         // server buffer replies it never reads (Redis: reply list > 1024).
-        if !st.authenticated && st.output_used() > (st.rbuf.size + UNAUTHENTICATED_OUTPUT) as u64 {
+        if !st.authenticated
+            && self.srv.acl.auth_required()
+            && st.output_used() > (st.rbuf.size + UNAUTHENTICATED_OUTPUT) as u64
+        {
             self.srv.close_for_output_limit(st);
             return false;
         }
@@ -1172,7 +1183,7 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         // Protected mode (Redis's clientAcceptHandler): while the default
         // user has no password, only local clients are served, whatever
         // `bind` says.
-        if srv.config.protected_mode && srv.config.requirepass.is_empty() && !is_local {
+        if srv.config.protected_mode && srv.acl.user(DEFAULT_USER).nopass && !is_local {
             reject_connection(&conn, PROTECTED_MODE_DENIED);
             srv.stats.rejected_connections += 1;
             if let Some(skipped) = srv.log_limits.denied.allow(Instant::now()) {
@@ -1186,7 +1197,9 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         }
         let id = srv.next_client_id;
         srv.next_client_id += 1;
-        let authenticated = srv.config.requirepass.is_empty();
+        // Logged in as the default user at once when it needs no password
+        // (Redis's clientSetDefaultAuth).
+        let authenticated = !srv.acl.auth_required();
         let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
         // Register under the slot the client is about to take.
         let idx = srv.vacant_slot();

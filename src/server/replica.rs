@@ -599,6 +599,7 @@ impl EventLoop {
             .unwrap_or_default();
         let conn = Conn::Tcp(stream);
         let mut st = ClientState::new(id, conn.fd(), addr, laddr, false, true, true);
+        st.set_superuser();
         st.kind = crate::state::ClientKind::Master;
         // The stream goes on in the database it had selected: as the link
         // left it (a continued stream), or as the dump says (a full sync

@@ -16,7 +16,11 @@ pub struct ClientState {
     pub db: usize,
     pub reply: Reply,
     pub name: Option<Vec<u8>>,
+    /// Logged in with AUTH or HELLO (whether it must be: `Acl::auth_required`).
     pub authenticated: bool,
+    /// The ACL user it runs as, and that user's name (CLIENT LIST `user`).
+    pub user: crate::state::acl::UserId,
+    pub user_name: std::sync::Arc<[u8]>,
     /// Peer address (`ip:port`, or the socket path for unix clients).
     pub addr: String,
     pub laddr: String,
@@ -277,6 +281,8 @@ impl ClientState {
             reply,
             name: None,
             authenticated,
+            user: crate::state::acl::DEFAULT_USER,
+            user_name: b"default".as_slice().into(),
             addr,
             laddr,
             fd,
@@ -552,6 +558,12 @@ impl ClientState {
             })
     }
 
+    /// Run as no user: anything is allowed (the AOF loader, the master).
+    pub fn set_superuser(&mut self) {
+        self.user = crate::state::acl::NO_USER;
+        self.user_name = b"(superuser)".as_slice().into();
+    }
+
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn info_line(&self) -> String {
         self.info_line_running(&[])
@@ -590,7 +602,7 @@ impl ClientState {
         let omem = pending - obl;
         let oll = omem.div_ceil(REPLY_CHUNK_BYTES);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user=default redir={} resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -615,6 +627,7 @@ impl ClientState {
             omem,
             self.memory() + running_mem,
             self.last_cmd,
+            String::from_utf8_lossy(&self.user_name),
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             if self.reply.is_resp3() { 3 } else { 2 },
         )

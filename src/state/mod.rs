@@ -3,6 +3,7 @@
 //! on it; the event loop (`server`) owns it and drives it. Nothing here does
 //! I/O on sockets or knows the command table.
 
+pub mod acl;
 pub mod aof;
 pub mod aof_uring;
 pub mod client;
@@ -60,6 +61,10 @@ pub struct Stats {
     pub total_writes_processed: u64,
     /// Failed AUTH/HELLO AUTH attempts (Redis's `acl_access_denied_auth`).
     pub acl_access_denied_auth: u64,
+    /// Commands refused by ACL rules: the command, a key, a channel.
+    pub acl_access_denied_cmd: u64,
+    pub acl_access_denied_key: u64,
+    pub acl_access_denied_channel: u64,
     /// Error replies by code, in name order (INFO errorstats).
     pub errorstats: std::collections::BTreeMap<String, u64>,
     /// Clients closed for overcoming their output buffer limit.
@@ -170,6 +175,8 @@ pub struct Server {
     pub connected_clients: usize,
     pub next_client_id: u64,
     pub stats: Stats,
+    /// ACL users and the ACL log.
+    pub acl: acl::Acl,
     /// Changes since the last save.
     pub dirty: u64,
     pub start: Instant,
@@ -400,6 +407,7 @@ impl Server {
             connected_clients: 0,
             next_client_id: 1,
             stats: Stats::default(),
+            acl: acl::Acl::new(acl::User::new_default()),
             dirty: 0,
             start: Instant::now(),
             start_unix_ms: now,

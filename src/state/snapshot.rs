@@ -541,6 +541,7 @@ fn remap_grown(load: &mut AsyncLoad) -> Result<(), String> {
 /// in a (hand-made) AOF answers at once, as Redis's AOF client does.
 fn replay_client() -> Box<ClientState> {
     let mut c = ClientState::new(0, -1, "aof".into(), String::new(), false, true, true);
+    c.set_superuser();
     c.deny_blocking = true;
     Box::new(c)
 }

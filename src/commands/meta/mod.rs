@@ -165,6 +165,8 @@ pub fn get_keys(meta: &CommandMeta, argv: &[&[u8]]) -> Vec<KeyRef> {
         "set" => set_keys(argv),
         "sort" => sort_keys(argv),
         "sort_ro" => vec![(1, KEY_RO | KEY_ACCESS)],
+        "bitfield" => bitfield_keys(argv),
+        "migrate" => migrate_keys(argv),
         // Redis's other getkeys functions find nothing where the specs
         // failed (a bad numkeys).
         _ => Vec::new(),
@@ -245,6 +247,68 @@ fn keys_from_specs(meta: &CommandMeta, argv: &[&[u8]]) -> Option<Vec<KeyRef>> {
         }
     }
     Some(keys)
+}
+
+/// BITFIELD only reads its key when every operation is a GET (Redis's
+/// bitfieldGetKeys).
+fn bitfield_keys(argv: &[&[u8]]) -> Vec<KeyRef> {
+    let mut readonly = true;
+    let mut i = 2;
+    while i < argv.len() {
+        let rest = argv.len() - i - 1;
+        let a = argv[i];
+        if a.eq_ignore_ascii_case(b"get") && rest >= 2 {
+            i += 3;
+        } else if (a.eq_ignore_ascii_case(b"set") || a.eq_ignore_ascii_case(b"incrby")) && rest >= 3
+        {
+            readonly = false;
+            break;
+        } else if a.eq_ignore_ascii_case(b"overflow") && rest >= 1 {
+            i += 2;
+        } else {
+            // A syntax error: assume it writes.
+            readonly = false;
+            break;
+        }
+    }
+    let flags = if readonly {
+        KEY_RO | KEY_ACCESS
+    } else {
+        KEY_RW | KEY_ACCESS | KEY_UPDATE
+    };
+    vec![(1, flags)]
+}
+
+/// MIGRATE's key, or with an empty key the keys after KEYS (Redis's
+/// migrateGetKeys).
+fn migrate_keys(argv: &[&[u8]]) -> Vec<KeyRef> {
+    if argv.len() < 4 {
+        return Vec::new();
+    }
+    let (mut first, mut num) = (3, 1);
+    let mut i = 6;
+    while i < argv.len() {
+        let a = argv[i];
+        if a.eq_ignore_ascii_case(b"keys") {
+            if argv[3].is_empty() {
+                first = i + 1;
+                num = argv.len() - first;
+            } else {
+                // A syntax error MIGRATE reports itself.
+                num = 0;
+            }
+            break;
+        }
+        if a.eq_ignore_ascii_case(b"auth") {
+            i += 1;
+        } else if a.eq_ignore_ascii_case(b"auth2") {
+            i += 2;
+        }
+        i += 1;
+    }
+    (first..first + num)
+        .map(|p| (p, KEY_RW | KEY_ACCESS | KEY_DELETE))
+        .collect()
 }
 
 /// SET's key is read as well as written with GET (Redis's setGetKeys).
