@@ -16,6 +16,70 @@ use tracing::{info, warn};
 
 use crate::config::{Config, OomClass, OomScoreAdj, SupervisedMode};
 
+// ---- open files ----
+
+/// Descriptors kept for other uses than clients: listeners, files, the
+/// AOF, pipes (Redis's CONFIG_MIN_RESERVED_FDS).
+pub const RESERVED_FDS: u64 = 32;
+
+/// Raise the open-files limit so that `maxclients` clients fit, as far as
+/// the system allows (Redis's adjustOpenFilesLimit). Returns the
+/// `maxclients` that fits; below 1 the server cannot start (an error).
+pub fn adjust_open_files_limit(maxclients: i64) -> Result<i64, String> {
+    let wanted = maxclients.max(0) as u64 + RESERVED_FDS;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == -1 {
+        let e = std::io::Error::last_os_error();
+        warn!("Unable to obtain the current NOFILE limit ({e}), assuming 1024 and setting the max clients configuration accordingly.");
+        return Ok(1024 - RESERVED_FDS as i64);
+    }
+    let old = limit.rlim_cur;
+    if old >= wanted {
+        return Ok(maxclients);
+    }
+    // The highest limit the system grants, down from what is wanted in
+    // steps of 16. The hard limit is never lowered (Redis sets both to the
+    // same value, which would stop a later CONFIG SET maxclients from
+    // raising it again without privileges).
+    let mut best = wanted;
+    let mut error = None;
+    while best > old {
+        let try_limit = libc::rlimit {
+            rlim_cur: best,
+            rlim_max: best.max(limit.rlim_max),
+        };
+        // SAFETY: setrlimit reads the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &try_limit) } == 0 {
+            break;
+        }
+        error = Some(std::io::Error::last_os_error());
+        if best < 16 {
+            best = old;
+            break;
+        }
+        best -= 16;
+    }
+    let best = best.max(old);
+    if best >= wanted {
+        info!("Increased maximum number of open files to {wanted} (it was originally set to {old}).");
+        return Ok(maxclients);
+    }
+    if best <= RESERVED_FDS {
+        return Err(format!("Your current 'ulimit -n' of {old} is not enough for the server to start. Please increase your open file limit to at least {wanted}. Exiting."));
+    }
+    let reduced = (best - RESERVED_FDS) as i64;
+    warn!("You requested maxclients of {maxclients} requiring at least {wanted} max file descriptors.");
+    if let Some(e) = error {
+        warn!("Server can't set maximum open files to {wanted} because of OS error: {e}.");
+    }
+    warn!("Current maximum open files is {best}. maxclients has been reduced to {reduced} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.");
+    Ok(reduced)
+}
+
 // ---- shutdown signals ----
 
 /// A SIGINT or SIGTERM asked for a shutdown that is not over (Redis's

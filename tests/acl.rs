@@ -380,3 +380,42 @@ fn acl_files_interoperate_with_redis_server() {
     );
     assert_eq!(r.cmd_str(&["AUTH", "u5", "five"]), b"+OK\r\n");
 }
+
+/// A replica logs in to its master as `masteruser`, which needs no more
+/// than the replication commands; both a kvstore and a redis-server
+/// replica sync through such a user.
+#[test]
+fn replicas_authenticate_as_masteruser() {
+    let master = start_kvstore(&[]);
+    let mut m = Conn::connect(master.port);
+    let setuser = ["ACL", "SETUSER", "repl", "on", ">rpw", "-@all", "+psync", "+replconf", "+ping"];
+    assert_eq!(m.cmd_str(&setuser), b"+OK\r\n");
+    m.cmd_str(&["ACL", "SETUSER", "admin", "on", ">apw", "+@all", "~*", "&*"]);
+    m.cmd_str(&["ACL", "SETUSER", "default", "off"]);
+    assert_eq!(m.cmd_str(&["AUTH", "admin", "apw"]), b"+OK\r\n");
+    let mut fresh = Conn::connect(master.port);
+    assert!(s(fresh.cmd_str(&["PING"])).starts_with("-NOAUTH"));
+    let port = master.port.to_string();
+    let auth = ["--masteruser", "repl", "--masterauth", "rpw", "--replicaof", "127.0.0.1", &port];
+    let kv_replica = start_kvstore(&auth);
+    let mut rk = Conn::connect(kv_replica.port);
+    common::wait_for("the kvstore replica to sync", 10, || {
+        rk.info_field("replication", "master_link_status") == "up"
+    });
+    let mut expected = 1;
+    let redis_replica = start_redis(&auth);
+    if let Some(redis_replica) = &redis_replica {
+        let mut rr = Conn::connect(redis_replica.port);
+        common::wait_for("the redis replica to sync", 10, || {
+            rr.info_field("replication", "master_link_status") == "up"
+        });
+        expected = 2;
+    }
+    // The replicas' links run as repl; writes reach them.
+    let list = s(m.cmd_str(&["CLIENT", "LIST", "TYPE", "replica"]));
+    assert_eq!(list.matches("user=repl").count(), expected, "{list}");
+    m.cmd_str(&["SET", "k", "v"]);
+    common::wait_for("the write to reach the replica", 10, || {
+        rk.cmd_str(&["GET", "k"]) == b"$1\r\nv\r\n"
+    });
+}

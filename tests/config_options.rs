@@ -27,7 +27,7 @@ fn config_names(port: u16) -> Vec<String> {
 }
 
 /// Every option redis-server 7.0 answers in `CONFIG GET *` is one kvstore
-/// answers too, but those left to other work: TLS, ACL files and limits.
+/// answers too, but TLS's, which is left to other work.
 #[test]
 fn config_get_star_has_every_redis_option() {
     let Some(redis) = common::start_redis(&[]) else {
@@ -35,7 +35,7 @@ fn config_get_star_has_every_redis_option() {
     };
     let kv = start(&[]);
     let ours: std::collections::HashSet<String> = config_names(kv.port).into_iter().collect();
-    let left_to_others = |n: &str| n.starts_with("tls-") || n.starts_with("acl");
+    let left_to_others = |n: &str| n.starts_with("tls-");
     let mut missing: Vec<String> = config_names(redis.port)
         .into_iter()
         .filter(|n| !left_to_others(n) && !ours.contains(n))
@@ -1077,4 +1077,43 @@ fn config_set_bind_moves_between_overlapping_lists() {
         c.cmd_str(&["CONFIG", "GET", "bind"]),
         b"*2\r\n$4\r\nbind\r\n$6\r\n* -::*\r\n"
     );
+}
+
+/// The open-files limit is raised for `maxclients` clients, or where the
+/// system refuses, `maxclients` is lowered to what fits (Redis's
+/// adjustOpenFilesLimit): either way every client has a descriptor.
+#[test]
+fn the_open_files_limit_fits_maxclients() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let bin = env!("CARGO_BIN_EXE_kvstore");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 256; exec {bin} --port {port} --bind 127.0.0.1 --save '' --maxclients 1000 --dir {}",
+            dir.path().display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("kvstore to listen", 10, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let mut c = Conn::connect(port);
+    let raw = c.cmd_str(&["CONFIG", "GET", "maxclients"]);
+    let (_, items) = common::aggregate_items(&raw).unwrap();
+    let maxclients: u64 = std::str::from_utf8(common::bulk_payload(&items[1]).unwrap())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(maxclients + 32 <= soft, "maxclients {maxclients} with {soft} open files");
+    assert!(maxclients == 1000 || soft < 1032, "maxclients lowered though the limit fits");
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -154,6 +154,16 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error(&msg);
         }
     }
+    // More clients need more descriptors (Redis's updateMaxclients).
+    if c.srv.config.maxclients > backup.maxclients {
+        let wanted = c.srv.config.maxclients;
+        if let Ok(fits) = crate::process::adjust_open_files_limit(wanted) {
+            if fits != wanted {
+                c.srv.config = backup;
+                return c.cl.reply.error(&format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fits}"));
+            }
+        }
+    }
     // `requirepass` is the default user's only password (Redis's
     // ACLUpdateDefaultUserPassword).
     if seen.contains(&"requirepass") {

@@ -123,7 +123,11 @@ pub struct EventLoop {
 
 impl EventLoop {
     /// Bind the listeners named by the configuration.
-    pub fn bind(config: Config) -> io::Result<EventLoop> {
+    pub fn bind(mut config: Config) -> io::Result<EventLoop> {
+        // Enough descriptors for maxclients, or fewer clients.
+        config.maxclients =
+            crate::process::adjust_open_files_limit(config.maxclients).map_err(io::Error::other)?;
+        info!("Clients allowed at once (maxclients): {}", config.maxclients);
         let poll = Poll::new()?;
         let mut listeners: Vec<Listener> = bind_tcp_listeners(&config, &[])?
             .into_iter()
