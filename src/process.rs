@@ -65,7 +65,9 @@ pub fn adjust_open_files_limit(maxclients: i64) -> Result<i64, String> {
     }
     let best = best.max(old);
     if best >= wanted {
-        info!("Increased maximum number of open files to {wanted} (it was originally set to {old}).");
+        info!(
+            "Increased maximum number of open files to {wanted} (it was originally set to {old})."
+        );
         return Ok(maxclients);
     }
     if best <= RESERVED_FDS {

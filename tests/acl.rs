@@ -388,7 +388,17 @@ fn acl_files_interoperate_with_redis_server() {
 fn replicas_authenticate_as_masteruser() {
     let master = start_kvstore(&[]);
     let mut m = Conn::connect(master.port);
-    let setuser = ["ACL", "SETUSER", "repl", "on", ">rpw", "-@all", "+psync", "+replconf", "+ping"];
+    let setuser = [
+        "ACL",
+        "SETUSER",
+        "repl",
+        "on",
+        ">rpw",
+        "-@all",
+        "+psync",
+        "+replconf",
+        "+ping",
+    ];
     assert_eq!(m.cmd_str(&setuser), b"+OK\r\n");
     m.cmd_str(&["ACL", "SETUSER", "admin", "on", ">apw", "+@all", "~*", "&*"]);
     m.cmd_str(&["ACL", "SETUSER", "default", "off"]);
@@ -396,7 +406,15 @@ fn replicas_authenticate_as_masteruser() {
     let mut fresh = Conn::connect(master.port);
     assert!(s(fresh.cmd_str(&["PING"])).starts_with("-NOAUTH"));
     let port = master.port.to_string();
-    let auth = ["--masteruser", "repl", "--masterauth", "rpw", "--replicaof", "127.0.0.1", &port];
+    let auth = [
+        "--masteruser",
+        "repl",
+        "--masterauth",
+        "rpw",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+    ];
     let kv_replica = start_kvstore(&auth);
     let mut rk = Conn::connect(kv_replica.port);
     common::wait_for("the kvstore replica to sync", 10, || {

@@ -1097,7 +1097,9 @@ fn the_open_files_limit_fits_maxclients() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("kvstore to listen", 10, || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    wait_for("kvstore to listen", 10, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     let mut c = Conn::connect(port);
     let raw = c.cmd_str(&["CONFIG", "GET", "maxclients"]);
     let (_, items) = common::aggregate_items(&raw).unwrap();
@@ -1112,8 +1114,14 @@ fn the_open_files_limit_fits_maxclients() {
         .and_then(|l| l.split_whitespace().nth(3))
         .and_then(|v| v.parse().ok())
         .unwrap();
-    assert!(maxclients + 32 <= soft, "maxclients {maxclients} with {soft} open files");
-    assert!(maxclients == 1000 || soft < 1032, "maxclients lowered though the limit fits");
+    assert!(
+        maxclients + 32 <= soft,
+        "maxclients {maxclients} with {soft} open files"
+    );
+    assert!(
+        maxclients == 1000 || soft < 1032,
+        "maxclients lowered though the limit fits"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

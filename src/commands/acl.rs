@@ -55,7 +55,7 @@ struct Universe {
     /// subcommands.
     specs: Vec<&'static CommandSpec>,
     /// Spec address → id.
-    ids: HashMap<usize, usize>,
+    ids: HashMap<usize, usize, foldhash::fast::RandomState>,
     /// Lower-case full name (`get`, `config|get`) → id.
     by_name: HashMap<&'static str, usize>,
     /// Category bits (1 << index in CATEGORIES) of each id.
@@ -73,7 +73,7 @@ fn universe() -> &'static Universe {
     U.get_or_init(|| {
         let mut u = Universe {
             specs: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             by_name: HashMap::new(),
             categories: Vec::new(),
             children: Vec::new(),
@@ -204,6 +204,9 @@ pub fn has_spaces(s: &[u8]) -> bool {
 
 /// Apply one selector rule (Redis's ACLSetSelector).
 pub fn apply_selector_rule(sel: &mut Selector, op: &[u8]) -> Result<(), RuleError> {
+    if op.is_empty() {
+        return Err(RuleError::Syntax);
+    }
     let is = |kw: &str| op.eq_ignore_ascii_case(kw.as_bytes());
     if is("allkeys") || is("~*") {
         sel.all_keys = true;
@@ -470,18 +473,18 @@ fn count_category(sel: &Selector, bit: u32) -> (usize, usize) {
 
 /// The command rules that rebuild `sel`'s bitmap, starting with `+@all`
 /// or `-@all` (Redis's ACLDescribeSelectorCommandRules).
-pub fn describe_command_rules(sel: &Selector) -> String {
+pub fn describe_command_rules(sel: &Selector) -> Vec<u8> {
     let u = universe();
     let additive = !sel.can_run_future_commands();
-    let mut rules = String::new();
+    let mut rules = Vec::new();
     // Rules are applied to `fake` as they are emitted, so the remaining
     // differences are always known; `temp` tracks categories used up.
     let mut fake = Selector::new(false, false);
     if additive {
-        rules.push_str("-@all ");
+        rules.extend_from_slice(b"-@all ");
         fake.deny_all_commands();
     } else {
-        rules.push_str("+@all ");
+        rules.extend_from_slice(b"+@all ");
         fake.allow_all_commands();
     }
     let mut temp = Selector::new(false, false);
@@ -507,10 +510,10 @@ pub fn describe_command_rules(sel: &Selector) -> String {
         };
         change_category(&mut fake, 1 << j, additive);
         change_category(&mut temp, 1 << j, !additive);
-        rules.push(if additive { '+' } else { '-' });
-        rules.push('@');
-        rules.push_str(CATEGORIES[j]);
-        rules.push(' ');
+        rules.push(if additive { b'+' } else { b'-' });
+        rules.push(b'@');
+        rules.extend_from_slice(CATEGORIES[j].as_bytes());
+        rules.push(b' ');
         applied[j] = true;
     }
     // Single commands where the categories still differ.
@@ -518,19 +521,19 @@ pub fn describe_command_rules(sel: &Selector) -> String {
         for id in std::iter::once(id).chain(u.children[id].iter().copied()) {
             let mine = sel.command_bit(id);
             if mine != fake.command_bit(id) {
-                rules.push(if mine { '+' } else { '-' });
-                rules.push_str(u.specs[id].name);
-                rules.push(' ');
+                rules.push(if mine { b'+' } else { b'-' });
+                rules.extend_from_slice(u.specs[id].name.as_bytes());
+                rules.push(b' ');
                 change_perm(&mut fake, id, mine);
             }
             if !mine {
                 if let Some(args) = sel.first_args.get(&id) {
                     for a in args {
-                        rules.push('+');
-                        rules.push_str(u.specs[id].name);
-                        rules.push('|');
-                        rules.push_str(&String::from_utf8_lossy(a));
-                        rules.push(' ');
+                        rules.push(b'+');
+                        rules.extend_from_slice(u.specs[id].name.as_bytes());
+                        rules.push(b'|');
+                        rules.extend_from_slice(a);
+                        rules.push(b' ');
                     }
                 }
             }
@@ -544,7 +547,7 @@ pub fn describe_command_rules(sel: &Selector) -> String {
 fn describe_selector(sel: &Selector) -> Vec<u8> {
     let mut out = Vec::new();
     sel.describe_keys_and_channels(&mut out);
-    out.extend_from_slice(describe_command_rules(sel).as_bytes());
+    out.extend_from_slice(&describe_command_rules(sel));
     out
 }
 
@@ -636,7 +639,9 @@ fn check_selector(
     }
     if !sel.all_keys && cmd.meta.has_keys() {
         let keys = keys.get_or_insert_with(|| meta::get_keys(cmd.meta, argv));
-        for &(pos, flags) in keys.iter() {
+        // (Positions past the arguments: a short command from
+        // redis.acl_check_cmd, which checks no arity.)
+        for &(pos, flags) in keys.iter().filter(|&&(pos, _)| pos < argv.len()) {
             if !sel.check_key(argv[pos], access_needed(flags)) {
                 return Err((Denial::Key, pos));
             }
@@ -1299,7 +1304,7 @@ fn acl_deluser(c: &mut Ctx, argv: &[&[u8]]) {
 fn reply_selector(c: &mut Ctx, sel: &Selector) {
     let out = &mut c.cl.reply;
     out.bulk(b"commands");
-    out.bulk(describe_command_rules(sel).as_bytes());
+    out.bulk(&describe_command_rules(sel));
     out.bulk(b"keys");
     if sel.all_keys {
         out.bulk(b"~*");
@@ -1477,7 +1482,7 @@ mod tests {
     }
 
     fn commands_of(rules: &[&str]) -> String {
-        describe_command_rules(user_from(rules).root())
+        String::from_utf8(describe_command_rules(user_from(rules).root())).unwrap()
     }
 
     #[test]
@@ -1529,6 +1534,25 @@ mod tests {
         assert_eq!(apply("~foo"), Err(RuleError::KeyAfterAllKeys));
         assert_eq!(apply("allchannels"), Ok(()));
         assert_eq!(apply("&foo"), Err(RuleError::ChannelAfterAllChannels));
+    }
+
+    #[test]
+    fn malformed_input_is_refused_not_a_panic() {
+        let mut u = User::new(b"u", false);
+        for op in [
+            "(\"\")", "( )", "(", ")", "+", "-", "%", "~", "&", "+|", "+get|", "+@", "-@",
+        ] {
+            let _ = apply_user_rule(&mut u, op.as_bytes(), false);
+        }
+        assert_eq!(
+            apply_user_rule(&mut u, b"(\"\")", false),
+            Err(RuleError::Syntax)
+        );
+        let restricted = user_from(&["+@all", "~foo*"]);
+        for name in ["set", "sort", "sort_ro", "bitfield", "get", "migrate"] {
+            let cmd = lookup_command(name.as_bytes()).unwrap();
+            let _ = check_command(&restricted, cmd, &[name.as_bytes()]);
+        }
     }
 
     #[test]

@@ -164,15 +164,6 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
     }
-    // `requirepass` is the default user's only password (Redis's
-    // ACLUpdateDefaultUserPassword).
-    if seen.contains(&"requirepass") {
-        let pass = c.srv.config.requirepass.clone();
-        if let Some(d) = c.srv.acl.user_mut(crate::state::acl::DEFAULT_USER) {
-            d.set_only_password(pass.as_bytes());
-            d.refresh();
-        }
-    }
     if c.srv.config.maxmemory != backup.maxmemory {
         c.srv.update_growth_ceiling();
         // A new limit is enforced at once (Redis's updateMaxmemory), not at
@@ -301,6 +292,15 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     // History files kept while auto-gc was off go now.
     if !cfg.aof_disable_auto_gc && backup.aof_disable_auto_gc {
         c.srv.delete_aof_history();
+    }
+    // `requirepass` is the default user's only password (Redis's
+    // ACLUpdateDefaultUserPassword), once nothing can undo the change.
+    if seen.contains(&"requirepass") {
+        let pass = c.srv.config.requirepass.clone();
+        if let Some(d) = c.srv.acl.user_mut(crate::state::acl::DEFAULT_USER) {
+            d.set_only_password(pass.as_bytes());
+            d.refresh();
+        }
     }
     c.cl.reply.ok();
 }

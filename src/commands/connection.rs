@@ -139,7 +139,7 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
             return auth_failed(c, user);
         }
     }
-    if !c.cl.authenticated && c.srv.acl.auth_required() {
+    if !c.cl.authenticated {
         return c.cl.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(n) = name {

@@ -696,7 +696,10 @@ fn serve_group(
     let Some(g) = s.groups.get_mut(group_name) else {
         return;
     };
-    if ensure_consumer(c, g, key, consumer, now) {
+    // A new consumer reaches replicas with the XCLAIMs of what it reads;
+    // only NOACK reads, which propagate no XCLAIM, propagate its creation
+    // (Redis 7.0's XREADGROUP).
+    if ensure_consumer(c, g, key, consumer, now) && noack {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
     let g = s.groups.get_mut(group_name).expect("group");

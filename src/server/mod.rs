@@ -127,7 +127,10 @@ impl EventLoop {
         // Enough descriptors for maxclients, or fewer clients.
         config.maxclients =
             crate::process::adjust_open_files_limit(config.maxclients).map_err(io::Error::other)?;
-        info!("Clients allowed at once (maxclients): {}", config.maxclients);
+        info!(
+            "Clients allowed at once (maxclients): {}",
+            config.maxclients
+        );
         let poll = Poll::new()?;
         let mut listeners: Vec<Listener> = bind_tcp_listeners(&config, &[])?
             .into_iter()

@@ -17,7 +17,9 @@
 //! dispatcher's fast path reads one flag of that user (`unrestricted`) and
 //! skips every check for users such as `default` that may run anything.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
 
 use crate::util::{glob_match, hex, sha256};
 
@@ -59,6 +61,56 @@ impl KeyPattern {
     }
 }
 
+/// Patterns (or prefixes) → the access they give.
+type PatternFlags = HashMap<Vec<u8>, u8, RandomState>;
+
+/// A selector's key patterns arranged for lookup: a key is checked against
+/// a hundred patterns in a few hash lookups, not a hundred glob matches.
+/// Literal patterns are looked up whole, `literal*` patterns by the key's
+/// prefix of each length they have; only the others are glob-matched.
+#[derive(Clone, Default)]
+pub struct KeyIndex {
+    exact: PatternFlags,
+    /// (prefix length, prefix → flags), shortest first.
+    prefixes: Vec<(usize, PatternFlags)>,
+    /// Positions in `patterns` of the patterns matched as globs.
+    globs: Vec<usize>,
+}
+
+/// Does `s` hold a glob special character (or an escape)?
+fn has_glob_specials(s: &[u8]) -> bool {
+    s.iter().any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
+}
+
+impl KeyIndex {
+    fn build(patterns: &[KeyPattern]) -> KeyIndex {
+        let mut index = KeyIndex::default();
+        for (i, p) in patterns.iter().enumerate() {
+            let pat = p.pattern.as_slice();
+            if !has_glob_specials(pat) {
+                *index.exact.entry(pat.to_vec()).or_default() |= p.flags;
+            } else if let Some(prefix) = pat.strip_suffix(b"*").filter(|s| !has_glob_specials(s)) {
+                let at = match index
+                    .prefixes
+                    .iter()
+                    .position(|(len, _)| *len == prefix.len())
+                {
+                    Some(at) => at,
+                    None => {
+                        index.prefixes.push((prefix.len(), HashMap::default()));
+                        index.prefixes.len() - 1
+                    }
+                };
+                *index.prefixes[at].1.entry(prefix.to_vec()).or_default() |= p.flags;
+            } else {
+                index.globs.push(i);
+            }
+        }
+        index.prefixes.sort_by_key(|(len, _)| *len);
+        index
+    }
+}
+
 /// One set of permissions: commands, key patterns, channel patterns.
 #[derive(Clone)]
 pub struct Selector {
@@ -74,6 +126,8 @@ pub struct Selector {
     /// (`+select|0`), by command id, in the order given.
     pub first_args: BTreeMap<usize, Vec<Vec<u8>>>,
     pub patterns: Vec<KeyPattern>,
+    /// `patterns` for lookup (rebuilt by `User::refresh`).
+    pub key_index: KeyIndex,
     pub channels: Vec<Vec<u8>>,
 }
 
@@ -88,6 +142,7 @@ impl Selector {
             commands: [0; COMMAND_BITS / 64],
             first_args: BTreeMap::new(),
             patterns: Vec::new(),
+            key_index: KeyIndex::default(),
             channels: Vec::new(),
         }
     }
@@ -134,11 +189,28 @@ impl Selector {
     /// `KEY_WRITE`, both, or neither for a key only checked for
     /// existence)? Redis's ACLSelectorCheckKey.
     pub fn check_key(&self, key: &[u8], need: u8) -> bool {
-        self.all_keys
-            || self
-                .patterns
+        if self.all_keys {
+            return true;
+        }
+        let ix = &self.key_index;
+        let allows = |flags: Option<&u8>| flags.is_some_and(|f| f & need == need);
+        allows(ix.exact.get(key))
+            || ix
+                .prefixes
                 .iter()
-                .any(|p| p.flags & need == need && glob_match(&p.pattern, key, false))
+                .take_while(|(len, _)| *len <= key.len())
+                // (`*` does not match an empty key, as in Redis's
+                // stringmatchlen.)
+                .any(|(len, map)| (*len > 0 || !key.is_empty()) && allows(map.get(&key[..*len])))
+            || ix.globs.iter().any(|&i| {
+                let p = &self.patterns[i];
+                p.flags & need == need && glob_match(&p.pattern, key, false)
+            })
+    }
+
+    /// Rebuild the lookup of the key patterns after they changed.
+    pub fn reindex(&mut self) {
+        self.key_index = KeyIndex::build(&self.patterns);
     }
 
     /// Does a `*` pattern give this selector `need` on every key? (SCAN,
@@ -262,8 +334,11 @@ impl User {
         &mut self.selectors[0]
     }
 
-    /// Recompute `unrestricted` after the rules changed.
+    /// Recompute `unrestricted` and the key lookups after the rules changed.
     pub fn refresh(&mut self) {
+        for s in &mut self.selectors {
+            s.reindex();
+        }
         self.unrestricted = self
             .selectors
             .iter()
@@ -523,6 +598,7 @@ mod tests {
             pattern: b"w:*".to_vec(),
             flags: KEY_WRITE,
         });
+        s.reindex();
         assert!(s.check_key(b"r:1", KEY_READ));
         assert!(!s.check_key(b"r:1", KEY_WRITE));
         assert!(!s.check_key(b"r:1", KEY_ALL));
@@ -530,6 +606,39 @@ mod tests {
         assert!(s.check_key(b"w:1", 0));
         assert!(!s.check_key(b"x", 0));
         assert!(!s.has_unrestricted_key_access(KEY_READ));
+    }
+
+    #[test]
+    fn the_key_index_agrees_with_matching_every_pattern() {
+        let pats: &[(&[u8], u8)] = &[
+            (b"exact", KEY_ALL),
+            (b"pre:*", KEY_READ),
+            (b"pre:w*", KEY_WRITE),
+            (b"*", KEY_WRITE),
+            (b"g?b*", KEY_ALL),
+            (b"esc\\*", KEY_ALL),
+            (b"", KEY_READ),
+        ];
+        let mut s = Selector::new(true, false);
+        for (p, f) in pats {
+            s.patterns.push(KeyPattern {
+                pattern: p.to_vec(),
+                flags: *f,
+            });
+        }
+        s.reindex();
+        let keys: &[&[u8]] = &[
+            b"exact", b"exac", b"pre:", b"pre:w1", b"prx", b"gob", b"esc*", b"escX", b"", b"zz",
+        ];
+        for key in keys {
+            for need in [0, KEY_READ, KEY_WRITE, KEY_ALL] {
+                let slow = s
+                    .patterns
+                    .iter()
+                    .any(|p| p.flags & need == need && glob_match(&p.pattern, key, false));
+                assert_eq!(s.check_key(key, need), slow, "{key:?} need {need}");
+            }
+        }
     }
 
     #[test]
