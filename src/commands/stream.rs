@@ -696,10 +696,10 @@ fn serve_group(
     let Some(g) = s.groups.get_mut(group_name) else {
         return;
     };
-    // A new consumer reaches replicas with the XCLAIMs of what it reads;
-    // only NOACK reads, which propagate no XCLAIM, propagate its creation
-    // (Redis 7.0's XREADGROUP).
-    if ensure_consumer(c, g, key, consumer, now) && noack {
+    // A new consumer is propagated even when the read returns nothing (Redis
+    // 7.0.15 leaves it to the XCLAIMs, so a consumer that read nothing is
+    // missing on its replicas); kept so that replicas hold the same groups.
+    if ensure_consumer(c, g, key, consumer, now) {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
     let g = s.groups.get_mut(group_name).expect("group");
