@@ -422,6 +422,20 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `data` padded as SHA-1 and SHA-256 read it: a 1 bit, zeros, and the
+/// length in bits, to a whole number of 64-byte blocks.
+fn md_padded(data: &[u8]) -> Vec<u8> {
+    let bit_len = (data.len() as u64).wrapping_mul(8);
+    let mut msg = Vec::with_capacity(data.len() + 72);
+    msg.extend_from_slice(data);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bit_len.to_be_bytes());
+    msg
+}
+
 /// The SHA-256 of `data` (FIPS 180-4); ACL passwords are kept as its hex.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     const K: [u32; 64] = [
@@ -440,13 +454,7 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
         0x5be0cd19,
     ];
-    let bit_len = (data.len() as u64).wrapping_mul(8);
-    let mut msg = data.to_vec();
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&bit_len.to_be_bytes());
+    let msg = md_padded(data);
     let mut w = [0u32; 64];
     for block in msg.chunks_exact(64) {
         for (i, word) in block.chunks_exact(4).enumerate() {
@@ -495,13 +503,7 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 /// The SHA-1 of `data`.
 pub fn sha1(data: &[u8]) -> [u8; 20] {
     let mut h: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
-    let bit_len = (data.len() as u64).wrapping_mul(8);
-    let mut msg = data.to_vec();
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&bit_len.to_be_bytes());
+    let msg = md_padded(data);
     let mut w = [0u32; 80];
     for block in msg.chunks_exact(64) {
         for (i, word) in block.chunks_exact(4).enumerate() {

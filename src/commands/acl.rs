@@ -782,10 +782,26 @@ pub fn check_client(
     argv: &[&[u8]],
     context: LogContext,
 ) -> Result<(), Denial> {
-    if client.user == NO_USER {
+    check_user(srv, client.user, cmd, argv, context, || {
+        client.info_line_running(argv)
+    })
+}
+
+/// Check user `id`'s permission to run `cmd`: on refusal it is counted in
+/// INFO and logged with `client_info` (made only then), the object being
+/// the command, or the key or channel refused.
+pub fn check_user(
+    srv: &mut Server,
+    id: UserId,
+    cmd: &'static CommandSpec,
+    argv: &[&[u8]],
+    context: LogContext,
+    client_info: impl FnOnce() -> String,
+) -> Result<(), Denial> {
+    if id == NO_USER {
         return Ok(());
     }
-    let user = srv.acl.user(client.user);
+    let user = srv.acl.user(id);
     if user.unrestricted {
         return Ok(());
     }
@@ -803,8 +819,7 @@ pub fn check_client(
         _ => argv.get(pos).copied().unwrap_or_default(),
     };
     let name = user.name.clone();
-    let info = client.info_line_running(argv);
-    log_denial(srv, info, &name, denial, context, object);
+    log_denial(srv, client_info(), &name, denial, context, object);
     Err(denial)
 }
 
@@ -847,13 +862,13 @@ pub fn set_client_user(client: &mut ClientState, id: UserId, name: &[u8]) {
 /// LOAD); they fall back to the default user, unauthenticated, until
 /// closed. The running client is closed after its reply (Redis's
 /// ACLFreeUserAndKillClients).
-fn kill_clients_of(srv: &mut Server, running: &mut ClientState, user: UserId) {
+fn kill_clients_of(srv: &mut Server, running: Option<&mut ClientState>, user: UserId) {
     let reset = |c: &mut ClientState| {
         c.user = DEFAULT_USER;
         c.user_name = b"default".as_slice().into();
         c.authenticated = false;
     };
-    if running.user == user {
+    if let Some(running) = running.filter(|r| r.user == user) {
         reset(running);
         running.close_after_reply = true;
     }
@@ -1088,23 +1103,15 @@ fn trim<'a>(mut s: &'a [u8], set: &[u8]) -> &'a [u8] {
 /// Replace every user with `users` (ACL LOAD): the clients of the old
 /// users are closed; `default` is kept (or made as Redis makes it) and
 /// its clients stay.
-fn replace_users(srv: &mut Server, running: Option<&mut ClientState>, users: Vec<User>) {
+fn replace_users(srv: &mut Server, mut running: Option<&mut ClientState>, users: Vec<User>) {
     let old: Vec<UserId> = srv
         .acl
         .users()
         .map(|(id, _)| id)
         .filter(|&id| id != DEFAULT_USER)
         .collect();
-    let mut scratch;
-    let running = match running {
-        Some(r) => r,
-        None => {
-            scratch = ClientState::new(0, -1, String::new(), String::new(), false, true, false);
-            &mut scratch
-        }
-    };
     for id in old {
-        kill_clients_of(srv, running, id);
+        kill_clients_of(srv, running.as_deref_mut(), id);
         let name = srv.acl.user(id).name.clone();
         srv.acl.remove(&name);
     }
@@ -1292,7 +1299,7 @@ fn acl_deluser(c: &mut Ctx, argv: &[&[u8]]) {
     let mut deleted = 0;
     for name in &argv[2..] {
         if let Some(id) = c.srv.acl.find(name) {
-            kill_clients_of(c.srv, c.cl, id);
+            kill_clients_of(c.srv, Some(c.cl), id);
             c.srv.acl.remove(name);
             deleted += 1;
         }
@@ -1306,32 +1313,9 @@ fn reply_selector(c: &mut Ctx, sel: &Selector) {
     out.bulk(b"commands");
     out.bulk(&describe_command_rules(sel));
     out.bulk(b"keys");
-    if sel.all_keys {
-        out.bulk(b"~*");
-    } else {
-        let mut d = Vec::new();
-        for (i, p) in sel.patterns.iter().enumerate() {
-            if i > 0 {
-                d.push(b' ');
-            }
-            p.describe(&mut d);
-        }
-        out.bulk(&d);
-    }
+    out.bulk(&sel.keys_text());
     out.bulk(b"channels");
-    if sel.all_channels {
-        out.bulk(b"&*");
-    } else {
-        let mut d = Vec::new();
-        for (i, ch) in sel.channels.iter().enumerate() {
-            if i > 0 {
-                d.push(b' ');
-            }
-            d.push(b'&');
-            d.extend_from_slice(ch);
-        }
-        out.bulk(&d);
-    }
+    out.bulk(&sel.channels_text());
 }
 
 /// `ACL GETUSER username`

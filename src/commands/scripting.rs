@@ -312,22 +312,11 @@ impl ScriptHost<'_> {
             return Some("Can not execute the command on a stale replica".into());
         }
         if let Some(info) = &self.caller_info {
-            let user = self.srv.acl.user(self.client.user);
-            if let Err((denial, pos)) = super::acl::check_command(user, cmd, argv) {
-                let name = user.name.clone();
-                let object = match denial {
-                    crate::state::acl::Denial::Command => cmd.name.as_bytes(),
-                    _ => argv.get(pos).copied().unwrap_or_default(),
-                };
-                match denial {
-                    crate::state::acl::Denial::Key => self.srv.stats.acl_access_denied_key += 1,
-                    crate::state::acl::Denial::Channel => {
-                        self.srv.stats.acl_access_denied_channel += 1
-                    }
-                    _ => self.srv.stats.acl_access_denied_cmd += 1,
-                }
-                let lua = crate::state::acl::LogContext::Lua;
-                super::acl::log_denial(self.srv, info.clone(), &name, denial, lua, object);
+            let lua = crate::state::acl::LogContext::Lua;
+            let user = self.client.user;
+            if let Err(denial) =
+                super::acl::check_user(self.srv, user, cmd, argv, lua, || info.clone())
+            {
                 return Some(super::acl::script_denial_error(denial));
             }
         }

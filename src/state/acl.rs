@@ -230,23 +230,51 @@ impl Selector {
         self.all_channels || channel_in_list(&self.channels, channel, is_pattern)
     }
 
-    /// Keys and channels as ACL LIST writes them (each followed by a space).
-    pub fn describe_keys_and_channels(&self, out: &mut Vec<u8>) {
+    /// The key patterns as ACL GETUSER shows them: `~*`, or the patterns
+    /// joined by spaces.
+    pub fn keys_text(&self) -> Vec<u8> {
         if self.all_keys {
-            out.extend_from_slice(b"~* ");
-        } else {
-            for p in &self.patterns {
-                p.describe(out);
+            return b"~*".to_vec();
+        }
+        let mut out = Vec::new();
+        for (i, p) in self.patterns.iter().enumerate() {
+            if i > 0 {
                 out.push(b' ');
             }
+            p.describe(&mut out);
         }
+        out
+    }
+
+    /// The channel patterns as ACL GETUSER shows them: `&*`, or `&p`
+    /// joined by spaces.
+    pub fn channels_text(&self) -> Vec<u8> {
         if self.all_channels {
-            out.extend_from_slice(b"&* ");
-        } else {
-            out.extend_from_slice(b"resetchannels ");
-            for c in &self.channels {
-                out.push(b'&');
-                out.extend_from_slice(c);
+            return b"&*".to_vec();
+        }
+        let mut out = Vec::new();
+        for (i, c) in self.channels.iter().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            out.push(b'&');
+            out.extend_from_slice(c);
+        }
+        out
+    }
+
+    /// Keys and channels as ACL LIST writes them, each rule followed by a
+    /// space (`resetchannels` first when not every channel is allowed).
+    pub fn describe_keys_and_channels(&self, out: &mut Vec<u8>) {
+        for (part, reset) in [
+            (self.keys_text(), false),
+            (self.channels_text(), !self.all_channels),
+        ] {
+            if reset {
+                out.extend_from_slice(b"resetchannels ");
+            }
+            if !part.is_empty() {
+                out.extend_from_slice(&part);
                 out.push(b' ');
             }
         }
@@ -520,14 +548,6 @@ impl Acl {
     /// Every user, by name (ACL LIST and USERS order).
     pub fn users(&self) -> impl Iterator<Item = (UserId, &User)> {
         self.names.values().map(|&id| (id, self.user(id)))
-    }
-
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
     }
 
     /// The user `name` may log in as with `password`.
