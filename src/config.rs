@@ -229,6 +229,8 @@ pub struct Config {
     pub defrag: DefragConfig,
     /// Cluster options (this build has no cluster mode: kept as values).
     pub cluster: ClusterConfig,
+    /// The `tls-*` options.
+    pub tls: TlsConfig,
 }
 
 /// The `active-defrag-*` tunables: values only, as in a Redis built
@@ -242,6 +244,51 @@ pub struct DefragConfig {
     pub cycle_min: i64,
     pub cycle_max: i64,
     pub max_scan_fields: i64,
+}
+
+/// Whether TLS clients must show a certificate (`tls-auth-clients`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    No,
+    #[default]
+    Yes,
+    /// A certificate is checked when one is shown.
+    Optional,
+}
+
+/// The `tls-*` options (see `crate::tls`, which builds the TLS
+/// configurations from them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// The port TLS clients connect to (0: none).
+    pub port: u16,
+    pub cert_file: String,
+    pub key_file: String,
+    pub key_file_pass: String,
+    pub client_cert_file: String,
+    pub client_key_file: String,
+    pub client_key_file_pass: String,
+    pub dh_params_file: String,
+    pub ca_cert_file: String,
+    pub ca_cert_dir: String,
+    pub auth_clients: TlsAuthClients,
+    pub protocols: String,
+    pub ciphers: String,
+    pub ciphersuites: String,
+    pub prefer_server_ciphers: bool,
+    pub session_caching: bool,
+    pub session_cache_size: i64,
+    pub session_cache_timeout: i64,
+    pub replication: bool,
+    pub cluster: bool,
+}
+
+impl TlsConfig {
+    /// TLS is in use: something listens or connects with it, so its
+    /// certificates must load (Redis's applyTlsCfg condition).
+    pub fn in_use(&self) -> bool {
+        self.port != 0 || self.replication || self.cluster
+    }
 }
 
 /// The `cluster-*` options. kvstore has no cluster mode (`cluster-enabled
@@ -409,6 +456,7 @@ impl Default for Config {
             syslog_facility: String::new(),
             defrag: DefragConfig::default(),
             cluster: ClusterConfig::default(),
+            tls: TlsConfig::default(),
         };
         for opt in OPTIONS {
             (opt.set)(&mut c, opt.default).expect("option defaults are valid");
@@ -1896,6 +1944,177 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.repl_diskless_sync = parse_bool(v)?
     ),
     opt!(
+        "tls-port",
+        "0",
+        true,
+        "TCP port for TLS clients (0: none); it listens on the `bind` addresses, as `port` does.",
+        |c| c.tls.port.to_string(),
+        |c, v| c.tls.port = parse_int(v, 0, 65535)? as u16
+    ),
+    opt!(
+        "tls-cert-file",
+        "",
+        true,
+        "PEM certificate chain this server shows its TLS clients (and a master, when no tls-client-cert-file is set). CONFIG SET of any tls- file reloads them all.",
+        |c| c.tls.cert_file.clone(),
+        |c, v| c.tls.cert_file = v.to_string()
+    ),
+    opt!(
+        "tls-key-file",
+        "",
+        true,
+        "PEM private key of tls-cert-file (PKCS#8, PKCS#1 or SEC1; an encrypted PKCS#8 key needs tls-key-file-pass).",
+        |c| c.tls.key_file.clone(),
+        |c, v| c.tls.key_file = v.to_string()
+    ),
+    opt!(
+        "tls-key-file-pass",
+        "",
+        true,
+        "Passphrase of an encrypted tls-key-file.",
+        |c| c.tls.key_file_pass.clone(),
+        |c, v| c.tls.key_file_pass = v.to_string()
+    ),
+    opt!(
+        "tls-client-cert-file",
+        "",
+        true,
+        "PEM certificate this server shows a master it replicates over TLS (empty: tls-cert-file).",
+        |c| c.tls.client_cert_file.clone(),
+        |c, v| c.tls.client_cert_file = v.to_string()
+    ),
+    opt!(
+        "tls-client-key-file",
+        "",
+        true,
+        "Private key of tls-client-cert-file.",
+        |c| c.tls.client_key_file.clone(),
+        |c, v| c.tls.client_key_file = v.to_string()
+    ),
+    opt!(
+        "tls-client-key-file-pass",
+        "",
+        true,
+        "Passphrase of an encrypted tls-client-key-file.",
+        |c| c.tls.client_key_file_pass.clone(),
+        |c, v| c.tls.client_key_file_pass = v.to_string()
+    ),
+    opt!(
+        "tls-dh-params-file",
+        "",
+        true,
+        "Kept for Redis configs: key exchange is always ECDHE (X25519, P-256, P-384), so DH parameters are not used; a file named here must still be readable.",
+        |c| c.tls.dh_params_file.clone(),
+        |c, v| c.tls.dh_params_file = v.to_string()
+    ),
+    opt!(
+        "tls-ca-cert-file",
+        "",
+        true,
+        "PEM certificates of the authorities that sign client and master certificates.",
+        |c| c.tls.ca_cert_file.clone(),
+        |c, v| c.tls.ca_cert_file = v.to_string()
+    ),
+    opt!(
+        "tls-ca-cert-dir",
+        "",
+        true,
+        "A directory of PEM authority certificates (every file in it that holds certificates).",
+        |c| c.tls.ca_cert_dir.clone(),
+        |c, v| c.tls.ca_cert_dir = v.to_string()
+    ),
+    opt!(
+        "tls-auth-clients",
+        "yes",
+        true,
+        "yes: TLS clients must show a certificate signed by a tls-ca-cert authority; optional: one shown is checked; no: none asked for.",
+        |c| match c.tls.auth_clients {
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::Optional => "optional",
+        }
+        .to_string(),
+        |c, v| {
+            c.tls.auth_clients = match parse_enum(v, &["no", "yes", "optional"])?.as_str() {
+                "no" => TlsAuthClients::No,
+                "yes" => TlsAuthClients::Yes,
+                _ => TlsAuthClients::Optional,
+            }
+        }
+    ),
+    opt!(
+        "tls-protocols",
+        "",
+        true,
+        "TLS versions allowed, space separated: TLSv1.2 and TLSv1.3 (empty: both; TLSv1 and TLSv1.1 are not offered).",
+        |c| c.tls.protocols.clone(),
+        |c, v| c.tls.protocols = v.to_string()
+    ),
+    opt!(
+        "tls-ciphers",
+        "",
+        true,
+        "TLSv1.2 cipher list in OpenSSL's syntax (names such as ECDHE-RSA-AES256-GCM-SHA384, keywords such as DEFAULT, HIGH, AESGCM, CHACHA20, ! and - to remove); empty: all ECDHE AEAD suites.",
+        |c| c.tls.ciphers.clone(),
+        |c, v| c.tls.ciphers = v.to_string()
+    ),
+    opt!(
+        "tls-ciphersuites",
+        "",
+        true,
+        "TLSv1.3 suites, colon separated: TLS_AES_256_GCM_SHA384, TLS_AES_128_GCM_SHA256, TLS_CHACHA20_POLY1305_SHA256 (empty: all three).",
+        |c| c.tls.ciphersuites.clone(),
+        |c, v| c.tls.ciphersuites = v.to_string()
+    ),
+    opt!(
+        "tls-prefer-server-ciphers",
+        "no",
+        true,
+        "Pick the cipher by this server's order of preference rather than the client's.",
+        |c| yes_no(c.tls.prefer_server_ciphers),
+        |c, v| c.tls.prefer_server_ciphers = parse_bool(v)?
+    ),
+    opt!(
+        "tls-session-caching",
+        "yes",
+        true,
+        "Let TLS clients resume sessions (a cache of tls-session-cache-size sessions).",
+        |c| yes_no(c.tls.session_caching),
+        |c, v| c.tls.session_caching = parse_bool(v)?
+    ),
+    opt!(
+        "tls-session-cache-size",
+        "20480",
+        true,
+        "Sessions the TLS session cache holds.",
+        |c| c.tls.session_cache_size.to_string(),
+        |c, v| c.tls.session_cache_size = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "tls-session-cache-timeout",
+        "300",
+        true,
+        "Seconds a cached TLS session may be resumed.",
+        |c| c.tls.session_cache_timeout.to_string(),
+        |c, v| c.tls.session_cache_timeout = parse_int(v, 0, i32::MAX as i64)?
+    ),
+    opt!(
+        "tls-replication",
+        "no",
+        true,
+        "A replica connects to its master over TLS (the master's tls-port), showing tls-client-cert-file (or tls-cert-file) and checking the master's certificate against tls-ca-cert.",
+        |c| yes_no(c.tls.replication),
+        |c, v| c.tls.replication = parse_bool(v)?
+    ),
+    opt!(
+        "tls-cluster",
+        "no",
+        true,
+        "Cluster option (kept): TLS on the cluster bus.",
+        |c| yes_no(c.tls.cluster),
+        |c, v| c.tls.cluster = parse_bool(v)?
+    ),
+    opt!(
         "repl-rdma",
         "yes",
         true,
@@ -2761,7 +2980,7 @@ impl Config {
     }
 
     /// One variable of the title (Redis's redisProcTitleGetVariable; this
-    /// server has no TLS port, cluster or sentinel mode).
+    /// server has no cluster or sentinel mode).
     fn proc_title_variable(&self, name: &str, title: &str) -> Option<String> {
         Some(match name {
             "title" => title.to_string(),
@@ -2777,7 +2996,7 @@ impl Config {
                 .as_ref()
                 .map_or("-".to_string(), |p| p.display().to_string()),
             "port" => self.port.to_string(),
-            "tls-port" => "0".to_string(),
+            "tls-port" => self.tls.port.to_string(),
             "unixsocket" => self.unixsocket.clone(),
             _ => return None,
         })

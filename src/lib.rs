@@ -27,6 +27,7 @@ pub mod rdma;
 pub mod scripting;
 pub mod server;
 pub mod state;
+pub mod tls;
 pub mod util;
 
 /// The Redis version whose behaviour we implement (reported by INFO/HELLO, and

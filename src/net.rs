@@ -22,8 +22,24 @@ pub fn bind_tcp_listeners(
     config: &Config,
     current: &[(SocketAddr, RawFd)],
 ) -> io::Result<Vec<TcpListener>> {
+    bind_port_listeners(config, config.port, current)
+}
+
+/// [`bind_tcp_listeners`] for `tls-port`.
+pub fn bind_tls_listeners(
+    config: &Config,
+    current: &[(SocketAddr, RawFd)],
+) -> io::Result<Vec<TcpListener>> {
+    bind_port_listeners(config, config.tls.port, current)
+}
+
+fn bind_port_listeners(
+    config: &Config,
+    port: u16,
+    current: &[(SocketAddr, RawFd)],
+) -> io::Result<Vec<TcpListener>> {
     let mut listeners = Vec::new();
-    if config.port == 0 {
+    if port == 0 {
         return Ok(listeners);
     }
     for entry in &config.bind {
@@ -31,7 +47,7 @@ pub fn bind_tcp_listeners(
             Some(rest) => (true, rest),
             None => (false, entry.as_str()),
         };
-        let result = resolve_bind(addr, config.port).and_then(|sa| {
+        let result = resolve_bind(addr, port).and_then(|sa| {
             match current.iter().find(|(at, _)| *at == sa) {
                 Some(&(_, fd)) => share_listener(fd),
                 None => bind_tcp(sa, config.tcp_backlog as i32),
@@ -41,8 +57,7 @@ pub fn bind_tcp_listeners(
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(
-                    "Warning: Could not create server TCP listening socket {addr}:{}: {e}",
-                    config.port
+                    "Warning: Could not create server TCP listening socket {addr}:{port}: {e}"
                 );
                 let errno = e.raw_os_error().unwrap_or(0);
                 if errno == libc::EADDRNOTAVAIL && optional {

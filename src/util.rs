@@ -7,8 +7,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod der;
 pub mod hdr;
 pub mod lzf;
+pub mod pkcs8;
 pub mod sparkline;
 
 // ---- integers ----
@@ -418,6 +420,31 @@ pub fn sha1_hex(data: &[u8]) -> String {
 }
 
 /// Lower-case hex of `bytes`.
+/// Standard base64 (with or without `=` padding) to bytes; `None` on a
+/// character outside the alphabet.
+pub fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in text.iter().take_while(|&&c| c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -180,6 +180,55 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.perform_evictions();
         }
     }
+    // TLS: certificates and settings load again whenever a tls- option is
+    // set (Redis's applyTlsCfg), and a new tls-port is listened on; what
+    // fails leaves everything as it was.
+    if let Some(first_tls) = seen.iter().find(|n| n.starts_with("tls-")) {
+        let fail = |arg: &str, why: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}")
+        };
+        let tls_port_only = seen
+            .iter()
+            .all(|n| !n.starts_with("tls-") || *n == "tls-port");
+        // A new tls-port alone needs a configuration (made now if there is
+        // none); any other tls- option makes a new one.
+        if c.srv.config.tls.in_use() && (!tls_port_only || c.srv.tls.is_none()) {
+            match crate::tls::configure(&c.srv.config.tls) {
+                Ok(ctx) => c.srv.tls = Some(ctx),
+                Err(e) => {
+                    tracing::warn!("Failed to configure TLS: {e}");
+                    c.srv.config = backup;
+                    return c.cl.reply.error(&fail(
+                        first_tls,
+                        "Unable to update TLS configuration. Check server logs.",
+                    ));
+                }
+            }
+        }
+    }
+    if c.srv.config.tls.port != backup.tls.port
+        || (c.srv.config.bind != backup.bind && c.srv.config.tls.port != 0)
+    {
+        use std::os::fd::AsRawFd;
+        let mut open = c.srv.tls_listeners.clone();
+        for l in c.srv.new_tls_listeners.iter().flatten() {
+            if let Ok(at) = l.local_addr() {
+                open.push((at, l.as_raw_fd()));
+            }
+        }
+        match crate::net::bind_tls_listeners(&c.srv.config, &open) {
+            Ok(listeners) => c.srv.new_tls_listeners = Some(listeners),
+            Err(e) => {
+                tracing::warn!("Failed listening on port {}: {e}", c.srv.config.tls.port);
+                let arg = match c.srv.config.tls.port != backup.tls.port {
+                    true => "tls-port",
+                    false => "bind",
+                };
+                c.srv.config = backup;
+                return c.cl.reply.error(&format!("ERR CONFIG SET failed (possibly related to argument '{arg}') - Unable to listen on this port. Check server logs."));
+            }
+        }
+    }
     // A new port or bind list is listened on before the reply (Redis's
     // changeListenPort and changeBindAddr): what cannot be bound leaves
     // everything as it was. Addresses listened on already are kept.
@@ -221,6 +270,8 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
             Err(e) => {
                 c.srv.config = backup;
+                // TLS listeners bound for this call go too.
+                c.srv.new_tls_listeners = None;
                 return c.cl.reply.error(if port_changed {
                     tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
                     "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."

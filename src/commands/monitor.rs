@@ -52,9 +52,15 @@ pub fn redacted(cmd: &str, argv: &[&[u8]], i: usize) -> bool {
         "config|set" => {
             i >= 3
                 && (i - 3).is_multiple_of(2)
-                && ["requirepass", "masterauth", "masteruser"]
-                    .iter()
-                    .any(|name| eq_ic(argv[i - 1], name))
+                && [
+                    "requirepass",
+                    "masterauth",
+                    "masteruser",
+                    "tls-key-file-pass",
+                    "tls-client-key-file-pass",
+                ]
+                .iter()
+                .any(|name| eq_ic(argv[i - 1], name))
         }
         "hello" => argv
             .iter()

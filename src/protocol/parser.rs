@@ -11,7 +11,7 @@
 
 use crate::util::parse_i64;
 use std::io;
-use std::os::fd::RawFd;
+use std::mem::MaybeUninit;
 
 /// Longest inline command, or header line, accepted without a newline.
 pub const PROTO_INLINE_MAX_SIZE: usize = 64 * 1024;
@@ -158,22 +158,23 @@ impl QueryBuffer {
         self.buf.len() - self.pos
     }
 
-    /// Read once from `fd` into the buffer. Returns the number of bytes read
-    /// (0 at end of stream) and the number of bytes that were asked for, so
-    /// the caller can tell a short read (socket drained) from a full one.
-    pub fn read_from_fd(&mut self, fd: RawFd) -> io::Result<(usize, usize)> {
+    /// Read once into the buffer with `read` (a socket's read, given the
+    /// spare memory to fill). Returns the number of bytes read (0 at end of
+    /// stream) and the number of bytes that were asked for, so the caller
+    /// can tell a short read (socket drained) from a full one. `read` must
+    /// return how many bytes at the start of the memory it initialised.
+    pub fn read_with(
+        &mut self,
+        read: impl FnOnce(&mut [MaybeUninit<u8>]) -> io::Result<usize>,
+    ) -> io::Result<(usize, usize)> {
         let target = self.read_target();
         let spare = target.spare_capacity_mut();
         // Bounded so that reading a 500 MB argument is spread over many
         // turns of the loop instead of copying it all in one.
         let want = spare.len().min(PROTO_READ_MAX);
-        // SAFETY: reading into the spare capacity of a Vec; only the bytes
-        // the kernel reports as written are then marked initialised.
-        let n = unsafe { libc::read(fd, spare.as_mut_ptr() as *mut libc::c_void, want) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let n = n as usize;
+        let n = read(&mut spare[..want])?.min(want);
+        // SAFETY: `read` initialised the first `n` bytes of the spare
+        // capacity (its contract).
         unsafe { target.set_len(target.len() + n) };
         Ok((n, want))
     }

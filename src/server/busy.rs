@@ -89,7 +89,7 @@ fn read_available(srv: &mut Server, link: &mut Link) -> bool {
         if link.query.len() as u64 > srv.config.client_query_buffer_limit {
             return true;
         }
-        match link.query.read_from_fd(link.conn.fd()) {
+        match link.query.read_with(|buf| link.conn.read_uninit(buf)) {
             Ok((0, _)) => {
                 link.peer_closed = true;
                 return false;
@@ -164,7 +164,7 @@ fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
     let durable = srv.aof_durable();
     let mut keep = Vec::new();
     for (idx, id) in std::mem::take(&mut srv.pending_writes) {
-        let link = links.get(idx).and_then(|l| l.as_ref());
+        let link = links.get_mut(idx).and_then(|l| l.as_mut());
         let Some(st) = srv.clients.get_mut(idx).and_then(|c| c.as_mut()) else {
             // The caller of the script: written when it returns.
             keep.push((idx, id));
@@ -176,8 +176,7 @@ fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
         };
         st.hold_until(appended, durable);
         let limit = st.write_limit(durable);
-        let fd = link.conn.fd();
-        let written = write_reply(fd, st, limit, &mut srv.stats).is_ok();
+        let written = write_reply(&mut link.conn, st, limit, &mut srv.stats).is_ok();
         if written && st.sent == st.reply.len() {
             st.reply.clear();
             st.sent = 0;

@@ -23,7 +23,7 @@ use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::commands;
 use crate::config::Config;
@@ -88,7 +88,18 @@ impl Client {
 
 enum Listener {
     Tcp(TcpListener),
+    /// On `tls-port`: its clients speak TLS.
+    Tls(TcpListener),
     Unix(UnixListener),
+}
+
+impl Listener {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Listener::Tcp(l) | Listener::Tls(l) => l,
+            Listener::Unix(l) => l,
+        }
+    }
 }
 
 /// The event loop: owns the poller, the listeners and the [`Server`].
@@ -136,6 +147,19 @@ impl EventLoop {
             .into_iter()
             .map(Listener::Tcp)
             .collect();
+        // TLS: its certificates load now, or the server does not start.
+        let tls = match config.tls.in_use() {
+            true => Some(crate::tls::configure(&config.tls).map_err(|e| {
+                error!("{e}");
+                io::Error::other("Failed to configure TLS. Check logs for more info.")
+            })?),
+            false => None,
+        };
+        listeners.extend(
+            crate::net::bind_tls_listeners(&config, &[])?
+                .into_iter()
+                .map(Listener::Tls),
+        );
         if !config.unixsocket.is_empty() {
             let _ = std::fs::remove_file(&config.unixsocket);
             let l = UnixListener::bind(&config.unixsocket)?;
@@ -157,15 +181,14 @@ impl EventLoop {
         }
         for (i, l) in listeners.iter_mut().enumerate() {
             let token = Token(LISTENER_TOKEN_BASE + i);
-            match l {
-                Listener::Tcp(l) => poll.registry().register(l, token, Interest::READABLE)?,
-                Listener::Unix(l) => poll.registry().register(l, token, Interest::READABLE)?,
-            }
+            poll.registry()
+                .register(l.source(), token, Interest::READABLE)?;
         }
         let mut signals = Signals::new([SIGTERM, SIGINT])?;
         poll.registry()
             .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
         let mut srv = Server::new(config);
+        srv.tls = tls;
         // Users from `user` lines and the ACL file, once the command table
         // exists; a bad rule stops the start, as in Redis.
         if let Err(e) = commands::acl::load_users_at_startup(&mut srv) {
@@ -210,29 +233,31 @@ impl EventLoop {
         Ok(event_loop)
     }
 
-    /// Replace the TCP listeners (CONFIG SET port or bind): the new ones were bound
-    /// by the command, so nothing here can fail but registration, which is
-    /// logged. Unix listeners stay.
-    fn swap_tcp_listeners(&mut self, tcp: Vec<TcpListener>) {
+    /// Replace the TCP listeners of one kind, plain or TLS (CONFIG SET
+    /// port, tls-port or bind): the new ones were bound by the command, so
+    /// nothing here can fail but registration, which is logged. The other
+    /// listeners stay.
+    fn swap_tcp_listeners(&mut self, tcp: Vec<TcpListener>, tls: bool) {
         let old = std::mem::take(&mut self.listeners);
-        let mut keep = Vec::new();
+        let mut listeners: Vec<Listener> = Vec::new();
         for mut l in old {
-            let _ = match &mut l {
-                Listener::Tcp(l) => self.poll.registry().deregister(l),
-                Listener::Unix(l) => self.poll.registry().deregister(l),
-            };
-            if let Listener::Unix(_) = l {
-                keep.push(l);
+            let _ = self.poll.registry().deregister(l.source());
+            match l {
+                Listener::Tcp(_) if !tls => {}
+                Listener::Tls(_) if tls => {}
+                l => listeners.push(l),
             }
         }
-        let mut listeners: Vec<Listener> = tcp.into_iter().map(Listener::Tcp).collect();
-        listeners.extend(keep);
+        listeners.extend(tcp.into_iter().map(match tls {
+            true => Listener::Tls,
+            false => Listener::Tcp,
+        }));
         for (i, l) in listeners.iter_mut().enumerate() {
             let token = Token(LISTENER_TOKEN_BASE + i);
-            let res = match l {
-                Listener::Tcp(l) => self.poll.registry().register(l, token, Interest::READABLE),
-                Listener::Unix(l) => self.poll.registry().register(l, token, Interest::READABLE),
-            };
+            let res = self
+                .poll
+                .registry()
+                .register(l.source(), token, Interest::READABLE);
             if let Err(e) = res {
                 warn!("Registering a listener after CONFIG SET port: {e}");
             }
@@ -244,21 +269,26 @@ impl EventLoop {
     /// Tell the state which TCP listeners are open, at which addresses.
     fn note_tcp_listeners(&mut self) {
         use std::os::fd::AsRawFd;
-        self.srv.tcp_listeners = self
-            .listeners
-            .iter()
-            .filter_map(|l| match l {
-                Listener::Tcp(l) => Some((l.local_addr().ok()?, l.as_raw_fd())),
-                Listener::Unix(_) => None,
-            })
-            .collect();
+        let (mut tcp, mut tls) = (Vec::new(), Vec::new());
+        for l in &self.listeners {
+            let (list, l) = match l {
+                Listener::Tcp(l) => (&mut tcp, l),
+                Listener::Tls(l) => (&mut tls, l),
+                Listener::Unix(_) => continue,
+            };
+            if let Ok(at) = l.local_addr() {
+                list.push((at, l.as_raw_fd()));
+            }
+        }
+        self.srv.tcp_listeners = tcp;
+        self.srv.tls_listeners = tls;
     }
 
     /// The TCP port actually bound (useful with `--port 0` in tests).
     pub fn local_port(&self) -> Option<u16> {
         self.listeners.iter().find_map(|l| match l {
             Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
-            Listener::Unix(_) => None,
+            _ => None,
         })
     }
 
@@ -277,7 +307,10 @@ impl EventLoop {
             }
             self.close_marked();
             if let Some(tcp) = self.srv.new_tcp_listeners.take() {
-                self.swap_tcp_listeners(tcp);
+                self.swap_tcp_listeners(tcp, false);
+            }
+            if let Some(tls) = self.srv.new_tls_listeners.take() {
+                self.swap_tcp_listeners(tls, true);
             }
             if let Some(flags) = self.srv.shutdown.take() {
                 if self.prepare_shutdown(flags) {
@@ -404,7 +437,7 @@ impl EventLoop {
             return;
         };
         let mut close = false;
-        if writable && client.st.wants_write() {
+        if writable && (client.st.wants_write() || client.link.conn.pending()) {
             close |= !self.write_client(idx, &mut client);
         }
         // A FIN reported once must be remembered: the read that sees it
@@ -416,6 +449,11 @@ impl EventLoop {
             read_ok = self.read_client(idx, &mut client, peer_closed);
         }
         close |= !read_ok || client.st.close_asap;
+        // A TLS handshake (or the reply to a key update) may wait on a
+        // full socket: the writable event sends it.
+        if !close && client.link.conn.pending() {
+            close |= !self.wait_writable(idx, &mut client);
+        }
         if client.st.wants_write() {
             if !close {
                 // Written before the loop sleeps, after the feed has gone
@@ -522,7 +560,8 @@ impl EventLoop {
             if turn_bytes >= MAX_READ_BYTES_PER_TURN {
                 break;
             }
-            let (n, want) = match client.link.query.read_from_fd(client.link.conn.fd()) {
+            let link = &mut client.link;
+            let (n, want) = match link.query.read_with(|buf| link.conn.read_uninit(buf)) {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -741,7 +780,7 @@ impl EventLoop {
         // Replies that wait for the AOF (appendfsync always) are not sent
         // before their writes are on disk.
         let limit = st.write_limit(self.srv.aof_durable());
-        if let Err(e) = write_reply(client.link.conn.fd(), st, limit, &mut self.srv.stats) {
+        if let Err(e) = write_reply(&mut client.link.conn, st, limit, &mut self.srv.stats) {
             if e.kind() == io::ErrorKind::WouldBlock {
                 return self.wait_writable(idx, client);
             }
@@ -758,7 +797,10 @@ impl EventLoop {
         if let Some(ReplicaPhase::SendBulk { file, remaining }) =
             st.repl.as_mut().map(|l| &mut l.phase)
         {
-            let (sent, result) = sendfile_bulk(client.link.conn.fd(), file, remaining);
+            let (sent, result) = match &mut client.link.conn {
+                Conn::Tls(tls) => copy_bulk_tls(tls, file, remaining),
+                conn => sendfile_bulk(conn.fd(), file, remaining),
+            };
             self.srv.stats.total_net_output_bytes += sent;
             match result {
                 Ok(Bulk::Done) => {}
@@ -787,6 +829,15 @@ impl EventLoop {
         if st.reply.buf.capacity() > st.rbuf.size {
             st.reply.buf.shrink_to(st.rbuf.size);
         }
+        // TLS records the socket did not take yet go out when it drains.
+        match client.link.conn.flush() {
+            Ok(true) => {}
+            Ok(false) => return self.wait_writable(idx, client),
+            Err(e) => {
+                debug!(client = %client.st.addr, "Writing to client: {e}");
+                return false;
+            }
+        }
         if client.link.write_interest {
             client.link.write_interest = false;
             return self.set_interest(idx, client, Interest::READABLE);
@@ -806,10 +857,10 @@ impl EventLoop {
     }
 
     fn set_interest(&mut self, idx: usize, client: &mut Client, interest: Interest) -> bool {
-        let res = match &mut client.link.conn {
-            Conn::Tcp(s) => self.poll.registry().reregister(s, Token(idx), interest),
-            Conn::Unix(s) => self.poll.registry().reregister(s, Token(idx), interest),
-        };
+        let res = self
+            .poll
+            .registry()
+            .reregister(client.link.conn.source(), Token(idx), interest);
         if let Err(e) = &res {
             warn!(client = %client.st.addr, "Changing poll interest: {e}");
         }
@@ -1057,10 +1108,12 @@ impl EventLoop {
 const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 /// Tell a connection we will not serve it why (best effort: one
-/// non-blocking write), before it is dropped and so closed.
-fn reject_connection(conn: &Conn, msg: &[u8]) {
-    // SAFETY: writing from a valid slice to a socket we own.
-    unsafe { libc::write(conn.fd(), msg.as_ptr() as *const libc::c_void, msg.len()) };
+/// non-blocking write), before it is dropped and so closed. A TLS client
+/// is closed without a word: its handshake has not happened.
+fn reject_connection(conn: &mut Conn, msg: &[u8]) {
+    if !conn.is_tls() {
+        let _ = conn.write(msg);
+    }
 }
 
 /// Poll `fd` for reading under `token`; a failure is logged.
@@ -1122,6 +1175,56 @@ fn sendfile_bulk(
     (sent, Ok(Bulk::Done))
 }
 
+/// [`sendfile_bulk`] for a replica over TLS: the file is read and written
+/// through the TLS stream, a buffer at a time.
+fn copy_bulk_tls(
+    tls: &mut crate::tls::TlsStream,
+    mut file: &std::fs::File,
+    remaining: &mut u64,
+) -> (u64, io::Result<Bulk>) {
+    use std::io::{Read, Seek, SeekFrom};
+    /// Bytes per loop turn for one replica.
+    const COPY_TURN: u64 = 16 << 20;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut sent = 0;
+    while *remaining > 0 {
+        if sent >= COPY_TURN {
+            return (sent, Ok(Bulk::Budget));
+        }
+        let want = (*remaining).min(buf.len() as u64) as usize;
+        let got = match file.read(&mut buf[..want]) {
+            Ok(0) => {
+                return (
+                    sent,
+                    Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the dump file is shorter than announced",
+                    )),
+                )
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return (sent, Err(e)),
+        };
+        let taken = match tls.write(&buf[..got]) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = file.seek(SeekFrom::Current(-(got as i64)));
+                return (sent, Err(e));
+            }
+        };
+        if taken < got {
+            // What the stream did not take is read again next time.
+            if let Err(e) = file.seek(SeekFrom::Current(-((got - taken) as i64))) {
+                return (sent, Err(e));
+            }
+        }
+        *remaining -= taken as u64;
+        sent += taken as u64;
+    }
+    (sent, Ok(Bulk::Done))
+}
+
 fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &str) {
     let res = poll
         .registry()
@@ -1142,10 +1245,7 @@ fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: us
     srv.clients[idx] = Some(st);
     srv.remove_client(idx);
     if let Some(mut link) = links.get_mut(idx).and_then(|l| l.take()) {
-        let _ = match &mut link.conn {
-            Conn::Tcp(s) => poll.registry().deregister(s),
-            Conn::Unix(s) => poll.registry().deregister(s),
-        };
+        let _ = poll.registry().deregister(link.conn.source());
     }
     debug!(client = idx, "Client closed connection");
 }
@@ -1155,17 +1255,20 @@ fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: us
 fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, srv: &mut Server) {
     loop {
         let accepted = match listener {
-            Listener::Tcp(l) => l.accept().map(|(s, a)| {
+            Listener::Tcp(l) | Listener::Tls(l) => l.accept().and_then(|(s, a)| {
                 let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                 let _ = s.set_nodelay(true);
                 set_keepalive(s.as_raw_fd(), srv.config.tcp_keepalive);
-                (
-                    Conn::Tcp(s),
-                    a.to_string(),
-                    laddr,
-                    false,
-                    is_loopback_peer(&a),
-                )
+                let conn = match (listener, &srv.tls) {
+                    (Listener::Tls(_), Some(tls)) => {
+                        Conn::Tls(Box::new(crate::tls::TlsStream::accept(s, &tls.server)?))
+                    }
+                    (Listener::Tls(_), None) => {
+                        return Err(io::Error::other("TLS is not configured"));
+                    }
+                    _ => Conn::Tcp(s),
+                };
+                Ok((conn, a.to_string(), laddr, false, is_loopback_peer(&a)))
             }),
             Listener::Unix(l) => l.accept().map(|(s, _)| {
                 let path = srv.config.unixsocket.clone();
@@ -1183,7 +1286,7 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         };
         srv.stats.total_connections_received += 1;
         if srv.connected_clients as i64 >= srv.config.maxclients {
-            reject_connection(&conn, b"-ERR max number of clients reached\r\n");
+            reject_connection(&mut conn, b"-ERR max number of clients reached\r\n");
             srv.stats.rejected_connections += 1;
             continue;
         }
@@ -1191,7 +1294,7 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         // user has no password, only local clients are served, whatever
         // `bind` says.
         if srv.config.protected_mode && srv.acl.user(DEFAULT_USER).nopass && !is_local {
-            reject_connection(&conn, PROTECTED_MODE_DENIED);
+            reject_connection(&mut conn, PROTECTED_MODE_DENIED);
             srv.stats.rejected_connections += 1;
             if let Some(skipped) = srv.log_limits.denied.allow(Instant::now()) {
                 warn!(
@@ -1211,10 +1314,9 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         // Register under the slot the client is about to take.
         let idx = srv.vacant_slot();
         let interest = Interest::READABLE;
-        let reg = match &mut conn {
-            Conn::Tcp(s) => poll.registry().register(s, Token(idx), interest),
-            Conn::Unix(s) => poll.registry().register(s, Token(idx), interest),
-        };
+        let reg = poll
+            .registry()
+            .register(conn.source(), Token(idx), interest);
         if let Err(e) = reg {
             warn!("Registering client: {e}");
             continue;
@@ -1239,16 +1341,14 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
 /// the reply buffer or, for shared values, from where they live. Stops
 /// with the socket's error (`WouldBlock` when it is full).
 fn write_reply(
-    fd: std::os::fd::RawFd,
+    conn: &mut Conn,
     st: &mut ClientState,
     limit: usize,
     stats: &mut crate::state::Stats,
 ) -> io::Result<()> {
     while st.sent < limit {
         let n = if st.reply.shared_len() == 0 {
-            let rest = &st.reply.buf[st.sent..limit];
-            // SAFETY: writing from a valid slice to a socket we own.
-            unsafe { libc::write(fd, rest.as_ptr() as *const libc::c_void, rest.len()) }
+            conn.write(&st.reply.buf[st.sent..limit])
         } else {
             // Shared values are written from where they live.
             st.reply.seek(st.sent);
@@ -1271,26 +1371,16 @@ fn write_reply(
                 keep += 1;
             }
             slices.truncate(keep);
-            // SAFETY: IoSlice is ABI-compatible with iovec; every slice
-            // borrows the reply, which outlives the call.
-            unsafe {
-                libc::writev(
-                    fd,
-                    slices.as_ptr() as *const libc::iovec,
-                    slices.len() as libc::c_int,
-                )
-            }
+            conn.writev(&slices)
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let n = match n {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         stats.total_writes_processed += 1;
         stats.total_net_output_bytes += n as u64;
-        st.sent += n as usize;
+        st.sent += n;
     }
     Ok(())
 }

@@ -18,7 +18,7 @@
 //! through the dispatcher without the gates, with their replies dropped,
 //! and the replication offset counts their bytes.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::time::Instant;
 
 use mio::{Interest, Token};
@@ -39,7 +39,8 @@ pub(super) const RDMA_TOKEN: Token = Token(usize::MAX - 6);
 
 /// A handshake or transfer in progress with the master.
 pub(super) struct Handshake {
-    stream: mio::net::TcpStream,
+    /// Plain TCP, or TLS with `tls-replication`.
+    conn: Conn,
     /// What was received and not yet used.
     inbuf: Vec<u8>,
     /// What is to be written next.
@@ -91,8 +92,8 @@ impl EventLoop {
     /// The handshake (or transfer) failed or is dropped: its socket and
     /// temporary dump go, and the link is tried again in a second.
     fn abandon_handshake(&mut self, h: Handshake) {
-        let mut stream = h.stream;
-        let _ = self.poll.registry().deregister(&mut stream);
+        let mut conn = h.conn;
+        let _ = self.poll.registry().deregister(conn.source());
         self.abandon_handshake_state();
     }
 
@@ -126,15 +127,27 @@ impl EventLoop {
                 return;
             }
         };
-        let mut stream = match crate::net::connect_from(addr, &self.srv.config.bind_source_addr) {
+        let stream = match crate::net::connect_from(addr, &self.srv.config.bind_source_addr) {
             Ok(s) => s,
             Err(e) => {
                 warn!("Unable to connect to MASTER: {e}");
                 return;
             }
         };
+        // With tls-replication the handshake starts once connected: the
+        // first request waits in the TLS stream until it is over.
+        let mut conn = match (&self.srv.tls, self.srv.config.tls.replication) {
+            (Some(tls), true) => match crate::tls::TlsStream::connect(stream, &tls.client, &host) {
+                Ok(t) => Conn::Tls(Box::new(t)),
+                Err(e) => {
+                    warn!("Unable to connect to MASTER: {e}");
+                    return;
+                }
+            },
+            _ => Conn::Tcp(stream),
+        };
         if let Err(e) = self.poll.registry().register(
-            &mut stream,
+            conn.source(),
             MASTER_TOKEN,
             Interest::READABLE | Interest::WRITABLE,
         ) {
@@ -146,7 +159,7 @@ impl EventLoop {
         self.srv.master.state = LinkState::Connecting;
         self.srv.master.last_io = Instant::now();
         self.handshake = Some(Handshake {
-            stream,
+            conn,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
         });
@@ -187,7 +200,8 @@ impl EventLoop {
     fn advance_handshake(&mut self, h: &mut Handshake) -> Result<Next, String> {
         h.flush_out()?;
         if self.srv.master.state == LinkState::Connecting {
-            match h.stream.peer_addr() {
+            let tcp = h.conn.tcp().expect("a TCP link");
+            match tcp.peer_addr() {
                 Ok(_) => {
                     info!("Non blocking connect for SYNC fired the event.");
                     self.srv.master.state = LinkState::ReceivePong;
@@ -196,7 +210,7 @@ impl EventLoop {
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => {
                     // Still connecting, or refused: the error says which.
-                    if let Ok(Some(err)) = h.stream.take_error() {
+                    if let Ok(Some(err)) = tcp.take_error() {
                         return Err(format!("Error condition on socket for SYNC: {err}"));
                     }
                     return Ok(Next::Keep);
@@ -214,7 +228,7 @@ impl EventLoop {
                 if self.srv.master.state != LinkState::Transfer && h.inbuf.contains(&b'\n') {
                     break;
                 }
-                match h.stream.read(&mut buf) {
+                match h.conn.read(&mut buf) {
                     Ok(0) => {
                         closed = true;
                         drained = true;
@@ -585,19 +599,15 @@ impl EventLoop {
 
     /// The handshake is over: the socket becomes the master client.
     fn master_link_online(&mut self, h: Handshake, leftover: Vec<u8>) {
-        let mut stream = h.stream;
-        let _ = self.poll.registry().deregister(&mut stream);
+        let mut conn = h.conn;
+        let _ = self.poll.registry().deregister(conn.source());
         let id = self.srv.next_client_id;
         self.srv.next_client_id += 1;
-        let addr = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let laddr = stream
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let conn = Conn::Tcp(stream);
+        let tcp = conn.tcp().expect("a TCP link");
+        let addr = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let laddr = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        // Decrypted input a TLS stream holds raises no event: read it now.
+        let read_now = !leftover.is_empty() || conn.is_tls();
         let mut st = ClientState::new(id, conn.fd(), addr, laddr, false, true, true);
         st.set_superuser();
         st.kind = crate::state::ClientKind::Master;
@@ -606,17 +616,10 @@ impl EventLoop {
         // from a replica, whose stream has no SELECT of its own).
         st.db = self.srv.master.stream_db;
         let idx = self.srv.vacant_slot();
-        let mut conn = conn;
-        let reg = match &mut conn {
-            Conn::Tcp(s) => self
-                .poll
-                .registry()
-                .register(s, Token(idx), Interest::READABLE),
-            Conn::Unix(s) => self
-                .poll
-                .registry()
-                .register(s, Token(idx), Interest::READABLE),
-        };
+        let reg = self
+            .poll
+            .registry()
+            .register(conn.source(), Token(idx), Interest::READABLE);
         if let Err(e) = reg {
             warn!("Registering the master link: {e}");
             self.srv.master.link_lost();
@@ -654,7 +657,7 @@ impl EventLoop {
         }
         info!("MASTER <-> REPLICA sync: Finished with success");
         // The stream that came with the last bytes of the dump.
-        if !leftover.is_empty() {
+        if read_now {
             self.pending_reads.push(slot);
         }
     }
@@ -664,8 +667,14 @@ impl Handshake {
     /// Write what is queued, as far as the socket takes it (a connection
     /// still being made takes nothing yet).
     fn flush_out(&mut self) -> Result<(), String> {
+        // TLS records from an earlier write go first.
+        match self.conn.flush() {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
+            Err(e) => return Err(format!("Error condition on socket for SYNC: {e}")),
+        }
         while !self.outbuf.is_empty() {
-            match self.stream.write(&self.outbuf) {
+            match self.conn.write(&self.outbuf) {
                 Ok(0) => return Err("Error condition on socket for SYNC: closed".into()),
                 Ok(n) => {
                     self.outbuf.drain(..n);

@@ -298,6 +298,12 @@ pub struct Server {
     /// The TCP listeners open now, with their addresses (kept by the loop,
     /// read when CONFIG SET changes `bind` or `port`).
     pub tcp_listeners: Vec<(std::net::SocketAddr, std::os::fd::RawFd)>,
+    /// The same for `tls-port`.
+    pub new_tls_listeners: Option<Vec<TcpListener>>,
+    pub tls_listeners: Vec<(std::net::SocketAddr, std::os::fd::RawFd)>,
+    /// TLS configurations in force (while `tls-port`, `tls-replication` or
+    /// `tls-cluster` is set): new TLS connections use them.
+    pub tls: Option<crate::tls::TlsContext>,
     /// Pub/Sub subscriptions.
     pub pubsub: pubsub::PubSub,
     /// The append-only file.
@@ -457,6 +463,9 @@ impl Server {
             log_limits: LogLimits::default(),
             new_tcp_listeners: None,
             tcp_listeners: Vec::new(),
+            new_tls_listeners: None,
+            tls_listeners: Vec::new(),
+            tls: None,
             pubsub: Default::default(),
             aof: aof::Aof::new(),
             pending_writes: Vec::new(),
