@@ -28,6 +28,7 @@ pub mod scripting;
 pub mod server;
 pub mod state;
 pub mod tls;
+pub mod tls_v1;
 pub mod util;
 
 /// The Redis version whose behaviour we implement (reported by INFO/HELLO, and

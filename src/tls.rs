@@ -17,20 +17,19 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use mio::net::TcpStream;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::ResolvesClientCert;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{ring as provider, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{
     ClientHello, NoServerSessionStorage, ResolvesServerCert, ServerSessionMemoryCache,
     WebPkiClientVerifier,
 };
 use rustls::sign::CertifiedKey;
 use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
-    SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
+    ClientConfig, RootCertStore, ServerConfig, SignatureScheme, SupportedCipherSuite,
+    SupportedProtocolVersion,
 };
 use tracing::warn;
 
@@ -92,26 +91,39 @@ pub fn configure(cfg: &TlsConfig) -> Result<TlsContext, String> {
         cipher_suites: suites,
         ..provider::default_provider()
     });
+    // The authorities, as rustls keeps them and as found (for version 1
+    // peer certificates: see tls_v1).
     let roots = if cfg.ca_cert_file.is_empty() && cfg.ca_cert_dir.is_empty() {
         None
     } else {
-        Some(Arc::new(load_roots(cfg)?))
+        let certs = load_roots(cfg)?;
+        let mut store = RootCertStore::empty();
+        for cert in &certs {
+            store.add(cert.clone()).map_err(|e| {
+                format!("Failed to configure CA certificate(s) file/directory: {e}")
+            })?;
+        }
+        Some((Arc::new(store), certs))
     };
 
     let own = certified_key(&cfg.cert_file, &cfg.key_file, &cfg.key_file_pass, &provider)?;
     let verifier = match (cfg.auth_clients, &roots) {
         (TlsAuthClients::No, _) | (_, None) => WebPkiClientVerifier::no_client_auth(),
-        (auth, Some(roots)) => {
+        (auth, Some((store, certs))) => {
             let builder =
-                WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
+                WebPkiClientVerifier::builder_with_provider(store.clone(), provider.clone());
             let builder = if auth == TlsAuthClients::Optional {
                 builder.allow_unauthenticated()
             } else {
                 builder
             };
-            builder
+            let inner = builder
                 .build()
-                .map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?
+                .map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?;
+            Arc::new(crate::tls_v1::ClientVerifier {
+                inner,
+                roots: certs.clone(),
+            })
         }
     };
     let mut server = ServerConfig::builder_with_provider(provider.clone())
@@ -142,13 +154,16 @@ pub fn configure(cfg: &TlsConfig) -> Result<TlsContext, String> {
         .with_protocol_versions(&versions)
         .map_err(|e| format!("Failed to configure TLS protocols: {e}"))?;
     let client_builder = match &roots {
-        Some(roots) => {
-            let inner = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider)
+        Some((store, certs)) => {
+            let inner = WebPkiServerVerifier::builder_with_provider(store.clone(), provider)
                 .build()
                 .map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?;
             client_builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyNameVerifier { inner }))
+                .with_custom_certificate_verifier(Arc::new(crate::tls_v1::MasterVerifier {
+                    inner,
+                    roots: certs.clone(),
+                }))
         }
         // Without authorities there is nothing to check a master against:
         // such a configuration cannot replicate (tls-replication needs
@@ -418,14 +433,10 @@ fn pem_section(pem: &[u8], label: &str) -> Option<Vec<u8>> {
 
 /// The authorities of `tls-ca-cert-file` and every file of `tls-ca-cert-dir`
 /// that holds certificates.
-fn load_roots(cfg: &TlsConfig) -> Result<RootCertStore, String> {
-    let mut roots = RootCertStore::empty();
+fn load_roots(cfg: &TlsConfig) -> Result<Vec<CertificateDer<'static>>, String> {
+    let mut roots = Vec::new();
     if !cfg.ca_cert_file.is_empty() {
-        for cert in load_certs(&cfg.ca_cert_file)? {
-            roots.add(cert).map_err(|e| {
-                format!("Failed to configure CA certificate(s) file/directory: {e}")
-            })?;
-        }
+        roots.extend(load_certs(&cfg.ca_cert_file)?);
     }
     if !cfg.ca_cert_dir.is_empty() {
         let dir = std::fs::read_dir(&cfg.ca_cert_dir)
@@ -433,12 +444,8 @@ fn load_roots(cfg: &TlsConfig) -> Result<RootCertStore, String> {
         let mut paths: Vec<_> = dir.flatten().map(|e| e.path()).collect();
         paths.sort();
         for path in paths.iter().filter(|p| p.is_file()) {
-            let Ok(it) = CertificateDer::pem_file_iter(path) else {
-                continue;
-            };
-            for cert in it.flatten() {
-                // What is not an authority certificate is left out.
-                let _ = roots.add(cert);
+            if let Ok(it) = CertificateDer::pem_file_iter(path) {
+                roots.extend(it.flatten());
             }
         }
     }
@@ -450,66 +457,28 @@ fn load_roots(cfg: &TlsConfig) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-/// A master's certificate is checked as OpenSSL checks it for Redis: signed
-/// by a trusted authority, in its validity period; not against the host
-/// name (Redis does not compare names).
-#[derive(Debug)]
-struct AnyNameVerifier {
-    inner: Arc<WebPkiServerVerifier>,
-}
-
-impl ServerCertVerifier for AnyNameVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
 /// A TLS connection over a non-blocking socket (see the module's notes).
 pub struct TlsStream {
     pub sock: TcpStream,
     conn: rustls::Connection,
-    /// The socket reached its end (the peer closed it).
+    /// The stream reached its end (close_notify, or the socket's end).
     eof: bool,
+    /// Plaintext decrypted and not yet read.
+    plain: usize,
+}
+
+/// The socket as rustls reads it, noting a short read.
+struct Probe<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for Probe<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
+    }
 }
 
 impl TlsStream {
@@ -520,6 +489,7 @@ impl TlsStream {
             sock,
             conn: conn.into(),
             eof: false,
+            plain: 0,
         })
     }
 
@@ -537,6 +507,7 @@ impl TlsStream {
             sock,
             conn: conn.into(),
             eof: false,
+            plain: 0,
         })
     }
 
@@ -554,29 +525,55 @@ impl TlsStream {
     /// stream, `WouldBlock` when nothing is there. A read that fills less
     /// than `buf` found the socket drained.
     pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: initialised bytes viewed as maybe-uninitialised; only
+        // initialised bytes are written into them.
+        self.read_uninit(unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) })
+    }
+
+    /// [`read`](Self::read) into uninitialised memory. Only as many bytes
+    /// as there is plaintext for are initialised (zeroed, then filled):
+    /// rustls writes into initialised bytes only.
+    pub fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         let mut filled = 0;
+        // A short read emptied the socket: asking it again would only get
+        // `WouldBlock` (this holds within this call only: data may come
+        // before the next).
+        let mut drained = false;
         loop {
             if filled == buf.len() {
                 return Ok(filled);
             }
-            match self.conn.reader().read(&mut buf[filled..]) {
-                // The peer's close_notify: the end, after what was read.
-                Ok(0) => return Ok(filled),
-                Ok(n) => {
-                    filled += n;
-                    continue;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                // The socket ended without close_notify: an end as well.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(filled),
-                Err(e) => return Err(e),
+            if self.plain > 0 {
+                let n = self.plain.min(buf.len() - filled);
+                let dst = &mut buf[filled..filled + n];
+                dst.fill(MaybeUninit::new(0));
+                // SAFETY: every byte of `dst` was just initialised.
+                let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+                let got = match self.conn.reader().read(dst) {
+                    Ok(got) => got,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+                    Err(e) => return Err(e),
+                };
+                self.plain = if got == 0 { 0 } else { self.plain - got };
+                filled += got;
+                continue;
             }
-            if self.eof {
-                return Ok(filled);
+            // The peer's close_notify, or the socket's end: what was read,
+            // then 0.
+            if self.eof || drained {
+                return match filled {
+                    0 if !self.eof => Err(io::ErrorKind::WouldBlock.into()),
+                    n => Ok(n),
+                };
             }
-            match self.conn.read_tls(&mut self.sock) {
+            let mut probe = Probe {
+                sock: &mut self.sock,
+                short: false,
+            };
+            match self.conn.read_tls(&mut probe) {
                 Ok(0) => self.eof = true,
-                Ok(_) => {}
+                Ok(_) => drained = probe.short,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.flush()?;
                     return if filled > 0 { Ok(filled) } else { Err(e) };
@@ -584,26 +581,23 @@ impl TlsStream {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            if let Err(e) = self.conn.process_new_packets() {
-                // The alert that says why goes out, best effort; a peer
-                // that does not speak TLS at all gets none (as OpenSSL).
-                if !matches!(e, rustls::Error::InvalidMessage(_)) {
-                    let _ = self.flush();
+            match self.conn.process_new_packets() {
+                Ok(state) => {
+                    self.plain = state.plaintext_bytes_to_read();
+                    self.eof |= state.peer_has_closed();
                 }
-                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                Err(e) => {
+                    // The alert that says why goes out, best effort; a peer
+                    // that does not speak TLS at all gets none (as OpenSSL).
+                    if !matches!(e, rustls::Error::InvalidMessage(_)) {
+                        let _ = self.flush();
+                    }
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                }
             }
             // Handshake messages and replies to the peer's go out now.
             self.flush()?;
         }
-    }
-
-    /// Read into uninitialised memory (zeroed first: rustls writes into
-    /// initialised bytes only).
-    pub fn read_uninit(&mut self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
-        buf.fill(MaybeUninit::new(0));
-        // SAFETY: every byte was just initialised.
-        let buf = unsafe { &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8]) };
-        self.read(buf)
     }
 
     /// Write plaintext: what is returned was taken (encrypted, and sent as

@@ -101,6 +101,20 @@ impl Certs {
             }
             run(&args.iter().map(String::as_str).collect::<Vec<_>>());
         }
+        // A version 1 certificate no authority signed (self-signed).
+        run(&[
+            "x509",
+            "-req",
+            "-sha256",
+            "-in",
+            "generic.csr",
+            "-signkey",
+            "generic.key",
+            "-days",
+            "30",
+            "-out",
+            "selfv1.crt",
+        ]);
         // The server's key, encrypted (PKCS#8, PBES2, AES-256-CBC).
         run(&[
             "pkcs8",
@@ -267,6 +281,28 @@ fn redis_cli_over_tls_with_client_certificates() {
         b"+OK\r\n"
     );
     assert_ne!(certs.cli_run(tls_port, false, &["PING"]), "PONG");
+
+    // A version 1 client certificate (no extensions) signed by the CA is
+    // accepted, as OpenSSL accepts it; a self-signed one is not.
+    let v1 = |cert: &str, key: &str| {
+        let out = output_within(
+            certs
+                .cli(tls_port, false)
+                .args([
+                    "--cert",
+                    &certs.path(cert),
+                    "--key",
+                    &certs.path(key),
+                    "PING",
+                ])
+                .stdin(Stdio::null()),
+            Duration::from_secs(20),
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(v1("generic.crt", "generic.key"), "PONG");
+    assert_ne!(v1("selfv1.crt", "generic.key"), "PONG");
+    assert_ne!(v1("ca.crt", "ca.key"), "PONG");
 
     // A client that does not speak TLS gets nothing and is closed.
     let mut wrong = Conn::connect(tls_port);
@@ -565,6 +601,22 @@ fn replication_over_tls_between_kvstores() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_ne!(s.info_field("replication", "master_link_status"), "up");
     assert_eq!(s.cmd_str(&["DBSIZE"]), b":0\r\n");
+
+    // A replica showing a version 1 certificate (its tls-cert-file, with no
+    // tls-client-cert-file) syncs, as Redis's own TLS test has it.
+    let mut args = replica_args(&certs, master_tls);
+    let at = args
+        .iter()
+        .position(|a| a == "--tls-client-cert-file")
+        .unwrap();
+    args.drain(at..at + 4);
+    let at = args.iter().position(|a| a == "--tls-cert-file").unwrap();
+    args[at + 1] = certs.path("generic.crt");
+    args[at + 3] = certs.path("generic.key");
+    let generic = start_kvstore(&args_ref(&args));
+    let mut g = Conn::connect(generic.port);
+    m.cmd_str(&["SET", "v1", "yes"]);
+    wait_synced(&mut g, &mut m, "v1");
 }
 
 /// kvstore replicates from redis-server over TLS, and redis-server from

@@ -64,6 +64,7 @@ impl<'a> Der<'a> {
 }
 
 /// The parts of a certificate this server reads.
+#[derive(Clone)]
 pub struct Certificate<'a> {
     /// 1, 2 or 3.
     pub version: u8,
