@@ -2989,6 +2989,11 @@ impl Config {
                 self.bind.first().map_or("*", String::as_str),
                 self.port
             ),
+            "listen-addr" if self.tls.port != 0 => format!(
+                "{}:{}",
+                self.bind.first().map_or("*", String::as_str),
+                self.tls.port
+            ),
             "listen-addr" => format!("unixsocket:{}", self.unixsocket),
             "server-mode" => String::new(),
             "config-file" => self

@@ -177,7 +177,9 @@ fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
         st.hold_until(appended, durable);
         let limit = st.write_limit(durable);
         let written = write_reply(&mut link.conn, st, limit, &mut srv.stats).is_ok();
-        if written && st.sent == st.reply.len() {
+        // TLS records the socket did not take are the loop's to send (it
+        // waits for the writable event).
+        if written && st.sent == st.reply.len() && !link.conn.pending() {
             st.reply.clear();
             st.sent = 0;
             st.pending_write = false;

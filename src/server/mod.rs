@@ -504,7 +504,7 @@ impl EventLoop {
             };
             client.st.pending_write = false;
             let mut close = client.st.close_asap;
-            if !close && client.st.wants_write() {
+            if !close && (client.st.wants_write() || client.link.conn.pending()) {
                 // Under appendfsync always, what this client was sent this
                 // turn waits for the fsync of this turn's writes.
                 client.st.hold_until(appended, durable);
