@@ -33,17 +33,6 @@ for u in range(users):
     print(f"ACL SETUSER u{u} on >pw{u} +@all &* {pats} ~key:*")
 PY
 
-# measure SIDE NAME N P ARGS...: requests/s and CPU µs per request.
-measure() {
-    local side=$1 name=$2 n=$3 p=$4 c0 c1 rps
-    shift 4
-    c0=$(cpu_ticks "$pid")
-    rps=$(bench_rps "$port" "$n" "$p" -r 1000000 "$@")
-    c1=$(cpu_ticks "$pid")
-    record "$side" "${name}_rps" "$rps"
-    record "$side" "${name}_cpu" "$(echo "($c1 - $c0) * 10000 / $n" | bc -l)"
-}
-
 run_side() { # SIDE
     local side=$1 dir="$work/$1" p t n
     rm -rf "$dir"; mkdir -p "$dir"
@@ -59,8 +48,8 @@ run_side() { # SIDE
         n=$REQUESTS_P1
         ((p == 16)) && n=$REQUESTS_P16
         for t in set get; do
-            measure "$side" "${t}_p${p}_open" "$n" "$p" -t "$t"
-            measure "$side" "${t}_p${p}_acl" "$n" "$p" --user u500 -a pw500 -t "$t"
+            measure "$side" "${t}_p${p}_open" "$n" "$p" -r 1000000 -t "$t"
+            measure "$side" "${t}_p${p}_acl" "$n" "$p" -r 1000000 --user u500 -a pw500 -t "$t"
         done
     done
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true

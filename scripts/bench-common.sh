@@ -30,6 +30,20 @@ bench_rps() {
         awk -F, 'NR == 2 { gsub(/"/, "", $2); print $2 }'
 }
 
+# measure SIDE NAME N P ARGS...: one bench_rps run against $bench_port
+# (default $port) recording requests/s and the server's ($pid) CPU µs per
+# request.
+measure() {
+    local side=$1 name=$2 n=$3 p=$4 c0 c1 rps
+    shift 4
+    c0=$(cpu_ticks "$pid")
+    rps=$(bench_rps "${bench_port:-$port}" "$n" "$p" "$@")
+    c1=$(cpu_ticks "$pid")
+    [[ -n $rps ]] || { echo "$side: redis-benchmark failed ($name)" >&2; exit 1; }
+    record "$side" "${name}_rps" "$rps"
+    record "$side" "${name}_cpu" "$(echo "($c1 - $c0) * 10000 / $n" | bc -l)"
+}
+
 results="$work/results.tsv"
 : >"$results"
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }

@@ -24,17 +24,6 @@ source scripts/bench-common.sh
 
 SERVER_ARGS=(--appendonly no)
 
-# measure SIDE NAME N P ARGS...: requests/s and CPU µs per call of one run.
-measure() {
-    local side=$1 name=$2 n=$3 p=$4 c0 c1 rps
-    shift 4
-    c0=$(cpu_ticks "$pid")
-    rps=$(bench_rps "$port" "$n" "$p" "$@")
-    c1=$(cpu_ticks "$pid")
-    record "$side" "${name}_rps" "$rps"
-    record "$side" "${name}_cpu" "$(echo "($c1 - $c0) * 10000 / $n" | bc -l)"
-}
-
 keys=()
 for ((i = 1; i <= KEYS; i++)); do keys+=("hll:$i"); done
 

@@ -3,7 +3,7 @@
 # --tls SET and GET (50 clients, P=1 and P=16, random keys) against each
 # server's tls-port, with client certificates (tls-auth-clients yes). For
 # each: requests/s and the server's CPU µs per request (user+sys from /proc).
-# The last table is kvstore's CPU per request over Redis's (issue 14's goal:
+# The ratio column of the CPU rows is kvstore's over Redis's (issue 14's goal:
 # at most 0.8). Certificates: a CA and RSA-2048 server and client
 # certificates made by openssl, as Redis's gen-test-certs.sh makes them.
 # ROUNDS rounds (default 3), interleaved, alternating who goes first; medians
@@ -31,18 +31,6 @@ mkdir -p "$certs"
 )
 TLS_CLIENT=(--tls --cacert "$certs/ca.crt" --cert "$certs/client.crt" --key "$certs/client.key")
 
-# measure SIDE NAME N P ARGS...: requests/s and CPU µs per request.
-measure() {
-    local side=$1 name=$2 n=$3 p=$4 c0 c1 rps
-    shift 4
-    c0=$(cpu_ticks "$pid")
-    rps=$(bench_rps "$tls_port" "$n" "$p" -r 1000000 "${TLS_CLIENT[@]}" "$@")
-    c1=$(cpu_ticks "$pid")
-    [[ -n $rps ]] || { echo "$side: redis-benchmark over TLS failed" >&2; exit 1; }
-    record "$side" "${name}_rps" "$rps"
-    record "$side" "${name}_cpu" "$(echo "($c1 - $c0) * 10000 / $n" | bc -l)"
-}
-
 run_side() { # SIDE
     local side=$1 dir="$work/$1" p t n
     rm -rf "$dir"; mkdir -p "$dir"
@@ -58,7 +46,7 @@ run_side() { # SIDE
         n=$REQUESTS_P1
         ((p == 16)) && n=$REQUESTS_P16
         for t in set get; do
-            measure "$side" "${t}_p${p}" "$n" "$p" -t "$t"
+            bench_port=$tls_port measure "$side" "${t}_p${p}" "$n" "$p" -r 1000000 "${TLS_CLIENT[@]}" -t "$t"
         done
     done
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
@@ -78,19 +66,3 @@ done
 python3 "$HELPER" side-table "$results" \
     "TLS (TLSv1.3, client certificates), 50 clients, median of $ROUNDS rounds [min–max]" \
     "${rows[@]}"
-
-python3 - "$results" <<'PY'
-import statistics, sys
-vals = {}
-for line in open(sys.argv[1]):
-    side, name, value = line.rstrip("\n").split("\t")
-    vals.setdefault((side, name), []).append(float(value))
-print()
-print("| server CPU per request over TLS, kvstore / redis | ratio |")
-print("| --- | --- |")
-for p in (1, 16):
-    for t in ("set", "get"):
-        kv = statistics.median(vals[("kvstore", f"{t}_p{p}_cpu")])
-        rd = statistics.median(vals[("redis", f"{t}_p{p}_cpu")])
-        print(f"| {t.upper()} P{p} | {kv / rd:.2f} |")
-PY

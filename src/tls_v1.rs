@@ -183,6 +183,43 @@ const SHA512_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0d
 const ECDSA_SHA256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
 const ECDSA_SHA384: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03];
 
+/// The handshake-signature methods both verifiers share: a version 1
+/// certificate's signatures are checked here, others by webpki (`inner`);
+/// the schemes offered are those both can check.
+macro_rules! handshake_signature_methods {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            match is_v1(cert) {
+                true => verify_handshake(message, cert, dss, false),
+                false => self.inner.verify_tls12_signature(message, cert, dss),
+            }
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            match is_v1(cert) {
+                true => verify_handshake(message, cert, dss, true),
+                false => self.inner.verify_tls13_signature(message, cert, dss),
+            }
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            let mut schemes = self.inner.supported_verify_schemes();
+            schemes.retain(|s| v1_schemes().contains(s));
+            schemes
+        }
+    };
+}
+
 /// Client certificates: webpki's checks, version 1 certificates as above.
 #[derive(Debug)]
 pub struct ClientVerifier {
@@ -217,35 +254,7 @@ impl ClientCertVerifier for ClientVerifier {
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        match is_v1(cert) {
-            true => verify_handshake(message, cert, dss, false),
-            false => self.inner.verify_tls12_signature(message, cert, dss),
-        }
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        match is_v1(cert) {
-            true => verify_handshake(message, cert, dss, true),
-            false => self.inner.verify_tls13_signature(message, cert, dss),
-        }
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        let mut schemes = self.inner.supported_verify_schemes();
-        schemes.retain(|s| v1_schemes().contains(s));
-        schemes
-    }
+    handshake_signature_methods!();
 }
 
 /// A master's certificate: signed by a trusted authority and in its
@@ -284,33 +293,5 @@ impl ServerCertVerifier for MasterVerifier {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        match is_v1(cert) {
-            true => verify_handshake(message, cert, dss, false),
-            false => self.inner.verify_tls12_signature(message, cert, dss),
-        }
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        match is_v1(cert) {
-            true => verify_handshake(message, cert, dss, true),
-            false => self.inner.verify_tls13_signature(message, cert, dss),
-        }
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        let mut schemes = self.inner.supported_verify_schemes();
-        schemes.retain(|s| v1_schemes().contains(s));
-        schemes
-    }
+    handshake_signature_methods!();
 }

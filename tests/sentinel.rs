@@ -135,3 +135,87 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     let conf = std::fs::read_to_string(promoted_dir.join("kvstore.conf")).unwrap();
     assert!(!conf.contains("replicaof"), "{conf}");
 }
+
+/// Redis's documented ACL setup for sentinel: the nodes require a password,
+/// a sentinel logs in as `sentinel auth-user`/`auth-pass` with only the
+/// commands it needs, replicas log in as `masteruser`. The sentinel sees
+/// the master and its replica, and a forced failover (MULTI, REPLICAOF NO
+/// ONE, CONFIG REWRITE, CLIENT KILL, EXEC as that user) promotes the
+/// replica.
+#[test]
+fn sentinel_logs_in_as_its_acl_user() {
+    let Some(redis) = common::require_tool("redis-server") else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let users = "requirepass adminpass\n\
+        user sentinel-user on >sentpass allchannels +multi +slaveof +ping +exec +subscribe +config|rewrite +role +publish +info +client|setname +client|kill +script|kill\n\
+        user replica-user on >replpass +psync +replconf +ping\n\
+        masteruser replica-user\nmasterauth replpass\n";
+    let node = |dir: &std::path::Path, extra: &[&str]| {
+        let conf = dir.join("kvstore.conf");
+        std::fs::write(&conf, users).unwrap();
+        let (child, port, _) = common::start_kvstore_with_file(
+            &conf,
+            dir,
+            &[&["--save", "", "--logfile", "kvstore.log"], extra].concat(),
+        );
+        (child, port)
+    };
+    let (_master, mport) = node(dirs[0].path(), &[]);
+    let mport_s = mport.to_string();
+    let (_replica, rport) = node(dirs[1].path(), &["--replicaof", "127.0.0.1", &mport_s]);
+    let mut m = Conn::connect(mport);
+    assert_eq!(m.cmd_str(&["AUTH", "adminpass"]), b"+OK\r\n");
+    common::wait_for("the replica to log in and sync", 20, || {
+        m.info_field("replication", "connected_slaves") == "1"
+    });
+    let sport = common::free_port();
+    let conf = dirs[2].path().join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {sport}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {mport} 1\nsentinel auth-user mymaster sentinel-user\nsentinel auth-pass mymaster sentpass\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
+            dirs[2].path().display()
+        ),
+    )
+    .unwrap();
+    let _sentinel = KillOnDrop(
+        Command::new(&redis)
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel"),
+    );
+    let mut s = loop {
+        if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", sport)) {
+            drop(c);
+            break Conn::connect(sport);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    common::wait_for("the sentinel to see the master and its replica", 30, || {
+        let master =
+            String::from_utf8_lossy(&s.cmd_str(&["SENTINEL", "MASTER", "mymaster"])).to_string();
+        master.contains("flags\r\n$6\r\nmaster\r\n") && master.contains("num-slaves\r\n$1\r\n1")
+    });
+    // The sentinel's own login is what the master's clients show.
+    let clients = String::from_utf8_lossy(&m.cmd_str(&["CLIENT", "LIST"])).to_string();
+    assert!(clients.contains("user=sentinel-user"), "{clients}");
+    assert!(clients.contains("user=replica-user"), "{clients}");
+    // A failover as the sentinel user promotes the replica.
+    common::wait_for("the sentinel to know the replica as good", 30, || {
+        s.cmd_str(&["SENTINEL", "FAILOVER", "mymaster"]) == b"+OK\r\n"
+    });
+    common::wait_for("the replica to be promoted", 30, || {
+        let addr = s.cmd_str(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"]);
+        String::from_utf8_lossy(&addr).contains(&format!("\r\n{rport}\r\n"))
+    });
+    let mut r = Conn::connect(rport);
+    assert_eq!(r.cmd_str(&["AUTH", "adminpass"]), b"+OK\r\n");
+    common::wait_for("the promoted replica to say it is master", 10, || {
+        r.info_field("replication", "role") == "master"
+    });
+}

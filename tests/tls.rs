@@ -101,6 +101,22 @@ impl Certs {
             }
             run(&args.iter().map(String::as_str).collect::<Vec<_>>());
         }
+        // A certificate no authority here signed (self-signed, version 3).
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=stranger",
+            "-keyout",
+            "stranger.key",
+            "-out",
+            "stranger.crt",
+        ]);
         // A version 1 certificate no authority signed (self-signed).
         run(&[
             "x509",
@@ -326,29 +342,27 @@ fn certificates_reload_on_config_set_and_tls_port_moves() {
         served_subject(&certs, tls_port)
     );
     // A new certificate is served to new connections.
-    let other = [
-        "CONFIG",
-        "SET",
-        "tls-cert-file",
-        &certs.path("other.crt"),
-        "tls-key-file",
-        &certs.path("other.key"),
-    ];
-    assert_eq!(c.cmd_str(&other), b"+OK\r\n");
+    let mut use_cert = |name: &str| {
+        let (cert, key) = (
+            certs.path(&format!("{name}.crt")),
+            certs.path(&format!("{name}.key")),
+        );
+        c.cmd_str(&[
+            "CONFIG",
+            "SET",
+            "tls-cert-file",
+            &cert,
+            "tls-key-file",
+            &key,
+        ])
+    };
+    assert_eq!(use_cert("other"), b"+OK\r\n");
     assert!(served_subject(&certs, tls_port).contains("CN = Other server"));
     // A version 1 certificate (no extensions), which OpenSSL serves too.
-    let v1 = [
-        "CONFIG",
-        "SET",
-        "tls-cert-file",
-        &certs.path("generic.crt"),
-        "tls-key-file",
-        &certs.path("generic.key"),
-    ];
-    assert_eq!(c.cmd_str(&v1), b"+OK\r\n");
+    assert_eq!(use_cert("generic"), b"+OK\r\n");
     assert!(served_subject(&certs, tls_port).contains("CN = Generic v1"));
     assert_eq!(certs.cli_run(tls_port, true, &["PING"]), "PONG");
-    assert_eq!(c.cmd_str(&other), b"+OK\r\n");
+    assert_eq!(use_cert("other"), b"+OK\r\n");
     // A key that is not the certificate's, a missing file, an encrypted key
     // without its passphrase: refused, and nothing changes.
     let err = b"-ERR CONFIG SET failed (possibly related to argument 'tls-key-file') - Unable to update TLS configuration. Check server logs.\r\n";
@@ -391,6 +405,16 @@ fn certificates_reload_on_config_set_and_tls_port_moves() {
         String::from_utf8_lossy(&log)
     );
     c.cmd_str(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+
+    // A new bind list applies to the TLS port too (127.0.0.1 → * overlaps:
+    // the old listeners close first, as Redis).
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "bind", "*"]), b"+OK\r\n");
+    assert_eq!(certs.cli_run(tls_port, true, &["PING"]), "PONG");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "bind", "127.0.0.1"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(certs.cli_run(tls_port, true, &["PING"]), "PONG");
 
     // tls-port moves; the old port closes.
     let new_port = free_port();
@@ -492,28 +516,40 @@ print("ok")
     );
 }
 
-/// Options of a replica that replicates over TLS with the client cert.
-fn replica_args(certs: &Certs, master_tls_port: u16) -> Vec<String> {
-    let mut args = vec![
-        "--tls-replication".to_string(),
-        "yes".into(),
-        "--tls-cert-file".into(),
-        certs.path("server.crt"),
-        "--tls-key-file".into(),
-        certs.path("server.key"),
-        "--tls-client-cert-file".into(),
-        certs.path("client.crt"),
-        "--tls-client-key-file".into(),
-        certs.path("client.key"),
-        "--tls-ca-cert-file".into(),
-        certs.path("ca.crt"),
-    ];
+/// Options of a replica of `master_tls_port` over TLS, with certificate
+/// `own` (its tls-cert-file) and `client` (tls-client-cert-file, if any).
+fn replica_args_with(
+    certs: &Certs,
+    master_tls_port: u16,
+    own: &str,
+    client: Option<&str>,
+) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--tls-replication".into(), "yes".into()];
+    let mut files = vec![("cert", own)];
+    files.extend(client.map(|c| ("client-cert", c)));
+    for (option, name) in files {
+        let key = option.replace("cert", "key");
+        args.extend([
+            format!("--tls-{option}-file"),
+            certs.path(&format!("{name}.crt")),
+        ]);
+        args.extend([
+            format!("--tls-{key}-file"),
+            certs.path(&format!("{name}.key")),
+        ]);
+    }
+    args.extend(["--tls-ca-cert-file".into(), certs.path("ca.crt")]);
     args.extend([
         "--replicaof".into(),
         "127.0.0.1".into(),
         master_tls_port.to_string(),
     ]);
     args
+}
+
+/// A replica showing the server certificate and the client certificate.
+fn replica_args(certs: &Certs, master_tls_port: u16) -> Vec<String> {
+    replica_args_with(certs, master_tls_port, "server", Some("client"))
 }
 
 fn wait_synced(replica: &mut Conn, master: &mut Conn, key: &str) {
@@ -565,37 +601,7 @@ fn replication_over_tls_between_kvstores() {
         assert_eq!(r.cmd_str(&["DBSIZE"]), m.cmd_str(&["DBSIZE"]));
     }
     // A replica whose certificate the master does not trust cannot sync.
-    let mut args = replica_args(&certs, master_tls);
-    let at = args
-        .iter()
-        .position(|a| a == "--tls-client-cert-file")
-        .unwrap();
-    args.drain(at..at + 4);
-    let untrusted = tempfile::tempdir().unwrap();
-    let self_signed = untrusted.path().join("self.crt");
-    let key = untrusted.path().join("self.key");
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=stranger",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&self_signed)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let at = args.iter().position(|a| a == "--tls-cert-file").unwrap();
-    args[at + 1] = self_signed.to_string_lossy().into_owned();
-    args[at + 3] = key.to_string_lossy().into_owned();
+    let args = replica_args_with(&certs, master_tls, "stranger", None);
     let stranger = start_kvstore(&args_ref(&args));
     let mut s = Conn::connect(stranger.port);
     std::thread::sleep(Duration::from_millis(1500));
@@ -604,15 +610,7 @@ fn replication_over_tls_between_kvstores() {
 
     // A replica showing a version 1 certificate (its tls-cert-file, with no
     // tls-client-cert-file) syncs, as Redis's own TLS test has it.
-    let mut args = replica_args(&certs, master_tls);
-    let at = args
-        .iter()
-        .position(|a| a == "--tls-client-cert-file")
-        .unwrap();
-    args.drain(at..at + 4);
-    let at = args.iter().position(|a| a == "--tls-cert-file").unwrap();
-    args[at + 1] = certs.path("generic.crt");
-    args[at + 3] = certs.path("generic.key");
+    let args = replica_args_with(&certs, master_tls, "generic", None);
     let generic = start_kvstore(&args_ref(&args));
     let mut g = Conn::connect(generic.port);
     m.cmd_str(&["SET", "v1", "yes"]);

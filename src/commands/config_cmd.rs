@@ -206,80 +206,22 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
     }
-    if c.srv.config.tls.port != backup.tls.port
-        || (c.srv.config.bind != backup.bind && c.srv.config.tls.port != 0)
-    {
-        use std::os::fd::AsRawFd;
-        let mut open = c.srv.tls_listeners.clone();
-        for l in c.srv.new_tls_listeners.iter().flatten() {
-            if let Ok(at) = l.local_addr() {
-                open.push((at, l.as_raw_fd()));
-            }
-        }
-        match crate::net::bind_tls_listeners(&c.srv.config, &open) {
-            Ok(listeners) => c.srv.new_tls_listeners = Some(listeners),
-            Err(e) => {
-                tracing::warn!("Failed listening on port {}: {e}", c.srv.config.tls.port);
-                let arg = match c.srv.config.tls.port != backup.tls.port {
-                    true => "tls-port",
-                    false => "bind",
-                };
-                c.srv.config = backup;
-                return c.cl.reply.error(&format!("ERR CONFIG SET failed (possibly related to argument '{arg}') - Unable to listen on this port. Check server logs."));
-            }
+    // A new port, tls-port or bind list is listened on before the reply
+    // (Redis's changeListenPort and changeBindAddr): what cannot be bound
+    // leaves everything as it was. Addresses listened on already are kept.
+    let bind_changed = c.srv.config.bind != backup.bind;
+    if c.srv.config.tls.port != backup.tls.port || (bind_changed && c.srv.config.tls.port != 0) {
+        if let Err(msg) = listen_again(c.srv, &backup, true) {
+            c.srv.config = backup;
+            return c.cl.reply.error(&msg);
         }
     }
-    // A new port or bind list is listened on before the reply (Redis's
-    // changeListenPort and changeBindAddr): what cannot be bound leaves
-    // everything as it was. Addresses listened on already are kept.
-    let port_changed = c.srv.config.port != backup.port;
-    if port_changed || c.srv.config.bind != backup.bind {
-        use std::os::fd::AsRawFd;
-        let mut open = c.srv.tcp_listeners.clone();
-        for l in c.srv.new_tcp_listeners.iter().flatten() {
-            if let Ok(at) = l.local_addr() {
-                open.push((at, l.as_raw_fd()));
-            }
-        }
-        let mut bound = crate::net::bind_tcp_listeners(&c.srv.config, &open);
-        // A new list overlapping what is listened on (`127.0.0.1` → `*`):
-        // as Redis, the old listeners close first, then the new list is
-        // bound, and if it cannot be the old one is bound again.
-        if !port_changed
-            && bound
-                .as_ref()
-                .is_err_and(|e| e.raw_os_error() == Some(libc::EADDRINUSE))
-        {
-            let fds: Vec<_> = open.iter().map(|&(_, fd)| fd).collect();
-            if let Err(e) = crate::net::release_listeners(&fds) {
-                tracing::warn!("Closing the old listening sockets: {e}");
-            }
-            bound = crate::net::bind_tcp_listeners(&c.srv.config, &[]);
-            if bound.is_err() {
-                tracing::warn!("Failed to bind, trying to restore old listening sockets.");
-                match crate::net::bind_tcp_listeners(&backup, &[]) {
-                    Ok(old) => c.srv.new_tcp_listeners = Some(old),
-                    Err(e) => {
-                        tracing::error!("Failed to restore old listening sockets: {e}");
-                        c.srv.new_tcp_listeners = Some(Vec::new());
-                    }
-                }
-            }
-        }
-        match bound {
-            Ok(listeners) => c.srv.new_tcp_listeners = Some(listeners),
-            Err(e) => {
-                c.srv.config = backup;
-                // TLS listeners bound for this call go too.
-                c.srv.new_tls_listeners = None;
-                return c.cl.reply.error(if port_changed {
-                    tracing::warn!("Failed listening on port {}: {e}", c.srv.config.port);
-                    "ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
-                } else {
-                    tracing::warn!("Failed to bind: {e}");
-                    "ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses."
-                });
-            }
+    if c.srv.config.port != backup.port || bind_changed {
+        if let Err(msg) = listen_again(c.srv, &backup, false) {
+            c.srv.config = backup;
+            // TLS listeners bound for this call go too.
+            c.srv.new_tls_listeners = None;
+            return c.cl.reply.error(&msg);
         }
     }
     // appendonly: start (a rewrite makes the first base) or stop the AOF.
@@ -354,4 +296,71 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         }
     }
     c.cl.reply.ok();
+}
+
+/// Bind the listeners of `port` (or `tls-port`) at the `bind` addresses
+/// after CONFIG SET changed either; the loop swaps them in. A new list
+/// overlapping what is listened on (`127.0.0.1` → `*`): as Redis, the old
+/// listeners close first, then the new list is bound, and if it cannot be
+/// the old one is bound again. The error is CONFIG SET's reply.
+fn listen_again(srv: &mut Server, backup: &crate::config::Config, tls: bool) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let bind = |cfg: &crate::config::Config, open: &[_]| match tls {
+        true => crate::net::bind_tls_listeners(cfg, open),
+        false => crate::net::bind_tcp_listeners(cfg, open),
+    };
+    let (port, port_changed, option) = match tls {
+        true => (
+            srv.config.tls.port,
+            srv.config.tls.port != backup.tls.port,
+            "tls-port",
+        ),
+        false => (srv.config.port, srv.config.port != backup.port, "port"),
+    };
+    let (current, pending) = match tls {
+        true => (&srv.tls_listeners, &mut srv.new_tls_listeners),
+        false => (&srv.tcp_listeners, &mut srv.new_tcp_listeners),
+    };
+    let mut open = current.clone();
+    for l in pending.iter().flatten() {
+        if let Ok(at) = l.local_addr() {
+            open.push((at, l.as_raw_fd()));
+        }
+    }
+    let mut bound = bind(&srv.config, &open);
+    if !port_changed
+        && bound
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EADDRINUSE))
+    {
+        let fds: Vec<_> = open.iter().map(|&(_, fd)| fd).collect();
+        if let Err(e) = crate::net::release_listeners(&fds) {
+            tracing::warn!("Closing the old listening sockets: {e}");
+        }
+        bound = bind(&srv.config, &[]);
+        if bound.is_err() {
+            tracing::warn!("Failed to bind, trying to restore old listening sockets.");
+            match bind(backup, &[]) {
+                Ok(old) => *pending = Some(old),
+                Err(e) => {
+                    tracing::error!("Failed to restore old listening sockets: {e}");
+                    *pending = Some(Vec::new());
+                }
+            }
+        }
+    }
+    match bound {
+        Ok(listeners) => {
+            *pending = Some(listeners);
+            Ok(())
+        }
+        Err(e) if port_changed => {
+            tracing::warn!("Failed listening on port {port}: {e}");
+            Err(format!("ERR CONFIG SET failed (possibly related to argument '{option}') - Unable to listen on this port. Check server logs."))
+        }
+        Err(e) => {
+            tracing::warn!("Failed to bind: {e}");
+            Err("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.".into())
+        }
+    }
 }
