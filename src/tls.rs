@@ -133,7 +133,10 @@ pub fn configure(cfg: &TlsConfig) -> Result<TlsContext, String> {
         .with_cert_resolver(Arc::new(OneCert(own)));
     server.ignore_client_order = cfg.prefer_server_ciphers;
     if cfg.session_caching && cfg.session_cache_size > 0 {
-        server.session_storage = ServerSessionMemoryCache::new(cfg.session_cache_size as usize);
+        server.session_storage = Arc::new(SessionCache {
+            inner: ServerSessionMemoryCache::new(cfg.session_cache_size as usize),
+            timeout: cfg.session_cache_timeout as u64,
+        });
     } else {
         server.session_storage = Arc::new(NoServerSessionStorage {});
         server.send_tls13_tickets = 0;
@@ -379,6 +382,46 @@ impl ResolvesClientCert for OneCert {
 
     fn has_certs(&self) -> bool {
         true
+    }
+}
+
+/// rustls's session cache (bounded by `tls-session-cache-size`) with
+/// `tls-session-cache-timeout`: a session older than that is not resumed.
+#[derive(Debug)]
+struct SessionCache {
+    inner: Arc<ServerSessionMemoryCache>,
+    /// Seconds.
+    timeout: u64,
+}
+
+impl SessionCache {
+    /// A stored value without its time, if it is recent enough.
+    fn fresh(&self, stored: Vec<u8>) -> Option<Vec<u8>> {
+        let (at, value) = stored.split_at_checked(8)?;
+        let at = u64::from_le_bytes(at.try_into().ok()?);
+        let now = crate::util::unix_time_ms() as u64 / 1000;
+        (now.saturating_sub(at) < self.timeout).then(|| value.to_vec())
+    }
+}
+
+impl rustls::server::StoresServerSessions for SessionCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let now = crate::util::unix_time_ms() as u64 / 1000;
+        let mut stored = now.to_le_bytes().to_vec();
+        stored.extend_from_slice(&value);
+        self.inner.put(key, stored)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.fresh(self.inner.get(key)?)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.fresh(self.inner.take(key)?)
+    }
+
+    fn can_cache(&self) -> bool {
+        self.timeout > 0 && self.inner.can_cache()
     }
 }
 

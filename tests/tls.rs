@@ -674,3 +674,61 @@ fn bad_tls_configuration_stops_the_start() {
         "{text}"
     );
 }
+
+/// TLS sessions resume while `tls-session-caching` is on and the session is
+/// younger than `tls-session-cache-timeout`.
+#[test]
+fn sessions_resume_as_the_session_cache_options_say() {
+    let Some(certs) = Certs::make() else { return };
+    let (srv, tls_port) = start_tls_kvstore(&certs, &["--tls-protocols", "TLSv1.2"]);
+    let mut c = Conn::connect(srv.port);
+    let session = certs.dir.path().join("session.pem");
+    // A first handshake saves the session, a second offers it back.
+    let handshake = |save: bool| {
+        let mut cmd = Command::new("openssl");
+        cmd.args([
+            "s_client",
+            "-tls1_2",
+            "-connect",
+            &format!("127.0.0.1:{tls_port}"),
+        ])
+        .args([
+            "-cert",
+            &certs.path("client.crt"),
+            "-key",
+            &certs.path("client.key"),
+        ])
+        .arg(if save { "-sess_out" } else { "-sess_in" })
+        .arg(&session)
+        .stdin(Stdio::null());
+        let out = output_within(&mut cmd, Duration::from_secs(20));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let resumed = || {
+        assert!(handshake(true).contains("New, TLSv1.2"));
+        handshake(false).contains("Reused, TLSv1.2")
+    };
+    assert!(resumed(), "a session was not resumed");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "tls-session-caching", "no"]),
+        b"+OK\r\n"
+    );
+    assert!(!resumed(), "a session was resumed with caching off");
+    assert_eq!(
+        c.cmd_str(&[
+            "CONFIG",
+            "SET",
+            "tls-session-caching",
+            "yes",
+            "tls-session-cache-timeout",
+            "1"
+        ]),
+        b"+OK\r\n"
+    );
+    assert!(handshake(true).contains("New, TLSv1.2"));
+    std::thread::sleep(Duration::from_millis(2100));
+    assert!(
+        !handshake(false).contains("Reused"),
+        "a session past its timeout was resumed"
+    );
+}
