@@ -94,7 +94,8 @@ impl<'a> Certificate<'a> {
         let mut version = 1;
         if t.peek() == Some(0xa0) {
             let v = t.take(0xa0)?;
-            version = *Der::new(v).take(0x02)?.last()? + 1;
+            // A peer's certificate: a version byte of 255 must not overflow.
+            version = Der::new(v).take(0x02)?.last()?.checked_add(1)?;
         }
         t.take(0x02)?; // serial
         t.seq()?; // signature algorithm (again)
@@ -179,12 +180,11 @@ mod tests {
     fn truncated_input_is_refused() {
         assert!(Certificate::parse(b"").is_none());
         assert!(Certificate::parse(b"\x30\x05\x30\x03").is_none());
-        assert!(Der::new(b"\x30\x84\xff\xff\xff\xff").clone_any().is_none());
-    }
-
-    impl Der<'_> {
-        fn clone_any(&self) -> Option<()> {
-            Der::new(self.rest).any().map(|_| ())
-        }
+        assert!(Der::new(b"\x30\x84\xff\xff\xff\xff").any().is_none());
+        // A version field of 255 (from a peer) is refused, not overflowed.
+        let mut cert = b"\x30\x0b\x30\x05\xa0\x03\x02\x01\xff\x30\x00\x03\x00".to_vec();
+        assert!(Certificate::parse(&cert).is_none());
+        cert[8] = 2;
+        assert!(Certificate::parse(&cert).is_none());
     }
 }
