@@ -48,6 +48,7 @@
 #   BENCH_START_TIMEOUT    seconds to wait for a server to answer PING (default: 30)
 #   BENCH_SERVER_ARGS      extra options for both servers, e.g.
 #                          "--appendonly yes --appendfsync always" (AOF figures)
+#   KVSTORE_ARGS           extra options for kvstore only, e.g. "--io-engine epoll"
 
 set -euo pipefail
 
@@ -234,6 +235,11 @@ start_server() {
         # Extra settings for both servers, e.g. "--appendonly yes --appendfsync always".
         if [[ -n ${BENCH_SERVER_ARGS:-} ]]; then
             read -r -a extra <<<"$BENCH_SERVER_ARGS"
+            args+=("${extra[@]}")
+        fi
+        # Settings for kvstore alone, e.g. "--io-engine epoll".
+        if [[ $name != redis && -n ${KVSTORE_ARGS:-} ]]; then
+            read -r -a extra <<<"$KVSTORE_ARGS"
             args+=("${extra[@]}")
         fi
         [[ $name == redis ]] && args+=(--daemonize no)

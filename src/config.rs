@@ -196,6 +196,8 @@ pub struct Config {
     pub oom_score_adj_values: [i32; 3],
     /// `supervised`: how the server tells a supervisor it is ready.
     pub supervised: SupervisedMode,
+    /// `io-engine`: how client sockets are served.
+    pub io_engine: IoEngine,
     /// `set-proc-title` and the title's template.
     pub set_proc_title: bool,
     pub proc_title_template: String,
@@ -434,6 +436,7 @@ impl Default for Config {
             oom_score_adj: OomScoreAdj::No,
             oom_score_adj_values: [0; 3],
             supervised: SupervisedMode::No,
+            io_engine: IoEngine::IoUring,
             set_proc_title: true,
             proc_title_template: String::new(),
             crash_log_enabled: true,
@@ -577,6 +580,25 @@ pub fn os_error_text(e: &std::io::Error) -> String {
     match s.find(" (os error ") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+/// `io-engine`: how client sockets are served: completions of an io_uring
+/// (multishot receives, one submission of every send a turn), or epoll
+/// readiness with a read and a write per client. `io_uring` falls back to
+/// epoll where the kernel does not allow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoEngine {
+    IoUring,
+    Epoll,
+}
+
+impl IoEngine {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoEngine::IoUring => "io_uring",
+            IoEngine::Epoll => "epoll",
+        }
     }
 }
 
@@ -2397,6 +2419,19 @@ pub static OPTIONS: &[OptionSpec] = &[
             .join(" "),
         |c, v| c.oom_score_adj_values = parse_oom_values(v)?
     )),
+    opt!(
+        "io-engine",
+        "io_uring",
+        false,
+        "How client sockets are served: io_uring (multishot receives and one submission of a turn's sends; epoll where the kernel does not allow it) or epoll.",
+        |c| c.io_engine.name().to_string(),
+        |c, v| {
+            c.io_engine = match parse_enum(v, &["io_uring", "epoll"])?.as_str() {
+                "epoll" => IoEngine::Epoll,
+                _ => IoEngine::IoUring,
+            }
+        }
+    ),
     opt!(
         "supervised",
         "no",

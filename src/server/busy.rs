@@ -21,8 +21,10 @@ use std::io;
 use mio::Poll;
 
 use super::client::Link;
+use super::uring::{Op, UringNet};
 use super::{
-    accept_from, close_slot, write_reply, Listener, MAX_READS_PER_TURN, OUTPUT_BYTES_PER_TURN,
+    absorb_received, accept_from, close_slot, write_reply, Listener, Received, MAX_READS_PER_TURN,
+    OUTPUT_BYTES_PER_TURN,
 };
 use crate::commands;
 use crate::protocol::ParseLimits;
@@ -35,6 +37,7 @@ pub(super) struct Pump {
     pub links: *mut Vec<Option<Link>>,
     pub listeners: *const Vec<Listener>,
     pub poll: *const Poll,
+    pub uring: *mut Option<UringNet>,
 }
 
 impl BusyPump for Pump {
@@ -42,9 +45,19 @@ impl BusyPump for Pump {
         // SAFETY: the loop made these from its own fields just before it
         // ran the command that is calling back, and clears the pump when
         // that command returns; nothing else touches those fields meanwhile.
-        let (links, listeners, poll) = unsafe { (&mut *self.links, &*self.listeners, &*self.poll) };
+        let (links, listeners, poll, uring) = unsafe {
+            (
+                &mut *self.links,
+                &*self.listeners,
+                &*self.poll,
+                &mut *self.uring,
+            )
+        };
         for listener in listeners {
-            accept_from(listener, poll, links, srv);
+            accept_from(listener, poll, uring.as_mut(), links, srv);
+        }
+        if let Some(u) = uring.as_mut() {
+            take_received(srv, links, u);
         }
         for idx in 0..links.len() {
             let Some(link) = links[idx].as_mut() else {
@@ -53,7 +66,10 @@ impl BusyPump for Pump {
             if !servable(srv, idx) {
                 continue;
             }
-            let open = read_available(srv, link);
+            let open = match link.uring {
+                true => !link.peer_closed,
+                false => read_available(srv, link),
+            };
             if link.query.unparsed() > 0 {
                 serve_commands(srv, idx, link);
             }
@@ -79,6 +95,46 @@ fn servable(srv: &Server, idx: usize) -> bool {
         && !st.close_after_reply
         && !st.close_asap
         && st.kind != crate::state::ClientKind::Master
+}
+
+/// io_uring: what clients sent meanwhile goes into their query buffers;
+/// completions that are the loop's to handle (the script's caller's input,
+/// polls) are kept for it, in order. A client whose receive failed is
+/// treated as gone.
+fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet) {
+    u.poll_now();
+    let queue = std::mem::take(&mut u.queue);
+    let mut keep = std::collections::VecDeque::with_capacity(queue.len());
+    for c in queue {
+        if c.op() != Some(Op::Recv) {
+            keep.push_back(c);
+            continue;
+        }
+        let slot = c.slot();
+        // The script's caller is out of its slots, as is a client closed
+        // meanwhile: the loop tells them apart afterwards.
+        let Some(st) = srv.clients.get(slot).and_then(|s| s.as_ref()) else {
+            keep.push_back(c);
+            continue;
+        };
+        if !c.is_for(st.id) {
+            if let Some(bid) = c.buffer() {
+                u.recycle(bid);
+            }
+            continue;
+        }
+        match links.get_mut(slot).and_then(|l| l.as_mut()) {
+            Some(link) => {
+                if let Received::Failed(_) = absorb_received(link, u, &c, &mut srv.stats) {
+                    link.peer_closed = true;
+                }
+            }
+            None => keep.push_back(c),
+        }
+    }
+    // What arrived meanwhile (absorbing re-arms receives) goes after.
+    keep.append(&mut u.queue);
+    u.queue = keep;
 }
 
 /// Read what the socket has, bounded per call and by the query buffer

@@ -141,6 +141,31 @@ pub struct Link {
     /// loop's pending reads), as Redis goes on reading such a client.
     pub yielded: bool,
     /// The peer has shut down its side (an event said so); reads go on
-    /// until they see the end of the stream.
+    /// until they see the end of the stream. Served through io_uring: the
+    /// end of the stream was received (everything before it is in the
+    /// query buffer).
     pub peer_closed: bool,
+    /// Served through the io_uring engine (see `uring.rs`): its input
+    /// arrives with completions, and `write_interest` means a `POLLOUT`
+    /// poll is in flight.
+    pub uring: bool,
+    /// io_uring: a multishot receive is in flight.
+    pub recv_armed: bool,
+    /// io_uring: a send of the reply buffer is in flight.
+    pub send_inflight: bool,
+}
+
+impl Link {
+    pub fn new(conn: Conn, query: QueryBuffer) -> Link {
+        Link {
+            conn,
+            query,
+            write_interest: false,
+            yielded: false,
+            peer_closed: false,
+            uring: false,
+            recv_armed: false,
+            send_inflight: false,
+        }
+    }
 }

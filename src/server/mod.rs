@@ -14,6 +14,7 @@ mod busy;
 pub mod client;
 mod cron;
 mod replica;
+mod uring;
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -33,6 +34,7 @@ use crate::state::acl::DEFAULT_USER;
 use crate::state::replication::ReplicaPhase;
 use crate::state::{ClientState, Server, ShutdownFlags, ShutdownWait};
 pub use client::{Conn, Link};
+use uring::{Cqe, Op, UringNet};
 
 /// Tokens at the top of the range are listeners and signals; clients use
 /// their slab index.
@@ -130,6 +132,13 @@ pub struct EventLoop {
     /// The diskless transfer pipe registered for wake-ups (its descriptor).
     /// The diskless pipe registered in the poll: its fd and generation.
     rdb_pipe_watched: Option<(std::os::fd::RawFd, u64)>,
+    /// The io_uring engine serving plain client sockets (`io-engine`);
+    /// none: epoll serves them.
+    uring: Option<UringNet>,
+    /// Send completions of a turn, reused.
+    cqes: Vec<Cqe>,
+    /// Clients whose turn's output goes out as io_uring sends.
+    send_batch: Vec<(usize, u64)>,
 }
 
 impl EventLoop {
@@ -187,8 +196,24 @@ impl EventLoop {
         let mut signals = Signals::new([SIGTERM, SIGINT])?;
         poll.registry()
             .register(&mut signals, SIGNAL_TOKEN, Interest::READABLE)?;
+        let uring = match config.io_engine {
+            crate::config::IoEngine::IoUring => match UringNet::new(poll.as_raw_fd()) {
+                Ok(u) => {
+                    info!("Clients are served through io_uring");
+                    Some(u)
+                }
+                Err(e) => {
+                    warn!("io_uring is not available ({e}): clients are served through epoll");
+                    None
+                }
+            },
+            crate::config::IoEngine::Epoll => None,
+        };
         let mut srv = Server::new(config);
         srv.tls = tls;
+        if uring.is_some() {
+            srv.io_engine = crate::config::IoEngine::IoUring;
+        }
         // Users from `user` lines and the ACL file, once the command table
         // exists; a bad rule stops the start, as in Redis.
         if let Err(e) = commands::acl::load_users_at_startup(&mut srv) {
@@ -228,6 +253,9 @@ impl EventLoop {
             handshake: None,
             rdma_pending: false,
             rdb_pipe_watched: None,
+            uring,
+            cqes: Vec::new(),
+            send_batch: Vec::new(),
         };
         event_loop.note_tcp_listeners();
         Ok(event_loop)
@@ -391,6 +419,10 @@ impl EventLoop {
             } else {
                 Duration::ZERO
             };
+            if self.uring.is_some() {
+                self.uring_turn(&mut events, timeout)?;
+                continue;
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -402,30 +434,181 @@ impl EventLoop {
             for idx in std::mem::take(&mut self.pending_reads) {
                 self.handle_client(idx, true, false, false);
             }
-            for event in events.iter() {
-                match event.token() {
-                    SIGNAL_TOKEN => self.signals_received(),
-                    AOF_TOKEN => self.srv.aof_fsync_done(),
-                    AOF_URING_TOKEN => self.srv.aof_uring_done(),
-                    replica::MASTER_TOKEN => self.master_link_event(),
-                    replica::RDMA_TOKEN => self.rdma_fetch_turn(true),
-                    RDB_PIPE_TOKEN => {}
-                    Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
-                    Token(idx) => self.handle_client(
-                        idx,
-                        event.is_readable() || event.is_read_closed() || event.is_error(),
-                        event.is_writable(),
-                        event.is_read_closed(),
-                    ),
-                }
+            self.dispatch(&events);
+        }
+    }
+
+    /// Serve what mio reported.
+    fn dispatch(&mut self, events: &Events) {
+        for event in events.iter() {
+            match event.token() {
+                SIGNAL_TOKEN => self.signals_received(),
+                AOF_TOKEN => self.srv.aof_fsync_done(),
+                AOF_URING_TOKEN => self.srv.aof_uring_done(),
+                replica::MASTER_TOKEN => self.master_link_event(),
+                replica::RDMA_TOKEN => self.rdma_fetch_turn(true),
+                RDB_PIPE_TOKEN => {}
+                Token(t) if t >= LISTENER_TOKEN_BASE => self.accept(t - LISTENER_TOKEN_BASE),
+                Token(idx) => self.handle_client(
+                    idx,
+                    event.is_readable() || event.is_read_closed() || event.is_error(),
+                    event.is_writable(),
+                    event.is_read_closed(),
+                ),
             }
         }
+    }
+
+    /// The io_uring engine's half of a loop turn: submit the turn's sends
+    /// and wait (one `io_uring_enter`), then handle the completions: the
+    /// sends' first (no reply buffer is touched before its send is done),
+    /// then the clients left to run from the last turn, then what arrived.
+    fn uring_turn(&mut self, events: &mut Events, timeout: Duration) -> io::Result<()> {
+        let uring = self.uring.as_mut().expect("the io_uring engine");
+        uring.wait(timeout)?;
+        uring.collect();
+        let mut sends = std::mem::take(&mut self.cqes);
+        uring.take_sends(&mut sends);
+        self.srv.update_time();
+        for c in &sends {
+            self.uring_sent(c);
+        }
+        sends.clear();
+        self.cqes = sends;
+        self.resume_unblocked();
+        for idx in std::mem::take(&mut self.pending_reads) {
+            self.handle_client(idx, true, false, false);
+        }
+        // One at a time: a busy script may take other clients' input out
+        // of the queue meanwhile (see busy.rs).
+        while let Some(c) = self.uring.as_mut().and_then(|u| u.queue.pop_front()) {
+            let c = &c;
+            match c.op() {
+                Some(Op::Recv) => self.uring_received(c),
+                Some(Op::PollOut) => {
+                    if let Some(link) = self.uring_link(c) {
+                        link.write_interest = false;
+                        self.handle_client(c.slot(), false, true, false);
+                    }
+                }
+                Some(Op::Epoll) => {
+                    if !c.more() {
+                        let fd = self.poll.as_raw_fd();
+                        if let Some(u) = self.uring.as_mut() {
+                            u.arm_epoll(fd);
+                        }
+                    }
+                    // Everything mio has, without waiting (the ring is
+                    // told of the epoll descriptor's next wake-up only).
+                    loop {
+                        match self.poll.poll(events, Some(Duration::ZERO)) {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            Err(e) => return Err(e),
+                        }
+                        self.dispatch(events);
+                        if events.iter().count() < events.capacity() {
+                            break;
+                        }
+                    }
+                }
+                Some(Op::Send) => self.uring_sent(c),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The link a client operation's completion is for, if that client is
+    /// still in its slot.
+    fn uring_link(&mut self, c: &Cqe) -> Option<&mut Link> {
+        let slot = c.slot();
+        let live = self
+            .srv
+            .clients
+            .get(slot)
+            .and_then(|s| s.as_ref())
+            .is_some_and(|st| c.is_for(st.id));
+        match live {
+            true => self.links.get_mut(slot).and_then(|l| l.as_mut()),
+            false => None,
+        }
+    }
+
+    /// What a client sent arrived: into its query buffer, then run.
+    fn uring_received(&mut self, c: &Cqe) {
+        let uring = self.uring.as_mut().expect("the io_uring engine");
+        let slot = c.slot();
+        let live = self
+            .srv
+            .clients
+            .get(slot)
+            .and_then(|s| s.as_ref())
+            .is_some_and(|st| c.is_for(st.id));
+        let link = match live {
+            true => self.links.get_mut(slot).and_then(|l| l.as_mut()),
+            false => None,
+        };
+        let Some(link) = link else {
+            // A completion for a client that is gone.
+            if let Some(bid) = c.buffer() {
+                uring.recycle(bid);
+            }
+            return;
+        };
+        match absorb_received(link, uring, c, &mut self.srv.stats) {
+            Received::Data | Received::End => {
+                if let Some(st) = self.srv.clients[slot].as_mut() {
+                    st.last_interaction = Instant::now();
+                }
+                self.handle_client(slot, true, false, false);
+            }
+            Received::Nothing => {}
+            Received::Failed(e) => {
+                debug!(client = slot, "Reading from client: {e}");
+                self.close_client(slot);
+            }
+        }
+    }
+
+    /// A send of the turn's output completed.
+    fn uring_sent(&mut self, c: &Cqe) {
+        if let Some(u) = self.uring.as_mut() {
+            u.sends_in_flight = u.sends_in_flight.saturating_sub(1);
+        }
+        if self.uring_link(c).is_none() {
+            return;
+        }
+        let idx = c.slot();
+        let Some(mut client) = self.take_client(idx) else {
+            return;
+        };
+        client.link.send_inflight = false;
+        let mut close = false;
+        if c.result > 0 {
+            let n = c.result as usize;
+            client.st.sent += n;
+            self.srv.stats.total_writes_processed += 1;
+            self.srv.stats.total_net_output_bytes += n as u64;
+        } else if c.result != -libc::EAGAIN {
+            debug!(client = %client.st.addr, "Writing to client: {}", io::Error::from_raw_os_error(-c.result));
+            close = true;
+        }
+        // The rest (if the socket did not take it all), a dump file, or
+        // the reply buffer's reset.
+        if !close {
+            close |= !self.write_client(idx, &mut client);
+            self.srv.note_held(&mut client.st);
+        }
+        close |= client.st.close_asap;
+        self.put_or_close(idx, client, close);
     }
 
     fn accept(&mut self, li: usize) {
         accept_from(
             &self.listeners[li],
             &self.poll,
+            self.uring.as_mut(),
             &mut self.links,
             &mut self.srv,
         );
@@ -508,6 +691,12 @@ impl EventLoop {
                 // Under appendfsync always, what this client was sent this
                 // turn waits for the fsync of this turn's writes.
                 client.st.hold_until(appended, durable);
+                if client.link.uring && !client.link.send_inflight {
+                    // Sent with every other client's, below.
+                    self.send_batch.push((idx, id));
+                    self.put_client(idx, client);
+                    continue;
+                }
                 close |= !self.write_client(idx, &mut client);
                 self.srv.note_held(&mut client.st);
             }
@@ -520,6 +709,48 @@ impl EventLoop {
         if self.srv.config.maxmemory_clients != 0 {
             self.srv.evict_clients();
             self.close_marked();
+        }
+        self.queue_sends(durable);
+    }
+
+    /// io_uring: the turn's output of every client in the batch goes out as
+    /// one send each, submitted together when the loop waits. Output the
+    /// send cannot take from the reply buffer alone (values shared with the
+    /// keyspace, a dump file) is written as with epoll.
+    fn queue_sends(&mut self, durable: u64) {
+        for (idx, id) in std::mem::take(&mut self.send_batch) {
+            let Some(mut client) = self.take_client_if(idx, id) else {
+                continue;
+            };
+            let st = &mut client.st;
+            let limit = st.write_limit(durable);
+            let simple = st.reply.shared_len() == 0 && st.sent < limit;
+            if simple {
+                st.rbuf.note_held(st.reply.len());
+                let out = st.pending_output();
+                if out > self.srv.recent_max_output {
+                    self.srv.recent_max_output = out;
+                }
+                let uring = self.uring.as_mut().expect("the io_uring engine");
+                // SAFETY: the reply buffer is not touched until this send's
+                // completion is handled (`uring_sent`, first thing after
+                // the wait; `send_inflight` guards every write meanwhile).
+                unsafe {
+                    uring.send(
+                        client.link.conn.fd(),
+                        &st.reply.buf[st.sent..limit],
+                        idx,
+                        id,
+                    )
+                };
+                client.link.send_inflight = true;
+                self.put_client(idx, client);
+                continue;
+            }
+            let mut close = !self.write_client(idx, &mut client);
+            self.srv.note_held(&mut client.st);
+            close |= client.st.close_asap;
+            self.put_or_close(idx, client, close);
         }
     }
 
@@ -547,6 +778,9 @@ impl EventLoop {
     /// Read what the socket has and execute the complete commands. Returns
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
+        if client.link.uring {
+            return self.run_received(idx, client);
+        }
         // Input left over from an earlier turn runs before anything new is read.
         if client.link.query.unparsed() > 0 {
             match self.run_buffered(idx, client) {
@@ -598,6 +832,32 @@ impl EventLoop {
         // (once: an event for it in the same turn must not queue it twice).
         if !self.pending_reads.contains(&idx) {
             self.pending_reads.push(idx);
+        }
+        true
+    }
+
+    /// io_uring: what arrived is in the query buffer already; run it. At
+    /// the end of the stream, as after the last read (`finish_after_eof`).
+    fn run_received(&mut self, idx: usize, client: &mut Client) -> bool {
+        // A send of this client's output is still in flight: its reply
+        // buffer waits (the completion runs it again).
+        if client.link.send_inflight {
+            if !self.pending_reads.contains(&idx) {
+                self.pending_reads.push(idx);
+            }
+            return true;
+        }
+        if client.link.peer_closed {
+            return self.finish_after_eof(idx, client);
+        }
+        // (Bytes of a big argument go straight to its own buffer: the
+        // parser is run whatever `unparsed` says.)
+        if self.run_buffered(idx, client).is_none() {
+            return false;
+        }
+        if client.link.query.len() as u64 > self.srv.config.client_query_buffer_limit {
+            warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
+            return false;
         }
         true
     }
@@ -717,6 +977,7 @@ impl EventLoop {
                 links: &mut self.links,
                 listeners: &self.listeners,
                 poll: &self.poll,
+                uring: &mut self.uring,
             };
             self.srv.busy_pump =
                 Some(&mut pump as *mut busy::Pump as *mut dyn crate::state::BusyPump);
@@ -771,6 +1032,11 @@ impl EventLoop {
 
     /// Write pending output. Returns false when the client must be closed.
     fn write_client(&mut self, idx: usize, client: &mut Client) -> bool {
+        // io_uring: the send in flight goes first; its completion writes
+        // the rest.
+        if client.link.send_inflight {
+            return true;
+        }
         let st = &mut client.st;
         let out = st.pending_output();
         st.rbuf.note_held(st.reply.len());
@@ -838,7 +1104,8 @@ impl EventLoop {
                 return false;
             }
         }
-        if client.link.write_interest {
+        // (io_uring: a POLLOUT poll in flight just finds nothing to do.)
+        if client.link.write_interest && !client.link.uring {
             client.link.write_interest = false;
             return self.set_interest(idx, client, Interest::READABLE);
         }
@@ -853,6 +1120,11 @@ impl EventLoop {
             return true;
         }
         client.link.write_interest = true;
+        if client.link.uring {
+            let uring = self.uring.as_mut().expect("the io_uring engine");
+            uring.poll_out(client.link.conn.fd(), idx, client.st.id);
+            return true;
+        }
         self.set_interest(idx, client, Interest::READABLE | Interest::WRITABLE)
     }
 
@@ -1245,14 +1517,28 @@ fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: us
     srv.clients[idx] = Some(st);
     srv.remove_client(idx);
     if let Some(mut link) = links.get_mut(idx).and_then(|l| l.take()) {
-        let _ = poll.registry().deregister(link.conn.source());
+        if link.uring {
+            // Ends the receive and any poll in flight, which hold the
+            // socket open until they complete (their completions are then
+            // stale: see `uring.rs`).
+            // SAFETY: shutting down a socket we own.
+            unsafe { libc::shutdown(link.conn.fd(), libc::SHUT_RDWR) };
+        } else {
+            let _ = poll.registry().deregister(link.conn.source());
+        }
     }
     debug!(client = idx, "Client closed connection");
 }
 
 /// Accept every pending connection on `listener` (from the loop, and
 /// from a script running too long: see `busy.rs`).
-fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, srv: &mut Server) {
+fn accept_from(
+    listener: &Listener,
+    poll: &Poll,
+    mut uring: Option<&mut UringNet>,
+    links: &mut Vec<Option<Link>>,
+    srv: &mut Server,
+) {
     loop {
         let accepted = match listener {
             Listener::Tcp(l) | Listener::Tls(l) => l.accept().and_then(|(s, a)| {
@@ -1313,28 +1599,95 @@ fn accept_from(listener: &Listener, poll: &Poll, links: &mut Vec<Option<Link>>, 
         let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
         // Register under the slot the client is about to take.
         let idx = srv.vacant_slot();
-        let interest = Interest::READABLE;
-        let reg = poll
-            .registry()
-            .register(conn.source(), Token(idx), interest);
-        if let Err(e) = reg {
-            warn!("Registering client: {e}");
-            continue;
+        let mut link = Link::new(conn, crate::protocol::QueryBuffer::new());
+        // TLS connections stay with epoll: rustls reads the socket itself.
+        match uring.as_deref_mut().filter(|_| !link.conn.is_tls()) {
+            Some(u) => {
+                u.arm_recv(link.conn.fd(), idx, id);
+                link.uring = true;
+                link.recv_armed = true;
+            }
+            None => {
+                let reg =
+                    poll.registry()
+                        .register(link.conn.source(), Token(idx), Interest::READABLE);
+                if let Err(e) = reg {
+                    warn!("Registering client: {e}");
+                    continue;
+                }
+            }
         }
         let slot = srv.insert_client(st);
         debug_assert_eq!(slot, idx);
         if links.len() <= slot {
             links.resize_with(slot + 1, || None);
         }
-        links[slot] = Some(Link {
-            conn,
-            query: crate::protocol::QueryBuffer::new(),
-            write_interest: false,
-            yielded: false,
-            peer_closed: false,
-        });
+        links[slot] = Some(link);
         debug!(client = id, "Accepted connection");
     }
+}
+
+/// What a receive's completion brought a client.
+enum Received {
+    /// Bytes, now in the query buffer.
+    Data,
+    /// The end of the stream.
+    End,
+    /// Nothing (the receive ran out of buffers and was armed again).
+    Nothing,
+    Failed(io::Error),
+}
+
+/// Take a receive's completion into the client's link: its bytes into the
+/// query buffer (and the kernel's buffer back to the ring), the end of the
+/// stream, or an error. A receive that stopped for any other reason (no
+/// buffer was free) is armed again.
+fn absorb_received(
+    link: &mut Link,
+    uring: &mut UringNet,
+    c: &Cqe,
+    stats: &mut crate::state::Stats,
+) -> Received {
+    if !c.more() {
+        link.recv_armed = false;
+    }
+    let got = match (c.result, c.buffer()) {
+        (n, Some(bid)) if n > 0 => {
+            let n = n as usize;
+            let mut data = uring.buffer(bid, n);
+            while !data.is_empty() {
+                let res = link.query.read_with(|buf| {
+                    let k = buf.len().min(data.len());
+                    // SAFETY: `buf` has room for `k` bytes; MaybeUninit<u8>
+                    // is laid out as u8.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr() as *mut u8, k)
+                    };
+                    Ok(k)
+                });
+                match res {
+                    Ok((k, _)) if k > 0 => data = &data[k..],
+                    _ => break,
+                }
+            }
+            uring.recycle(bid);
+            stats.total_reads_processed += 1;
+            stats.total_net_input_bytes += n as u64;
+            Received::Data
+        }
+        (0, _) => {
+            link.peer_closed = true;
+            Received::End
+        }
+        (e, _) if e == -libc::ENOBUFS || e == -libc::EINTR => Received::Nothing,
+        (e, _) if e < 0 => Received::Failed(io::Error::from_raw_os_error(-e)),
+        _ => Received::Failed(io::Error::other("a receive without its buffer")),
+    };
+    if !link.recv_armed && matches!(got, Received::Data | Received::Nothing) {
+        link.recv_armed = true;
+        uring.rearm_recv(link.conn.fd(), c);
+    }
+    got
 }
 
 /// Write the client's reply up to `limit` (what the AOF lets out), from

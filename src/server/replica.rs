@@ -631,13 +631,7 @@ impl EventLoop {
         }
         let mut query = crate::protocol::QueryBuffer::new();
         query.feed(&leftover);
-        self.links[slot] = Some(Link {
-            conn,
-            query,
-            write_interest: false,
-            yielded: false,
-            peer_closed: false,
-        });
+        self.links[slot] = Some(Link::new(conn, query));
         self.srv.master.client_id = Some(id);
         self.srv.master.state = LinkState::Connected;
         self.srv.master.last_io = Instant::now();

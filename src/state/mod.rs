@@ -301,6 +301,8 @@ pub struct Server {
     /// The same for `tls-port`.
     pub new_tls_listeners: Option<Vec<TcpListener>>,
     pub tls_listeners: Vec<(std::net::SocketAddr, std::os::fd::RawFd)>,
+    /// The engine serving client sockets (INFO's `multiplexing_api`).
+    pub io_engine: crate::config::IoEngine,
     /// TLS configurations in force (while `tls-port`, `tls-replication` or
     /// `tls-cluster` is set): new TLS connections use them.
     pub tls: Option<crate::tls::TlsContext>,
@@ -465,6 +467,7 @@ impl Server {
             tcp_listeners: Vec::new(),
             new_tls_listeners: None,
             tls_listeners: Vec::new(),
+            io_engine: crate::config::IoEngine::Epoll,
             tls: None,
             pubsub: Default::default(),
             aof: aof::Aof::new(),

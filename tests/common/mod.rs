@@ -74,6 +74,16 @@ pub fn start_kvstore_on_dump(rdb: &std::path::Path, args: &[&str]) -> ServerProc
     start_kvstore_in(dir, args)
 }
 
+/// `--io-engine` as `KVSTORE_TEST_IO_ENGINE` says (CI runs the suite with
+/// each engine); nothing when unset (the server's default, io_uring). A
+/// test's own arguments come after, so they win.
+pub fn io_engine_args() -> Vec<String> {
+    match std::env::var("KVSTORE_TEST_IO_ENGINE") {
+        Ok(e) if !e.is_empty() => vec!["--io-engine".into(), e],
+        _ => Vec::new(),
+    }
+}
+
 /// Start kvstore in `dir` with extra environment variables.
 pub fn start_kvstore_env(
     dir: tempfile::TempDir,
@@ -95,6 +105,7 @@ pub fn start_kvstore_env(
         ])
         .arg(dir.path())
         .args(["--logfile", "kvstore.log"])
+        .args(io_engine_args())
         .args(args)
         .stdout(Stdio::null())
         // A panic message must reach the test output.
@@ -414,6 +425,7 @@ pub fn start_kvstore_with_file(
             .arg(conf)
             .args(["--port", &port.to_string(), "--dir"])
             .arg(dir)
+            .args(io_engine_args())
             .args(args)
             .stdout(Stdio::null())
             .spawn()

@@ -1,0 +1,342 @@
+//! The two networking engines (`io-engine io_uring|epoll`): the paths
+//! where they differ, each run against both. (The rest of the suite runs
+//! with the default engine, io_uring, and CI runs it again with epoll:
+//! `KVSTORE_TEST_IO_ENGINE`.)
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::time::Duration;
+
+use common::{bulk_payload, encode, start_kvstore, Conn, ServerProcess};
+
+const ENGINES: [&str; 2] = ["io_uring", "epoll"];
+
+fn start(engine: &str, extra: &[&str]) -> ServerProcess {
+    eprintln!("engine: {engine}");
+    let mut args = vec!["--io-engine", engine];
+    args.extend_from_slice(extra);
+    start_kvstore(&args)
+}
+
+/// Bytes that are not all the same, so that a misplaced byte shows.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(2_654_435_761)
+                .rotate_left(seed as u32 % 31) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn each_engine_is_reported_and_fixed_at_start() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut c = Conn::connect(kv.port);
+        assert_eq!(c.info_field("server", "multiplexing_api"), engine);
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "GET", "io-engine"]),
+            format!("*2\r\n$9\r\nio-engine\r\n${}\r\n{engine}\r\n", engine.len()).into_bytes()
+        );
+        let reply = c.cmd_str(&["CONFIG", "SET", "io-engine", "epoll"]);
+        assert!(
+            reply.starts_with(b"-ERR"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvstore"))
+        .args(["--io-engine", "kqueue", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("io_uring, epoll"), "{text}");
+}
+
+#[test]
+fn many_clients_pipelining_get_every_reply_in_order() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let port = kv.port;
+        let workers: Vec<_> = (0..16)
+            .map(|w| {
+                std::thread::spawn(move || {
+                    let mut c = Conn::connect(port);
+                    for round in 0..20 {
+                        let mut batch = Vec::new();
+                        for i in 0..50 {
+                            batch.extend(encode(&[b"INCR", format!("n{w}").as_bytes()]));
+                            let v = pattern(1 + (i * 37 + round * 101) % 3000, w as u8);
+                            batch.extend(encode(&[b"SET", format!("k{w}:{i}").as_bytes(), &v]));
+                            batch.extend(encode(&[b"GET", format!("k{w}:{i}").as_bytes()]));
+                        }
+                        c.send_raw(&batch);
+                        for i in 0..50 {
+                            let n = round * 50 + i + 1;
+                            assert_eq!(c.read_reply(), format!(":{n}\r\n").into_bytes());
+                            assert_eq!(c.read_reply(), b"+OK\r\n");
+                            let v = pattern(1 + (i * 37 + round * 101) % 3000, w as u8);
+                            assert_eq!(bulk_payload(&c.read_reply()), Some(v.as_slice()));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let mut c = Conn::connect(port);
+        assert_eq!(c.cmd_str(&["GET", "n15"]), b"$4\r\n1000\r\n", "{engine}");
+    }
+}
+
+#[test]
+fn big_values_and_replies_the_socket_cannot_take_at_once() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut c = Conn::connect(kv.port);
+        // 24 MB in: thousands of receive buffers into one argument.
+        let big = pattern(24 << 20, 7);
+        assert_eq!(c.cmd(&[b"SET", b"big", &big]), b"+OK\r\n");
+        assert_eq!(c.cmd_str(&["STRLEN", "big"]), b":25165824\r\n");
+        // A list whose LRANGE is a 2 MB reply built in the reply buffer;
+        // twenty of them asked for before any is read: the socket fills,
+        // and the rest goes out as it drains.
+        let item = pattern(100, 3);
+        for chunk in 0..20 {
+            let mut args: Vec<&[u8]> = vec![b"RPUSH", b"list"];
+            for _ in 0..1000 {
+                args.push(&item);
+            }
+            assert_eq!(
+                c.cmd(&args),
+                format!(":{}\r\n", (chunk + 1) * 1000).into_bytes()
+            );
+        }
+        let mut pipeline = Vec::new();
+        for _ in 0..20 {
+            pipeline.extend(encode(&[b"LRANGE", b"list", b"0", b"-1"]));
+        }
+        pipeline.extend(encode(&[b"GET", b"big"]));
+        c.send_raw(&pipeline);
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..20 {
+            let reply = c.read_reply();
+            let (_, items) = common::aggregate_items(&reply).expect("an array");
+            assert_eq!(items.len(), 20_000, "{engine}");
+            assert!(items
+                .iter()
+                .all(|i| bulk_payload(i) == Some(item.as_slice())));
+        }
+        assert_eq!(
+            bulk_payload(&c.read_reply()),
+            Some(big.as_slice()),
+            "{engine}"
+        );
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn a_client_that_closes_its_side_gets_all_its_replies() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", kv.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut pipeline = Vec::new();
+        for i in 0..200 {
+            pipeline.extend(encode(&[b"INCR", b"c"]));
+            pipeline.extend(encode(&[b"ECHO", format!("e{i}").as_bytes()]));
+        }
+        s.write_all(&pipeline).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let mut want = Vec::new();
+        for i in 0..200 {
+            want.extend(format!(":{}\r\n", i + 1).into_bytes());
+            let e = format!("e{i}");
+            want.extend(format!("${}\r\n{e}\r\n", e.len()).into_bytes());
+        }
+        assert_eq!(got, want, "{engine}");
+    }
+}
+
+#[test]
+fn a_slot_taken_by_a_new_client_gets_nothing_of_the_old_one() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut admin = Conn::connect(kv.port);
+        for round in 0..100 {
+            // A client killed mid-command, with more of its input arriving
+            // after the kill; the next client likely takes its slot.
+            let mut old = Conn::connect(kv.port);
+            let id = old.client_id();
+            old.send_raw(b"*3\r\n$3\r\nSET\r\n$5\r\nstale\r\n$10\r\nabc");
+            assert_eq!(
+                admin.cmd_str(&["CLIENT", "KILL", "ID", &id]),
+                b":1\r\n",
+                "{engine} round {round}"
+            );
+            let _ = old.writer.write_all(b"defghij\r\n*1\r\n$4\r\nPING\r\n");
+            let mut new = Conn::connect(kv.port);
+            assert_eq!(new.cmd_str(&["PING"]), b"+PONG\r\n");
+            assert_eq!(new.cmd_str(&["GET", "stale"]), b"$-1\r\n", "{engine}");
+            assert_eq!(new.cmd_str(&["ECHO", "mine"]), b"$4\r\nmine\r\n");
+            assert!(
+                old.try_read_reply().is_none(),
+                "{engine}: the killed client is closed"
+            );
+        }
+        assert_eq!(admin.cmd_str(&["DBSIZE"]), b":0\r\n");
+    }
+}
+
+#[test]
+fn input_that_arrives_while_blocked_runs_after_the_unblock() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut waiter = Conn::connect(kv.port);
+        let mut pusher = Conn::connect(kv.port);
+        waiter.send_raw(&encode(&[b"BLPOP", b"q", b"0"]));
+        common::wait_for("the client to block", 10, || {
+            pusher.info_field("clients", "blocked_clients") == "1"
+        });
+        // Sent while blocked: kept until the BLPOP is answered.
+        let mut more = Vec::new();
+        for i in 0..100 {
+            more.extend(encode(&[b"ECHO", format!("{i}").as_bytes()]));
+        }
+        waiter.send_raw(&more);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(pusher.cmd_str(&["LPUSH", "q", "x"]), b":1\r\n");
+        assert_eq!(
+            waiter.read_reply(),
+            b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n",
+            "{engine}"
+        );
+        for i in 0..100 {
+            let e = format!("{i}");
+            assert_eq!(
+                waiter.read_reply(),
+                format!("${}\r\n{e}\r\n", e.len()).into_bytes()
+            );
+        }
+    }
+}
+
+#[test]
+fn input_that_arrives_during_a_busy_script_waits_for_it() {
+    for engine in ENGINES {
+        let kv = start(engine, &["--busy-reply-threshold", "100"]);
+        let mut runner = Conn::connect(kv.port);
+        let mut other = Conn::connect(kv.port);
+        runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
+        common::wait_for("the script to be busy", 10, || {
+            other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+        });
+        // The script's own client sends more while its script runs, and a
+        // client connects meanwhile.
+        runner.send_raw(&encode(&[b"ECHO", b"after"]));
+        let mut late = Conn::connect(kv.port);
+        assert!(
+            late.cmd_str(&["GET", "x"]).starts_with(b"-BUSY"),
+            "{engine}"
+        );
+        assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        let reply = String::from_utf8(runner.read_reply()).unwrap();
+        assert!(reply.starts_with("-ERR Script killed"), "{engine}: {reply}");
+        assert_eq!(runner.read_reply(), b"$5\r\nafter\r\n", "{engine}");
+        assert_eq!(late.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
+fn snapshots_forked_while_clients_send_are_whole() {
+    for engine in ENGINES {
+        let kv = start(engine, &["--enable-debug-command", "yes"]);
+        let port = kv.port;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut c = Conn::connect(port);
+                    let mut n = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let mut batch = Vec::new();
+                        for _ in 0..100 {
+                            n += 1;
+                            batch.extend(encode(&[
+                                b"SET",
+                                format!("w{w}:{n}").as_bytes(),
+                                &pattern(64, (n % 251) as u8),
+                            ]));
+                        }
+                        c.send_raw(&batch);
+                        for _ in 0..100 {
+                            assert_eq!(c.read_reply(), b"+OK\r\n");
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut c = Conn::connect(port);
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(150));
+            assert!(c.cmd_str(&["BGSAVE"]).starts_with(b"+Background saving"));
+            common::wait_for("the BGSAVE to finish", 30, || {
+                c.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+            });
+            assert_eq!(c.info_field("persistence", "rdb_last_bgsave_status"), "ok");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+        assert_eq!(
+            c.cmd_str(&["DBSIZE"]),
+            format!(":{written}\r\n").into_bytes()
+        );
+        // The last snapshot was whole: a reload from a fresh one gives back
+        // every key, and values are what was written.
+        assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n", "{engine}");
+        assert_eq!(
+            c.cmd_str(&["DBSIZE"]),
+            format!(":{written}\r\n").into_bytes()
+        );
+        assert_eq!(
+            bulk_payload(&c.cmd_str(&["GET", "w2:7"])),
+            Some(pattern(64, 7).as_slice())
+        );
+    }
+}
+
+#[test]
+fn unix_socket_clients_are_served_by_each_engine() {
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kv.sock");
+        let path_s = path.to_str().unwrap().to_string();
+        let _kv = start(engine, &["--unixsocket", &path_s]);
+        let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let v = pattern(100_000, 9);
+        let mut req = encode(&[b"SET", b"u", &v]);
+        req.extend(encode(&[b"GET", b"u"]));
+        s.write_all(&req).unwrap();
+        let mut want = b"+OK\r\n$100000\r\n".to_vec();
+        want.extend(&v);
+        want.extend(b"\r\n");
+        let mut got = vec![0; want.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(got, want, "{engine}");
+    }
+}
