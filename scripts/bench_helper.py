@@ -330,14 +330,24 @@ def sides_table(records_path, title, sides, rows):
     SIDES). Each row is LABEL|NAME|FORMAT-SPEC."""
     vals = read_records(records_path)
     sides = sides.split(",")
+    # With a side named redis, each other side's ratio to it follows.
+    others = [s for s in sides if s != "redis"] if "redis" in sides else []
+    heads = sides + [f"{s} ÷ redis" for s in others]
     print(f"## {title}")
     print()
-    print("| measure | " + " | ".join(sides) + " |")
-    print("| --- |" + " --- |" * len(sides))
+    print("| measure | " + " | ".join(heads) + " |")
+    print("| --- |" + " --- |" * len(heads))
     for row in rows:
         label, name, spec = row.split("|")
-        cells = [median_cell(vals, name, side, spec)[0] for side in sides]
-        print(f"| {label} | " + " | ".join(cells) + " |")
+        cells = [median_cell(vals, name, side, spec) for side in sides]
+        r = median_cell(vals, name, "redis", spec)[1] if others else None
+        ratios = [
+            f"{median_cell(vals, name, s, spec)[1] / r:.2f}"
+            if r and median_cell(vals, name, s, spec)[1] is not None
+            else "-"
+            for s in others
+        ]
+        print(f"| {label} | " + " | ".join([c[0] for c in cells] + ratios) + " |")
 
 
 def main(argv):

@@ -158,6 +158,12 @@ impl QueryBuffer {
         self.buf.len() - self.pos
     }
 
+    /// The input after the last parsed command, when the parser stands
+    /// between commands (for a look ahead: see [`leading_keys`]).
+    pub fn ahead(&self) -> Option<&[u8]> {
+        (self.mbulk_left == 0 && !self.ready && self.big.is_none()).then(|| &self.buf[self.pos..])
+    }
+
     /// Read once into the buffer with `read` (a socket's read, given the
     /// spare memory to fill). Returns the number of bytes read (0 at end of
     /// stream) and the number of bytes that were asked for, so the caller
@@ -462,6 +468,60 @@ impl QueryBuffer {
     }
 }
 
+/// A RESP length line (`<digits>\r\n`) at `buf[i..]`: its value and where
+/// what follows starts; `None` when it is not one, or not all there.
+fn length_line(buf: &[u8], mut i: usize) -> Option<(usize, usize)> {
+    let mut n: usize = 0;
+    let start = i;
+    while let Some(&c) = buf.get(i) {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        n = n.checked_mul(10)?.checked_add((c - b'0') as usize)?;
+        i += 1;
+    }
+    if i == start || buf.get(i..i + 2) != Some(b"\r\n") {
+        return None;
+    }
+    Some((n, i + 2))
+}
+
+/// The second argument (the key, for most commands) of each complete
+/// multibulk command at the start of `buf`, into `out` (at most its
+/// length): the loop prefetches their buckets before running a pipeline.
+/// Stops at the first command that is not a complete multibulk of two or
+/// more arguments. Only a hint: nothing is checked beyond what it reads.
+pub fn leading_keys<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> usize {
+    let mut i = 0;
+    let mut n = 0;
+    while n < out.len() && buf.get(i) == Some(&b'*') {
+        let Some((argc, mut at)) = length_line(buf, i + 1) else {
+            break;
+        };
+        if argc < 2 {
+            break;
+        }
+        for a in 0..argc {
+            if buf.get(at) != Some(&b'$') {
+                return n;
+            }
+            let Some((len, start)) = length_line(buf, at + 1) else {
+                return n;
+            };
+            let Some(end) = start.checked_add(len).filter(|&e| e + 2 <= buf.len()) else {
+                return n;
+            };
+            if a == 1 {
+                out[n] = &buf[start..end];
+            }
+            at = end + 2;
+        }
+        n += 1;
+        i = at;
+    }
+    n
+}
+
 fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
@@ -561,6 +621,42 @@ mod tests {
         }
         q.compact();
         Ok(cmds)
+    }
+
+    #[test]
+    fn leading_keys_are_the_second_argument_of_complete_commands() {
+        let buf = b"*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$1\r\nv\r\n\
+*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$2\r\nk3\r\n";
+        let mut out = [&[][..]; 8];
+        // PING has no key: the look ahead stops there.
+        assert_eq!(leading_keys(buf, &mut out), 2);
+        assert_eq!(&out[..2], &[&b"k1"[..], &b"key"[..]]);
+        // At most `out.len()`; an incomplete command ends it.
+        let mut one = [&[][..]; 1];
+        assert_eq!(leading_keys(buf, &mut one), 1);
+        assert_eq!(leading_keys(b"*2\r\n$3\r\nGET\r\n$2\r\nk", &mut out), 0);
+        assert_eq!(leading_keys(b"GET k\r\n", &mut out), 0);
+        assert_eq!(
+            leading_keys(b"*2\r\n$99999999999999999999999\r\n", &mut out),
+            0
+        );
+        assert_eq!(
+            leading_keys(b"*2\r\n$18446744073709551615\r\nx", &mut out),
+            0
+        );
+    }
+
+    #[test]
+    fn the_look_ahead_starts_between_commands_only() {
+        let mut q = QueryBuffer::new();
+        q.feed(b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n*2\r\n$3\r\nGE");
+        assert!(q.parse(ParseLimits::default()).unwrap());
+        // A parsed command not yet consumed: no look ahead.
+        assert!(q.ahead().is_none());
+        q.consume();
+        let mut out = [&[][..]; 4];
+        assert_eq!(leading_keys(q.ahead().unwrap(), &mut out), 1);
+        assert_eq!(out[0], b"b");
     }
 
     #[test]

@@ -53,6 +53,11 @@ const MAX_READS_PER_TURN: usize = 16;
 /// hundreds of turns, each a few milliseconds of copying and page faults,
 /// instead of stalling everybody else while it is read.
 const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
+/// A send up to this size is taken whole by any socket that is not
+/// backed up (io_uring: its completion needs no follow-up at once).
+const SEND_SURELY_TAKEN: usize = 8 * 1024;
+/// Commands of a pipeline whose keys are prefetched together.
+const PREFETCH_WINDOW: usize = 16;
 /// Argument slices the reused argv keeps room for between commands.
 const ARGV_SCRATCH_KEEP: usize = 1024;
 /// Pieces handed to one writev (replies holding shared values).
@@ -732,6 +737,13 @@ impl EventLoop {
                     self.srv.recent_max_output = out;
                 }
                 let uring = self.uring.as_mut().expect("the io_uring engine");
+                // What a send may leave to do at once: the rest of a reply
+                // the socket may not take (a poll to arm), a close after
+                // the reply, a replica's next phase.
+                uring.sends_urgent |= limit - st.sent > SEND_SURELY_TAKEN
+                    || st.close_after_reply
+                    || st.close_asap
+                    || st.repl.is_some();
                 // SAFETY: the reply buffer is not touched until this send's
                 // completion is handled (`uring_sent`, first thing after
                 // the wait; `send_inflight` guards every write meanwhile).
@@ -928,6 +940,8 @@ impl EventLoop {
             max_bulk_len: srv.config.proto_max_bulk_len,
             authenticated: c.st.authenticated || !srv.acl.auth_required(),
         };
+        // Commands left before the next look ahead.
+        let mut ahead = 0;
         loop {
             if client.st.close_after_reply
                 || client.st.close_asap
@@ -937,6 +951,10 @@ impl EventLoop {
             {
                 break;
             }
+            if ahead == 0 {
+                ahead = self.prefetch_pipeline(client);
+            }
+            ahead -= 1;
             match client.link.query.parse(limits(client, &self.srv)) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -1003,6 +1021,36 @@ impl EventLoop {
             self.srv.recent_max_input = qlen;
         }
         !client.st.close_after_reply
+    }
+
+    /// A pipeline's next commands are in the buffer: start fetching their
+    /// keys' buckets, then the entries the buckets point at, so that the
+    /// cache misses of up to [`PREFETCH_WINDOW`] lookups overlap instead of
+    /// coming one after the other (on a keyspace bigger than the caches
+    /// most of a GET's time is two misses). Returns how many commands it
+    /// looked at (at least one: the next look ahead is after them).
+    fn prefetch_pipeline(&self, client: &Client) -> usize {
+        let Some(input) = client.link.query.ahead() else {
+            return 1;
+        };
+        let mut keys = [&[][..]; PREFETCH_WINDOW];
+        let n = crate::protocol::leading_keys(input, &mut keys);
+        // One command: nothing to overlap with.
+        if n < 2 {
+            return 1;
+        }
+        let Some(db) = self.srv.dbs.get(client.st.db) else {
+            return n;
+        };
+        let mut hashes = [0u64; PREFETCH_WINDOW];
+        for (h, key) in hashes.iter_mut().zip(&keys[..n]) {
+            *h = db.main.hash(key);
+            db.main.prefetch_bucket(*h);
+        }
+        for &h in &hashes[..n] {
+            db.main.prefetch_chain(h);
+        }
+        n
     }
 
     /// Enforce `client-output-buffer-limit` (normal class) after a reply

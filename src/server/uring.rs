@@ -158,6 +158,11 @@ pub struct UringNet {
     buf_tail: u16,
     /// Sends submitted whose completions have not been handled.
     pub sends_in_flight: usize,
+    /// A send of this turn needs its completion handled at once (the rest
+    /// may not fit the socket and needs a poll, or the client closes
+    /// after it): the next `wait` returns once the sends are done,
+    /// instead of also waiting for something new.
+    pub sends_urgent: bool,
     /// Completions taken off the kernel's queue and not handled yet, in
     /// order: the loop takes them one at a time, and a busy script's pump
     /// takes the input of other clients out of it (see `busy.rs`).
@@ -199,6 +204,7 @@ impl UringNet {
             buf_ring,
             buf_tail: 0,
             sends_in_flight: 0,
+            sends_urgent: false,
             queue: VecDeque::new(),
         };
         for bid in 0..BUF_COUNT {
@@ -275,18 +281,18 @@ impl UringNet {
     }
 
     /// Submit what is queued and wait, up to `timeout`, for a completion
-    /// beyond those of this turn's sends.
+    /// beyond those of this turn's sends (unless they are urgent).
     pub fn wait(&mut self, timeout: Duration) -> io::Result<()> {
         self.publish();
+        let want = match std::mem::take(&mut self.sends_urgent) {
+            true if self.sends_in_flight > 0 => self.sends_in_flight,
+            _ => self.sends_in_flight + 1,
+        };
         let ts = types::Timespec::new()
             .sec(timeout.as_secs())
             .nsec(timeout.subsec_nanos());
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self
-            .ring
-            .submitter()
-            .submit_with_args(self.sends_in_flight + 1, &args)
-        {
+        match self.ring.submitter().submit_with_args(want, &args) {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# kvstore's two networking engines (io-engine io_uring and epoll) beside
+# redis-server, with redis-benchmark (50 clients unless BENCH_CLIENTS):
+#   - SET and GET of random keys (-r 1000000) at pipelines of 1 and 16:
+#     requests/s and the server's CPU µs per request (user+sys from /proc,
+#     every thread of the process, the kernel's work for its sockets
+#     included);
+#   - GET at pipeline 16 of random keys from a keyspace of BIG_KEYS keys
+#     (10M: far bigger than the caches), all present (filled by a script
+#     with key:%012d, the names redis-benchmark's __rand_int__ makes).
+# ROUNDS rounds (default 3), interleaved, the side that goes first
+# rotating; the table shows medians with the min–max spread, and each
+# engine's ratio to Redis.
+#
+# Usage: scripts/bench-engines.sh  (P1_REQUESTS=200000 P16_REQUESTS=3000000
+#        BIG_KEYS=10000000 BIG_REQUESTS=3000000 ROUNDS=3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+P1_REQUESTS=${P1_REQUESTS:-200000}
+P16_REQUESTS=${P16_REQUESTS:-3000000}
+BIG_KEYS=${BIG_KEYS:-10000000}
+BIG_REQUESTS=${BIG_REQUESTS:-3000000}
+ROUNDS=${ROUNDS:-3}
+source scripts/bench-common.sh
+
+SIDES=(io_uring epoll redis)
+
+run_side() { # SIDE
+    local side=$1 dir="$work/$1" p t
+    rm -rf "$dir"; mkdir -p "$dir"
+    port=$(free_port)
+    case $side in
+        redis) SERVER_ARGS=(--appendonly no); start redis "$dir" "$port" ;;
+        *) SERVER_ARGS=(--appendonly no --io-engine "$side"); start kvstore "$dir" "$port" ;;
+    esac
+    wait_ping "$port"
+    for t in set get; do
+        measure "$side" "${t}_p1" "$P1_REQUESTS" 1 -r 1000000 -t "$t"
+        measure "$side" "${t}_p16" "$P16_REQUESTS" 16 -r 1000000 -t "$t"
+    done
+    redis-cli -p "$port" flushall >/dev/null
+    redis-cli -p "$port" eval \
+        "for i = 0, tonumber(ARGV[1]) - 1 do redis.call('set', string.format('key:%012d', i), 'xxx') end" \
+        0 "$BIG_KEYS" >/dev/null
+    [[ $(redis-cli -p "$port" dbsize) == "$BIG_KEYS" ]] || { echo "$side: the keyspace was not filled" >&2; exit 1; }
+    measure "$side" big_get_p16 "$BIG_REQUESTS" 16 -r "$BIG_KEYS" -t get
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    wait "$pid" 2>/dev/null || true
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    for ((i = 0; i < ${#SIDES[@]}; i++)); do
+        side=${SIDES[$(((i + round - 1) % ${#SIDES[@]}))]}
+        echo "round $round/$ROUNDS: $side" >&2
+        run_side "$side"
+    done
+done
+
+python3 "$HELPER" sides-table "$results" \
+    "Networking engines, ${BENCH_CLIENTS:-50} clients, median of $ROUNDS rounds [min–max]" \
+    "io_uring,epoll,redis" \
+    "SET P1 requests/s|set_p1_rps|,.0f" \
+    "SET P1 server CPU µs/request|set_p1_cpu|.3f" \
+    "GET P1 requests/s|get_p1_rps|,.0f" \
+    "GET P1 server CPU µs/request|get_p1_cpu|.3f" \
+    "SET P16 requests/s|set_p16_rps|,.0f" \
+    "SET P16 server CPU µs/request|set_p16_cpu|.3f" \
+    "GET P16 requests/s|get_p16_rps|,.0f" \
+    "GET P16 server CPU µs/request|get_p16_cpu|.3f" \
+    "GET P16, $BIG_KEYS keys, requests/s|big_get_p16_rps|,.0f" \
+    "GET P16, $BIG_KEYS keys, server CPU µs/request|big_get_p16_cpu|.3f"
