@@ -146,6 +146,35 @@ fn big_values_and_replies_the_socket_cannot_take_at_once() {
 }
 
 #[test]
+fn big_arguments_inside_a_pipeline_keep_their_neighbours() {
+    // Arguments of 32 KiB and more go to a buffer of their own; here they
+    // arrive in the same receive as the commands around them.
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut c = Conn::connect(kv.port);
+        let sizes = [40_000usize, 5, 70_000, 32 * 1024, 100_000, 1];
+        let mut pipeline = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let v = pattern(n, i as u8);
+            pipeline.extend(encode(&[b"SET", format!("b{i}").as_bytes(), &v]));
+            pipeline.extend(encode(&[b"GET", format!("b{i}").as_bytes()]));
+            pipeline.extend(encode(&[b"PING"]));
+        }
+        c.send_raw(&pipeline);
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_eq!(c.read_reply(), b"+OK\r\n", "{engine} {i}");
+            let v = pattern(n, i as u8);
+            assert_eq!(
+                bulk_payload(&c.read_reply()),
+                Some(v.as_slice()),
+                "{engine} {i}"
+            );
+            assert_eq!(c.read_reply(), b"+PONG\r\n", "{engine} {i}");
+        }
+    }
+}
+
+#[test]
 fn a_client_that_closes_its_side_gets_all_its_replies() {
     for engine in ENGINES {
         let kv = start(engine, &[]);
