@@ -65,6 +65,25 @@ out.write(b"".join(chunk))
 PY
 }
 
+# gen_random_sets N SIZE: N SETs of distinct random keys (key:%012d of
+# random numbers) to random SIZE-byte values, as RESP.
+gen_random_sets() {
+    python3 - "$1" "$2" <<'PY'
+import os, random, sys
+n, size = int(sys.argv[1]), int(sys.argv[2])
+out = sys.stdout.buffer
+rng = random.Random(42)
+ids = rng.sample(range(10**12), n)
+chunk = []
+for i in ids:
+    k = b"key:%012d" % i
+    chunk.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$%d\r\n%s\r\n" % (k, size, os.urandom(size)))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+}
+
 # wait_loaded PORT: poll DBSIZE until the reply is a number (not -LOADING,
 # not a refused connection); leaves it in $reply.
 wait_loaded() {

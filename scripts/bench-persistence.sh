@@ -6,11 +6,14 @@
 #     client is already running when BGSAVE forks, so the fork stall counts,
 #   - load time at startup, measured the same way for both: wall time from
 #     exec to the first reply that is not -LOADING, and each server's own
-#     "DB loaded from disk" log figure; DBSIZE is checked after every load.
+#     "DB loaded from disk" log figure; DBSIZE is checked after every load;
+#   - then both servers' load of the same file, Redis's own dump.
+# DATASET=random: random keys (key:%012d of random numbers) with random
+# values (incompressible) instead of sequential keys with a constant value.
 # ROUNDS rounds (default 3), interleaved, alternating which server goes
 # first; the table shows medians with the min–max spread.
 #
-# Usage: scripts/bench-persistence.sh    (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3)
+# Usage: scripts/bench-persistence.sh    (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3 DATASET=fixed|random)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
@@ -18,8 +21,13 @@ VALUE_SIZE=${VALUE_SIZE:-100}
 ROUNDS=${ROUNDS:-3}
 source scripts/bench-common.sh
 
-echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
-gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
+if [[ ${DATASET:-fixed} == random ]]; then
+    echo "generating $KEYS SETs of random keys with random $VALUE_SIZE-byte values" >&2
+    gen_random_sets "$KEYS" "$VALUE_SIZE" >"$work/load.resp"
+else
+    echo "generating $KEYS SETs with $VALUE_SIZE-byte values" >&2
+    gen_sets "$KEYS" "$VALUE_SIZE" v >"$work/load.resp"
+fi
 
 SERVER_ARGS=(--appendonly no)
 
@@ -64,11 +72,32 @@ run_side() { # SIDE
 
 run_rounds
 
+# Both servers start on the same file, Redis's own dump (the last round's),
+# interleaved: what a move from Redis to kvstore costs at startup.
+cp "$work/redis/dump.rdb" "$work/redis-dump.rdb"
+for ((round = 1; round <= ROUNDS; round++)); do
+    for side in kvstore redis; do
+        dir="$work/$side-on-redis"
+        rm -rf "$dir"; mkdir -p "$dir"
+        cp "$work/redis-dump.rdb" "$dir/dump.rdb"
+        port=$(free_port)
+        t0=$(now)
+        start "$side" "$dir" "$port"
+        wait_loaded "$port"
+        t1=$(now)
+        [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE on Redis's dump is $reply, not $KEYS" >&2; exit 1; }
+        record "$side" redis_dump_load_wall_s "$(echo "$t1 - $t0" | bc)"
+        redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+        wait "$pid" 2>/dev/null || true
+    done
+done
+
 python3 "$HELPER" side-table "$results" \
     "Snapshots: $KEYS keys, $VALUE_SIZE-byte values, median of $ROUNDS rounds [min–max]" \
     "dump size MB|dump_mb|.0f" \
     "SAVE seconds|save_s|.2f" \
     "load seconds, exec to first non-LOADING reply|load_wall_s|.2f" \
     "load seconds, the server's own log|load_log_s|.2f" \
+    "load seconds of Redis's own dump, exec to first non-LOADING reply|redis_dump_load_wall_s|.2f" \
     "BGSAVE latest_fork_usec|fork_usec|,.0f" \
     "worst PING latency during BGSAVE (ms)|bgsave_ping_max_ms|.2f"

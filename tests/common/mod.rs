@@ -411,7 +411,8 @@ impl Drop for KillOnDrop {
 }
 
 /// Start kvstore on a config file (`kvstore FILE --port P --dir D …`) and
-/// connect once it listens.
+/// connect once it listens. (With the file's engine, or the default:
+/// `KVSTORE_TEST_IO_ENGINE` would show in a CONFIG REWRITE.)
 pub fn start_kvstore_with_file(
     conf: &std::path::Path,
     dir: &std::path::Path,
@@ -425,7 +426,6 @@ pub fn start_kvstore_with_file(
             .arg(conf)
             .args(["--port", &port.to_string(), "--dir"])
             .arg(dir)
-            .args(io_engine_args())
             .args(args)
             .stdout(Stdio::null())
             .spawn()
