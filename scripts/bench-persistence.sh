@@ -31,6 +31,19 @@ fi
 
 SERVER_ARGS=(--appendonly no)
 
+# timed_load SIDE DIR PORT NAME WHEN: start a server on DIR's dump and
+# record as NAME the wall time from exec to the first reply that is not
+# -LOADING (connection refused counts as not yet); DBSIZE must be KEYS.
+timed_load() {
+    local t0 t1
+    t0=$(now)
+    start "$1" "$2" "$3"
+    wait_loaded "$3"
+    t1=$(now)
+    [[ $reply == "$KEYS" ]] || { echo "$1: DBSIZE $5 is $reply, not $KEYS" >&2; exit 1; }
+    record "$1" "$4" "$(echo "$t1 - $t0" | bc)"
+}
+
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port t0 t1 reply
     rm -rf "$dir"; mkdir -p "$dir"
@@ -59,12 +72,7 @@ run_side() { # SIDE
     # Restart on the dump: wall time from exec to the first reply that is
     # not -LOADING (connection refused counts as not yet).
     : >"$dir/log"
-    t0=$(now)
-    start "$side" "$dir" "$port"
-    wait_loaded "$port"
-    t1=$(now)
-    [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE after the restart is $reply, not $KEYS" >&2; exit 1; }
-    record "$side" load_wall_s "$(echo "$t1 - $t0" | bc)"
+    timed_load "$side" "$dir" "$port" load_wall_s "after the restart"
     record "$side" load_log_s "$(grep -o 'DB loaded from disk: [0-9.]* seconds' "$dir/log" | grep -o '[0-9.]*' | head -n 1)"
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
@@ -81,12 +89,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
         rm -rf "$dir"; mkdir -p "$dir"
         cp "$work/redis-dump.rdb" "$dir/dump.rdb"
         port=$(free_port)
-        t0=$(now)
-        start "$side" "$dir" "$port"
-        wait_loaded "$port"
-        t1=$(now)
-        [[ $reply == "$KEYS" ]] || { echo "$side: DBSIZE on Redis's dump is $reply, not $KEYS" >&2; exit 1; }
-        record "$side" redis_dump_load_wall_s "$(echo "$t1 - $t0" | bc)"
+        timed_load "$side" "$dir" "$port" redis_dump_load_wall_s "on Redis's dump"
         redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
         wait "$pid" 2>/dev/null || true
     done

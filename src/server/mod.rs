@@ -527,34 +527,14 @@ impl EventLoop {
     /// The link a client operation's completion is for, if that client is
     /// still in its slot.
     fn uring_link(&mut self, c: &Cqe) -> Option<&mut Link> {
-        let slot = c.slot();
-        let live = self
-            .srv
-            .clients
-            .get(slot)
-            .and_then(|s| s.as_ref())
-            .is_some_and(|st| c.is_for(st.id));
-        match live {
-            true => self.links.get_mut(slot).and_then(|l| l.as_mut()),
-            false => None,
-        }
+        live_link(&self.srv, &mut self.links, c)
     }
 
     /// What a client sent arrived: into its query buffer, then run.
     fn uring_received(&mut self, c: &Cqe) {
         let uring = self.uring.as_mut().expect("the io_uring engine");
         let slot = c.slot();
-        let live = self
-            .srv
-            .clients
-            .get(slot)
-            .and_then(|s| s.as_ref())
-            .is_some_and(|st| c.is_for(st.id));
-        let link = match live {
-            true => self.links.get_mut(slot).and_then(|l| l.as_mut()),
-            false => None,
-        };
-        let Some(link) = link else {
+        let Some(link) = live_link(&self.srv, &mut self.links, c) else {
             // A completion for a client that is gone.
             if let Some(bid) = c.buffer() {
                 uring.recycle(bid);
@@ -1672,6 +1652,17 @@ fn accept_from(
         }
         links[slot] = Some(link);
         debug!(client = id, "Accepted connection");
+    }
+}
+
+/// The link of the client a completion is for, if that client is still in
+/// its slot (not a later holder of it).
+fn live_link<'l>(srv: &Server, links: &'l mut [Option<Link>], c: &Cqe) -> Option<&'l mut Link> {
+    let slot = c.slot();
+    let st = srv.clients.get(slot)?.as_ref()?;
+    match c.is_for(st.id) {
+        true => links.get_mut(slot)?.as_mut(),
+        false => None,
     }
 }
 
