@@ -6,7 +6,10 @@
 //! it. The pump accepts new connections and reads what every other client
 //! sent — straight from the sockets, without polling, so no readiness
 //! event the loop is owed is consumed (with edge-triggered polling a read
-//! that finds data early only makes a later wake-up find none). Each
+//! that finds data early only makes a later wake-up find none); under the
+//! io_uring engine it takes their input from the completion queue instead,
+//! leaving the completions it cannot place (the caller's) in order for the
+//! loop. Each
 //! command gets `-BUSY`, unless it may run meanwhile (`allow-busy`: SCRIPT
 //! KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN, AUTH, HELLO, MULTI, …).
 //! Then, as Redis's beforeSleep does while blocked, the writes of commands
