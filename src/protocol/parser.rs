@@ -508,7 +508,11 @@ pub fn leading_keys<'a>(buf: &'a [u8], out: &mut [&'a [u8]]) -> usize {
             let Some((len, start)) = length_line(buf, at + 1) else {
                 return n;
             };
-            let Some(end) = start.checked_add(len).filter(|&e| e + 2 <= buf.len()) else {
+            // (A length near usize::MAX must not wrap past the check.)
+            let Some(end) = start
+                .checked_add(len)
+                .filter(|&e| e.checked_add(2).is_some_and(|t| t <= buf.len()))
+            else {
                 return n;
             };
             if a == 1 {
@@ -644,6 +648,12 @@ mod tests {
             leading_keys(b"*2\r\n$18446744073709551615\r\nx", &mut out),
             0
         );
+        // A length that ends exactly at usize::MAX once added to where it
+        // starts (27): no wrap, no slice past the buffer.
+        let near_max = format!("*2\r\n$3\r\nGET\r\n${}\r\nx", usize::MAX - 27);
+        assert_eq!(leading_keys(near_max.as_bytes(), &mut out), 0);
+        let near_max = format!("*2\r\n$3\r\nGET\r\n${}\r\nx", usize::MAX - 28);
+        assert_eq!(leading_keys(near_max.as_bytes(), &mut out), 0);
     }
 
     #[test]

@@ -127,6 +127,12 @@ fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet)
             continue;
         }
         match links.get_mut(slot).and_then(|l| l.as_mut()) {
+            // Past the query buffer limit: no more is taken in while the
+            // script runs (the loop closes the client after it, as with
+            // epoll); the completions wait, holding their ring buffers.
+            Some(link) if link.query.len() as u64 > srv.config.client_query_buffer_limit => {
+                keep.push_back(c)
+            }
             Some(link) => {
                 if let Received::Failed(_) = absorb_received(link, u, &c, &mut srv.stats) {
                     link.peer_closed = true;

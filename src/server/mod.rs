@@ -711,11 +711,7 @@ impl EventLoop {
             let limit = st.write_limit(durable);
             let simple = st.reply.shared_len() == 0 && st.sent < limit;
             if simple {
-                st.rbuf.note_held(st.reply.len());
-                let out = st.pending_output();
-                if out > self.srv.recent_max_output {
-                    self.srv.recent_max_output = out;
-                }
+                note_output(st, &mut self.srv.recent_max_output);
                 let uring = self.uring.as_mut().expect("the io_uring engine");
                 // What a send may leave to do at once: the rest of a reply
                 // the socket may not take (a poll to arm), a close after
@@ -1066,11 +1062,7 @@ impl EventLoop {
             return true;
         }
         let st = &mut client.st;
-        let out = st.pending_output();
-        st.rbuf.note_held(st.reply.len());
-        if out > self.srv.recent_max_output {
-            self.srv.recent_max_output = out;
-        }
+        note_output(st, &mut self.srv.recent_max_output);
         // Replies that wait for the AOF (appendfsync always) are not sent
         // before their writes are on disk.
         let limit = st.write_limit(self.srv.aof_durable());
@@ -1655,6 +1647,13 @@ fn accept_from(
     }
 }
 
+/// Before output is written: the reply buffer's peak (its resizing) and
+/// the recent biggest output (INFO).
+fn note_output(st: &mut ClientState, recent_max: &mut usize) {
+    st.rbuf.note_held(st.reply.len());
+    *recent_max = (*recent_max).max(st.pending_output());
+}
+
 /// The link of the client a completion is for, if that client is still in
 /// its slot (not a later holder of it).
 fn live_link<'l>(srv: &Server, links: &'l mut [Option<Link>], c: &Cqe) -> Option<&'l mut Link> {
@@ -1709,10 +1708,16 @@ fn absorb_received(
                     _ => break,
                 }
             }
+            let placed = data.is_empty();
             uring.recycle(bid);
             stats.total_reads_processed += 1;
             stats.total_net_input_bytes += n as u64;
-            Received::Data
+            match placed {
+                true => Received::Data,
+                // Bytes the query buffer did not take are never dropped
+                // silently: the client goes.
+                false => Received::Failed(io::Error::other("the query buffer took no more input")),
+            }
         }
         (0, _) => {
             link.peer_closed = true;
