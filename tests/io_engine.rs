@@ -369,3 +369,83 @@ fn unix_socket_clients_are_served_by_each_engine() {
         assert_eq!(got, want, "{engine}");
     }
 }
+
+#[test]
+fn a_burst_of_connections_is_accepted_and_served_by_each_engine() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        // All connected before any sends: the listener's backlog fills and
+        // the accepts drain it.
+        let mut conns: Vec<Conn> = (0..300).map(|_| Conn::connect(kv.port)).collect();
+        for (i, c) in conns.iter_mut().enumerate() {
+            let v = format!("v{i}");
+            assert_eq!(c.cmd_str(&["SET", &format!("k{i}"), &v]), b"+OK\r\n");
+        }
+        for (i, c) in conns.iter_mut().enumerate().rev() {
+            let want = format!("${}\r\nv{i}\r\n", format!("v{i}").len());
+            assert_eq!(c.cmd_str(&["GET", &format!("k{i}")]), want.as_bytes());
+        }
+        let mut probe = Conn::connect(kv.port);
+        assert_eq!(
+            probe.info_field("clients", "connected_clients"),
+            "301",
+            "{engine}"
+        );
+        drop(conns);
+        common::wait_for("the burst's clients to be gone", 10, || {
+            probe.info_field("clients", "connected_clients") == "1"
+        });
+        let total: u64 = probe
+            .info_field("stats", "total_connections_received")
+            .parse()
+            .unwrap();
+        assert!(total >= 301, "{engine}: {total}");
+    }
+}
+
+/// Is anything listening on `port` (does a TCP handshake complete)?
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    )
+    .is_ok()
+}
+
+#[test]
+fn listeners_moved_by_config_set_close_the_old_socket_and_accept_on_the_new() {
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let mut c = Conn::connect(kv.port);
+        // A new port: the old socket is closed (an accept left in flight
+        // would keep it listening), the new one serves.
+        let port2 = common::free_port();
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "port", &port2.to_string()]),
+            b"+OK\r\n"
+        );
+        assert!(!listening(kv.port), "{engine}: the old port still listens");
+        let mut c2 = Conn::connect(port2);
+        assert_eq!(c2.cmd_str(&["PING"]), b"+PONG\r\n");
+        // The same port on an overlapping address list, there and back:
+        // the old sockets must be closed before the new ones can bind.
+        for bind in ["127.0.0.1", "0.0.0.0", "127.0.0.1"] {
+            assert_eq!(
+                c2.cmd_str(&["CONFIG", "SET", "bind", bind]),
+                b"+OK\r\n",
+                "{engine}"
+            );
+            let mut c3 = Conn::connect(port2);
+            assert_eq!(c3.cmd_str(&["PING"]), b"+PONG\r\n", "{engine} {bind}");
+        }
+        // Back to the first port.
+        assert_eq!(
+            c2.cmd_str(&["CONFIG", "SET", "port", &kv.port.to_string()]),
+            b"+OK\r\n"
+        );
+        assert!(!listening(port2), "{engine}: port {port2} still listens");
+        assert_eq!(Conn::connect(kv.port).cmd_str(&["PING"]), b"+PONG\r\n");
+        // Clients connected before every move were never disturbed.
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}

@@ -178,9 +178,33 @@ pub enum NewValue<'a> {
 /// Exactly one owner holds the pointer at any time: an `Entry` value, or one
 /// link slot of a [`Table`](super::Table) (after [`Entry::into_raw`]). A boxed
 /// value's pointer in the payload is owned by the entry and freed with it.
-#[derive(Debug, PartialEq, Eq)]
+///
+/// A table's bucket slot keeps a filter of its chain's hashes in the
+/// address's top bits (see `table.rs`), and a reference to the chain's first
+/// entry is that slot: every access goes through [`Entry::base`], which
+/// takes those bits off.
+#[derive(Debug)]
 #[repr(transparent)]
 pub struct Entry(NonNull<u8>);
+
+/// The bits of an entry's address. User-space addresses on the 64-bit
+/// targets Linux runs this server on (x86-64 and AArch64, with 4- or 5-level
+/// page tables unless a mapping asks for a high address, which the
+/// allocator never does) stay below 2^48, so the 16 bits above are free.
+pub(super) const ADDR_MASK: usize = (1 << 48) - 1;
+
+const _: () = assert!(
+    usize::BITS == 64,
+    "entries keep a filter in the top 16 address bits"
+);
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.base() == other.base()
+    }
+}
+
+impl Eq for Entry {}
 
 impl Entry {
     /// The entry for a string value, integer-encoded when it is the
@@ -235,6 +259,12 @@ impl Entry {
             let Some(p) = NonNull::new(p) else {
                 std::alloc::handle_alloc_error(layout)
             };
+            // The table's filter bits would clobber such an address; no
+            // Linux allocation without an explicit high hint returns one.
+            assert!(
+                p.as_ptr().addr() & !ADDR_MASK == 0,
+                "entry above the 48-bit address space"
+            );
             let b = p.as_ptr();
             ptr::write_unaligned(b.add(OFF_NEXT) as *mut *mut u8, ptr::null_mut());
             let mut tag = kind;
@@ -268,9 +298,10 @@ impl Entry {
         }
     }
 
+    /// The allocation (without a bucket slot's filter bits).
     #[inline]
     fn base(&self) -> *mut u8 {
-        self.0.as_ptr()
+        self.0.as_ptr().map_addr(|a| a & ADDR_MASK)
     }
 
     #[inline]
@@ -301,7 +332,7 @@ impl Entry {
     /// The allocation's address (stable for the entry's lifetime), for
     /// structures that index entries owned by a table.
     pub fn as_raw(&self) -> *const u8 {
-        self.0.as_ptr()
+        self.base()
     }
 
     /// The key of the entry at `p`.
@@ -492,7 +523,7 @@ impl Entry {
 
     #[inline]
     pub(super) fn into_raw(self) -> *mut u8 {
-        let p = self.0.as_ptr();
+        let p = self.base();
         std::mem::forget(self);
         p
     }
