@@ -5,7 +5,7 @@
 #     requests/s and the server's CPU µs per request (user+sys from /proc,
 #     every thread of the process, the kernel's work for its sockets
 #     included);
-#   - GET at pipeline 16 of random keys from a keyspace of BIG_KEYS keys
+#   - GET at pipelines of 16 and 1 of random keys from a keyspace of BIG_KEYS keys
 #     (10M: far bigger than the caches), all present (filled by a script
 #     with key:%012d, the names redis-benchmark's __rand_int__ makes), after
 #     an unmeasured run of the same length (the fill leaves a table resize
@@ -49,6 +49,7 @@ run_side() { # SIDE
     # per lookup, so a first, unmeasured run lets it end before the measure.
     bench_rps "$port" "$BIG_REQUESTS" 16 -r "$BIG_KEYS" -t get >/dev/null
     measure "$side" big_get_p16 "$BIG_REQUESTS" 16 -r "$BIG_KEYS" -t get
+    measure "$side" big_get_p1 "$P1_REQUESTS" 1 -r "$BIG_KEYS" -t get
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
 }
@@ -73,4 +74,6 @@ python3 "$HELPER" sides-table "$results" \
     "GET P16 requests/s|get_p16_rps|,.0f" \
     "GET P16 server CPU µs/request|get_p16_cpu|.3f" \
     "GET P16, $BIG_KEYS keys, requests/s|big_get_p16_rps|,.0f" \
-    "GET P16, $BIG_KEYS keys, server CPU µs/request|big_get_p16_cpu|.3f"
+    "GET P16, $BIG_KEYS keys, server CPU µs/request|big_get_p16_cpu|.3f" \
+    "GET P1, $BIG_KEYS keys, requests/s|big_get_p1_rps|,.0f" \
+    "GET P1, $BIG_KEYS keys, server CPU µs/request|big_get_p1_cpu|.3f"

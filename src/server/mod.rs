@@ -486,7 +486,16 @@ impl EventLoop {
         }
         // One at a time: a busy script may take other clients' input out
         // of the queue meanwhile (see busy.rs).
-        while let Some(c) = self.uring.as_mut().and_then(|u| u.queue.pop_front()) {
+        let mut ahead = 0;
+        loop {
+            if ahead == 0 {
+                self.prefetch_received();
+                ahead = PREFETCH_WINDOW;
+            }
+            ahead -= 1;
+            let Some(c) = self.uring.as_mut().and_then(|u| u.queue.pop_front()) else {
+                break;
+            };
             let c = &c;
             match c.op() {
                 Some(Op::Recv) => self.uring_received(c),
@@ -1027,6 +1036,57 @@ impl EventLoop {
             db.main.prefetch_chain(h);
         }
         n
+    }
+
+    /// The same across clients (io_uring): the first key of each client's
+    /// input that waits in the completion queue, for up to
+    /// [`PREFETCH_WINDOW`] clients, so that a turn serving many clients one
+    /// command each overlaps their misses too. Only input that starts a
+    /// command is looked at (a client's buffered partial command goes
+    /// first).
+    fn prefetch_received(&self) {
+        let Some(u) = self.uring.as_ref() else {
+            return;
+        };
+        let mut found = [(0usize, 0u64); PREFETCH_WINDOW];
+        let mut n = 0;
+        for c in &u.queue {
+            if n == found.len() {
+                break;
+            }
+            let (Some(Op::Recv), Some(bid), true) = (c.op(), c.buffer(), c.result > 0) else {
+                continue;
+            };
+            let slot = c.slot();
+            let Some(st) = self.srv.clients.get(slot).and_then(|s| s.as_ref()) else {
+                continue;
+            };
+            let fresh = self
+                .links
+                .get(slot)
+                .and_then(|l| l.as_ref())
+                .is_some_and(|l| l.query.unparsed() == 0);
+            if !c.is_for(st.id) || !fresh {
+                continue;
+            }
+            let mut key = [&[][..]; 1];
+            if crate::protocol::leading_keys(u.buffer(bid, c.result as usize), &mut key) == 0 {
+                continue;
+            }
+            if let Some(db) = self.srv.dbs.get(st.db) {
+                let h = db.main.hash(key[0]);
+                db.main.prefetch_bucket(h);
+                found[n] = (st.db, h);
+                n += 1;
+            }
+        }
+        // One client: nothing to overlap with.
+        if n < 2 {
+            return;
+        }
+        for &(db, h) in &found[..n] {
+            self.srv.dbs[db].main.prefetch_chain(h);
+        }
     }
 
     /// Enforce `client-output-buffer-limit` (normal class) after a reply
