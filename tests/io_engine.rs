@@ -417,8 +417,9 @@ fn listeners_moved_by_config_set_close_the_old_socket_and_accept_on_the_new() {
     for engine in ENGINES {
         let kv = start(engine, &[]);
         let mut c = Conn::connect(kv.port);
-        // A new port: the old socket is closed (an accept left in flight
-        // would keep it listening), the new one serves.
+        // A new port: the old socket is closed (anything still holding it,
+        // such as an io_uring operation in flight, would keep it
+        // listening), the new one serves.
         let port2 = common::free_port();
         assert_eq!(
             c.cmd_str(&["CONFIG", "SET", "port", &port2.to_string()]),
