@@ -376,6 +376,85 @@ fn appendonly_yes_at_run_time_makes_a_base_and_writes_during_a_rewrite_survive()
     assert!(!names.iter().any(|n| n.starts_with("temp-")), "{names:?}");
 }
 
+#[test]
+fn writes_before_a_rewrite_forks_load_once_and_the_new_file_selects_its_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+        // One write: the INCR and the rewrite run in the same loop turn, so
+        // the INCR is in the child's image and must not also go to the
+        // incremental file opened for the writes after the fork.
+        c.send_raw(b"INCR n\r\nBGREWRITEAOF\r\n");
+        assert_eq!(c.read_reply(), b":1\r\n");
+        assert_eq!(
+            c.read_reply(),
+            b"+Background append only file rewriting started\r\n"
+        );
+        common::wait_for("the rewrite", 20, || {
+            c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+        });
+        // The first write to the new incremental file is still to database 3.
+        assert_eq!(c.cmd_str(&["SET", "after", "1"]), b"+OK\r\n");
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    }
+    let incr: String = std::fs::read_dir(dir.path().join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(
+        incr.starts_with("*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n"),
+        "{incr:?}"
+    );
+    assert!(!incr.contains("INCR"), "{incr:?}");
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":0\r\n");
+    assert_eq!(c.cmd_str(&["SELECT", "3"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "n"]), b"$1\r\n1\r\n");
+    assert_eq!(c.cmd_str(&["GET", "after"]), b"$1\r\n1\r\n");
+}
+
+#[test]
+fn appendonly_yes_inside_a_transaction_with_a_replica_holds_no_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    {
+        let mut kv = start_kvstore_in(scratch_dir(), &["--save", "", "--dir", &d]);
+        // A replica that never reads: the feed has consumers before the AOF.
+        let mut replica = Conn::connect(kv.port);
+        replica.send_raw(b"SYNC\r\n");
+        let mut c = Conn::connect(kv.port);
+        common::wait_for("the replica", 10, || {
+            c.info_field("replication", "connected_slaves") == "1"
+        });
+        // Redis schedules the first rewrite after the EXEC; the writes
+        // before it forks are in its image, and nothing waits for them.
+        c.send_raw(b"MULTI\r\nSET foo bar\r\nCONFIG SET appendonly yes\r\nEXEC\r\n");
+        assert_eq!(c.read_reply(), b"+OK\r\n");
+        assert_eq!(c.read_reply(), b"+QUEUED\r\n");
+        assert_eq!(c.read_reply(), b"+QUEUED\r\n");
+        assert_eq!(c.read_reply(), b"*2\r\n+OK\r\n+OK\r\n");
+        let mut other = Conn::connect(kv.port);
+        assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
+        common::wait_for("the first base", 20, || {
+            c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+                && c.info_field("persistence", "aof_rewrite_scheduled") == "0"
+        });
+        assert_eq!(c.info_field("persistence", "aof_enabled"), "1");
+        assert_eq!(c.cmd_str(&["GET", "foo"]), b"$3\r\nbar\r\n");
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+        drop(replica);
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["GET", "foo"]), b"$3\r\nbar\r\n");
+}
+
 /// Run kvstore on `dir` until it exits (it must fail to start) and return
 /// its exit status and log.
 fn failed_start(dir: &std::path::Path, extra: &[&str]) -> (std::process::ExitStatus, String) {

@@ -305,6 +305,14 @@ impl Server {
         if self.aof.status == AofStatus::Off {
             return;
         }
+        // Turned on and waiting for its first rewrite, which has not forked
+        // yet (scheduled after an EXEC or another child, or retried): these
+        // writes are in the dataset the rewrite will snapshot, and no file
+        // takes them, as Redis's feedAppendOnlyFile (buffered, they would
+        // hold every reply until a later write flushed them).
+        if self.aof.status == AofStatus::WaitRewrite && self.aof.rewrite.is_none() {
+            return;
+        }
         let mut cursor = std::mem::take(&mut self.aof.cursor);
         let before = self.aof.buf.len();
         // Redis's genAofTimestampAnnotationIfNeeded: once per second with
@@ -863,6 +871,11 @@ impl Server {
         // New writes go to a fresh incremental file from now on (with the
         // AOF off there are none: the new base replaces everything).
         let aof_on = self.aof.status != AofStatus::Off;
+        // This turn's writes so far (a pipeline's, the cron's expiries)
+        // are in the image the child will write: they reach the AOF
+        // buffer now and go to the old file, not after the fork into the
+        // new one, where a load would apply them twice.
+        self.flush_feed();
         if aof_on {
             self.flush_aof(true);
             self.drain_aof_uring();
@@ -877,6 +890,9 @@ impl Server {
                 .create(true)
                 .open(dir.join(&incr))
                 .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
+            // The new file starts with a SELECT (Redis resets
+            // aof_selected_db): it is loaded from database 0.
+            self.aof.cursor.selected_db = None;
             if let Some(old) = self.aof.file.replace(file) {
                 if self.config.appendfsync == FsyncPolicy::Always {
                     // Already synced but for this turn's writes: cheap, and
