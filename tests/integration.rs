@@ -448,22 +448,37 @@ fn config_rewrite_writes_the_file_redis_writes() {
         (child, port)
     });
     let theirs = rewrite(&|conf, dir| {
-        let port = common::free_port();
-        let child = common::KillOnDrop(
-            std::process::Command::new(&bin)
-                .arg(conf)
-                .args(["--port", &port.to_string(), "--daemonize", "no", "--dir"])
-                .arg(dir)
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
+        // The port may be taken by another test's server between
+        // free_port and the bind: only our own process will do (its pid
+        // in INFO), else try another port.
+        for _ in 0..5 {
+            let port = common::free_port();
+            let mut child = common::KillOnDrop(
+                std::process::Command::new(&bin)
+                    .arg(conf)
+                    .args(["--port", &port.to_string(), "--daemonize", "no", "--dir"])
+                    .arg(dir)
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut up = false;
+            while Instant::now() < deadline && child.0.try_wait().unwrap().is_none() {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    up = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if up
+                && Conn::connect(port).info_field("server", "process_id")
+                    == child.0.id().to_string()
+            {
+                return (child, port);
+            }
         }
-        (child, port)
+        panic!("redis-server did not start");
     });
     let split = |lines: &[String]| -> (Vec<String>, Vec<String>) {
         let at = lines
