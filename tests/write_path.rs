@@ -247,6 +247,13 @@ fn timeout_spares_subscribers_and_blocked_clients() {
     sub.cmd_str(&["SUBSCRIBE", "c"]);
     let mut blocked = Conn::connect(kv.port);
     blocked.send(&[b"BLPOP", b"q", b"0"]);
+    // Blocked before the clock starts (on a loaded machine the BLPOP could
+    // otherwise still be unread when the idle check runs).
+    let mut probe = Conn::connect(kv.port);
+    common::wait_for("the BLPOP to block", 10, || {
+        probe.info_field("clients", "blocked_clients") == "1"
+    });
+    drop(probe);
     let mut idle = Conn::connect(kv.port);
     idle.cmd_str(&["PING"]);
     std::thread::sleep(Duration::from_millis(2500));
