@@ -833,3 +833,216 @@ fn a_blocking_command_in_an_aof_does_not_block_the_load() {
     let clients = text(&c.cmd_str(&["INFO", "clients"]));
     assert!(clients.contains("blocked_clients:0\r\n"), "{clients}");
 }
+
+/// A hand-made AOF directory holding one incremental file with `log`.
+fn aof_dir_with(dir: &std::path::Path, log: &[u8]) {
+    let aofdir = dir.join("appendonlydir");
+    std::fs::create_dir(&aofdir).unwrap();
+    std::fs::write(
+        aofdir.join("appendonly.aof.manifest"),
+        "file appendonly.aof.1.incr.aof seq 1 type i\n",
+    )
+    .unwrap();
+    std::fs::write(aofdir.join("appendonly.aof.1.incr.aof"), log).unwrap();
+}
+
+fn commands(lines: &[&str]) -> Vec<u8> {
+    let mut log = Vec::new();
+    for cmd in lines {
+        let argv: Vec<&[u8]> = cmd.split(' ').map(|w| w.as_bytes()).collect();
+        log.extend_from_slice(&common::encode(&argv));
+    }
+    log
+}
+
+#[test]
+fn nothing_expires_while_the_aof_is_replayed() {
+    // Redis's integration/aof "AOF+EXPIRE": a PEXPIREAT in the past sets
+    // the TTL while loading (the key is not deleted there, so the RPUSH
+    // after it adds to the same list), and the list is gone once loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    aof_dir_with(
+        dir.path(),
+        &commands(&[
+            "RPUSH list foo",
+            "PEXPIREAT list 1000",
+            "RPUSH list bar",
+            "SET s 1",
+            "EXPIREAT s 1",
+            "INCR s",
+            "SET kept v",
+        ]),
+    );
+    let kv = start_on(dir.path(), &["--dir", &d, "--aof-load-truncated", "no"]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["LLEN", "list"]), b":0\r\n");
+    assert_eq!(c.cmd_str(&["EXISTS", "list", "s"]), b":0\r\n");
+    assert_eq!(c.cmd_str(&["GET", "kept"]), b"$1\r\nv\r\n");
+    // Out of the load, a deadline in the past deletes at once, as before.
+    c.cmd_str(&["SET", "now", "1"]);
+    assert_eq!(c.cmd_str(&["PEXPIREAT", "now", "1000"]), b":1\r\n");
+    assert_eq!(c.cmd_str(&["EXISTS", "now"]), b":0\r\n");
+}
+
+#[test]
+fn annotations_after_the_last_command_end_the_load() {
+    // Redis's integration/aof writes `#TS:` lines last: the load used to
+    // stop before them and never finish (-LOADING for ever).
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut log = b"#TS:1628217470\r\n".to_vec();
+    log.extend_from_slice(&commands(&["SET foo1 bar1"]));
+    log.extend_from_slice(b"#TS:1628217472\r\n#TS:1628217473\r\n");
+    log.extend_from_slice(&commands(&["SET foo2 bar2"]));
+    log.extend_from_slice(b"#TS:1628217474\r\n");
+    aof_dir_with(dir.path(), &log);
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    common::wait_for("the load", 10, || {
+        c.try_cmd_str(&["PING"]).is_ok_and(|r| r == b"+PONG\r\n")
+    });
+    assert_eq!(
+        c.cmd_str(&["MGET", "foo1", "foo2"]),
+        b"*2\r\n$4\r\nbar1\r\n$4\r\nbar2\r\n"
+    );
+}
+
+#[test]
+fn clients_hear_loading_while_a_slow_script_from_the_aof_runs() {
+    // Redis's integration/aof "EVAL timeout with slow verbatim Lua script
+    // from AOF": a script replayed past busy-reply-threshold lets the loop
+    // serve others, who are told the dataset is loading (not BUSY), and the
+    // script runs to its end.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut kv = start_on(
+        dir.path(),
+        &[
+            "--dir",
+            &d,
+            "--aof-use-rdb-preamble",
+            "no",
+            "--lua-time-limit",
+            "1",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut c = Conn::connect(kv.port);
+    let incr = dir.path().join("appendonlydir/appendonly.aof.1.incr.aof");
+    let script =
+        "redis.call('set',KEYS[1],'y'); for i=1,3000000 do redis.call('ping') end return 'ok'";
+    let mut log = commands(&["SELECT 9"]);
+    log.extend_from_slice(&common::encode(&[b"EVAL", script.as_bytes(), b"1", b"x"]));
+    std::fs::write(&incr, log).unwrap();
+    let mut loader = Conn::connect(kv.port);
+    loader.send(&[b"DEBUG", b"LOADAOF"]);
+    let mut seen = Vec::new();
+    common::wait_for("a reply while the script runs", 20, || {
+        let r = c.cmd_str(&["PING"]);
+        let busy = r != b"+PONG\r\n";
+        if busy {
+            seen = r;
+        }
+        busy
+    });
+    assert!(seen.starts_with(b"-LOADING"), "{}", text(&seen));
+    assert_eq!(loader.read_reply(), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SELECT", "9"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "x"]), b"$1\r\ny\r\n");
+    shutdown(&mut c, &mut kv, &["NOSAVE"]);
+}
+
+#[test]
+fn appendonly_yes_keeps_its_writes_in_a_temporary_file_until_the_first_base() {
+    // Redis's integration/aof-multi-part "AOF will open a temporary INCR
+    // AOF…": while the first rewrite runs, writes go to
+    // temp-appendonly.aof.incr, outside the manifest; a failed rewrite
+    // removes it and schedules another; the successful one renames it into
+    // the first incremental file.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut kv = start_kvstore_in(
+        scratch_dir(),
+        &["--dir", &d, "--save", "", "--rdb-key-save-delay", "100000"],
+    );
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "before", "1"]);
+    // A rewrite takes 3 s: 0.1 s a key.
+    for i in 0..30 {
+        c.cmd_str(&["SET", &format!("k{i}"), "v"]);
+    }
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "1");
+    c.cmd_str(&["SET", "during", "2"]);
+    let aofdir = dir.path().join("appendonlydir");
+    let temp = aofdir.join("temp-appendonly.aof.incr");
+    assert!(temp.exists(), "no temporary incremental file");
+    assert!(!aofdir.join("appendonly.aof.manifest").exists());
+    // Kill the rewrite's child: it counts as failed, and another rewrite
+    // starts from the cron (with a new temporary file).
+    let first = background_child(kv.child.id());
+    unsafe { libc::kill(first, libc::SIGKILL) };
+    common::wait_for("the next rewrite", 10, || {
+        c.info_field("persistence", "aof_rewrites_consecutive_failures") == "1"
+            && c.info_field("persistence", "aof_rewrite_in_progress") == "1"
+    });
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "0"]),
+        b"+OK\r\n"
+    );
+    let child = background_child(kv.child.id());
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    common::wait_for("a successful rewrite", 20, || {
+        c.info_field("persistence", "aof_rewrites") == "1"
+    });
+    c.cmd_str(&["SET", "after", "3"]);
+    let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
+    assert_eq!(
+        manifest,
+        "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"
+    );
+    assert!(!temp.exists());
+    assert_eq!(
+        c.info_field("persistence", "aof_rewrites_consecutive_failures"),
+        "0"
+    );
+    // The killed children's files are gone too.
+    let mut names: Vec<String> = std::fs::read_dir(&aofdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "appendonly.aof.1.base.rdb",
+            "appendonly.aof.1.incr.aof",
+            "appendonly.aof.manifest"
+        ]
+    );
+    shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["MGET", "before", "during", "after"]),
+        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+    );
+}
+
+/// The pid of the server's forked child (a rewrite or a save).
+fn background_child(server: u32) -> libc::pid_t {
+    let mut found = None;
+    common::wait_for("a background child", 10, || {
+        let path = format!("/proc/{server}/task/{server}/children");
+        found = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()));
+        found.is_some()
+    });
+    found.unwrap()
+}

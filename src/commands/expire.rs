@@ -83,7 +83,7 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
             return c.cl.reply.int(0);
         }
     }
-    if when <= c.srv.now_ms {
+    if c.srv.already_expired(when) {
         c.delete_already_expired(key);
         // A deletion by the command, not an expiry: "del".
         c.modified(key, NotifyFlags::GENERIC, "del");

@@ -597,7 +597,7 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
     if ttl != 0 && !absttl {
         ttl = ttl.saturating_add(c.now_ms());
     }
-    if ttl != 0 && ttl <= c.now_ms() && c.srv.may_delete_expired() {
+    if ttl != 0 && c.srv.already_expired(ttl) && c.srv.may_delete_expired() {
         // Already expired: nothing is added (what it replaced is gone).
         if deleted {
             c.propagate_as(vec![b"DEL".to_vec(), key.to_vec()]);

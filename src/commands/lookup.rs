@@ -15,7 +15,7 @@ pub fn expire_if_needed(srv: &mut Server, db: usize, key: &[u8]) -> bool {
     let Some(e) = d.main.get(key) else {
         return false;
     };
-    if !e.has_expire() || !d.is_expired(key, now) {
+    if !e.has_expire() || srv.replaying_aof || !d.is_expired(key, now) {
         return false;
     }
     // The master's commands see keys as the master does: they exist until
@@ -78,7 +78,7 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
     // SAFETY: `e` points into `d.main`; only shared lookups (which never move
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
-    if has_expire && d.is_expired(key, now) && !srv.master_is_running() {
+    if has_expire && !srv.replaying_aof && d.is_expired(key, now) && !srv.master_is_running() {
         if srv.may_delete_expired() {
             delete_expired(srv, db, key);
         }

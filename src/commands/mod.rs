@@ -487,7 +487,10 @@ fn refusal(
     } else {
         cmd.flags & LOADING == 0 || queued_lack & LOADING != 0
     };
-    if srv.loading.is_some() && refused_while_loading {
+    // Clients served while a script replayed from the AOF runs long are
+    // told the dataset is loading, as Redis (its loading flag is up).
+    let loading = srv.loading.is_some() || (srv.serving_busy && srv.replaying_aof);
+    if loading && refused_while_loading {
         return Some("LOADING Redis is loading the dataset in memory".into());
     }
     // While a script runs past its time limit, the clients served meanwhile

@@ -197,6 +197,10 @@ const DEBUG_HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -432,7 +436,7 @@ fn debug_replybuffer(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.ok();
 }
 
-/// `DEBUG SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
+/// `DEBUG SLEEP|LOG|AOF-FLUSH-SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
 /// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HTSTATS|HTSTATS-KEY|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
@@ -441,6 +445,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("help", 2),
         ("sleep", 3),
         ("set-active-expire", 3),
+        ("aof-flush-sleep", 3),
+        ("log", 3),
         ("set-disable-deny-scripts", 3),
         ("protocol", 3),
         ("object", 3),
@@ -497,7 +503,9 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             }
             c.srv.tracking_invalidate_all();
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
-            let opts = rdb::LoadOptions::from_config(&c.srv.config);
+            let mut opts = rdb::LoadOptions::from_config(&c.srv.config);
+            // A replica keeps what its master has yet to expire.
+            opts.keep_expired = c.srv.master.target.is_some();
             c.srv.functions.flush();
             match rdb::load_file(&mut c.srv.dbs, &opts, &path).and_then(|stats| {
                 stats
@@ -529,6 +537,16 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             }
             c.srv.dirty = 0;
             tracing::warn!("Append Only File loaded by DEBUG LOADAOF");
+            c.cl.reply.ok();
+        }
+        "log" => {
+            tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(argv[2]));
+            c.cl.reply.ok();
+        }
+        "aof-flush-sleep" => {
+            // Microseconds slept before each AOF write (a test aid: the
+            // write of a turn's commands is seen to come before its replies).
+            c.srv.aof.flush_sleep_us = c_atoi(argv[2]).max(0) as u64;
             c.cl.reply.ok();
         }
         "set-active-expire" => {

@@ -425,7 +425,7 @@ pub fn getex(c: &mut Ctx, argv: &[&[u8]]) {
     }
     c.cl.reply.bulk(&val);
     if let Some(ms) = when {
-        if (flags.exat || flags.pxat) && ms <= c.srv.now_ms {
+        if (flags.exat || flags.pxat) && c.srv.already_expired(ms) {
             c.delete_already_expired(key);
             c.modified(key, NotifyFlags::GENERIC, "del");
         } else {

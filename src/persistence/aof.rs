@@ -70,6 +70,13 @@ pub fn base_name(appendfilename: &str, seq: i64, rdb: bool) -> String {
 }
 
 /// `<appendfilename>.<seq>.incr.aof`
+/// The file that takes the writes while the AOF, turned on at run time,
+/// waits for its first base (Redis's getTempIncrAofName): renamed into the
+/// next incremental file when that rewrite succeeds, removed when it fails.
+pub fn temp_incr_name(appendfilename: &str) -> String {
+    format!("temp-{appendfilename}.incr")
+}
+
 pub fn incr_name(appendfilename: &str, seq: i64) -> String {
     format!("{appendfilename}.{seq}.incr.aof")
 }
@@ -235,23 +242,27 @@ impl Manifest {
     /// incremental file but the newest (opened when the rewrite started)
     /// becomes history, as do the old base (Redis's
     /// backgroundRewriteDoneHandler). `keep_incrs` is how many of the newest
-    /// incremental files hold writes made after the rewrite began.
+    /// incremental files hold writes made after the rewrite began. The
+    /// newest history comes first, as Redis lists it: the old base, and
+    /// before it the incremental files in their order.
     pub fn install_base(&mut self, new_base: AofFile, keep_incrs: usize) {
         if let Some(old) = self.base.take() {
-            self.history.push(AofFile {
-                kind: FileKind::History,
-                ..old
-            });
+            self.history.insert(
+                0,
+                AofFile {
+                    kind: FileKind::History,
+                    ..old
+                },
+            );
         }
         self.base_seq = new_base.seq;
         self.base = Some(new_base);
         let keep_from = self.incrs.len().saturating_sub(keep_incrs);
-        for old in self.incrs.drain(..keep_from) {
-            self.history.push(AofFile {
-                kind: FileKind::History,
-                ..old
-            });
-        }
+        let retired = self.incrs.drain(..keep_from).map(|old| AofFile {
+            kind: FileKind::History,
+            ..old
+        });
+        self.history.splice(0..0, retired);
     }
 }
 
@@ -613,6 +624,37 @@ mod tests {
             ]
         );
         assert_eq!((m.base_seq, m.incr_seq), (2, 3));
+    }
+
+    #[test]
+    fn rewrites_list_the_newest_history_first_as_redis() {
+        // Redis's integration/aof-multi-part "AOF enable/disable auto gc":
+        // two rewrites with history kept.
+        let mut m = Manifest::parse(
+            b"file appendonly.aof.5.base.rdb seq 5 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n",
+        )
+        .unwrap();
+        for seq in [6, 7] {
+            m.add_incr("appendonly.aof");
+            let name = base_name("appendonly.aof", seq, true);
+            m.install_base(
+                AofFile {
+                    name,
+                    seq,
+                    kind: FileKind::Base,
+                },
+                1,
+            );
+        }
+        assert_eq!(
+            m.format(),
+            "file appendonly.aof.7.base.rdb seq 7 type b\n\
+             file appendonly.aof.2.incr.aof seq 2 type h\n\
+             file appendonly.aof.6.base.rdb seq 6 type h\n\
+             file appendonly.aof.1.incr.aof seq 1 type h\n\
+             file appendonly.aof.5.base.rdb seq 5 type h\n\
+             file appendonly.aof.3.incr.aof seq 3 type i\n"
+        );
     }
 
     #[test]

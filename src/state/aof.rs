@@ -48,6 +48,14 @@ pub enum AofStatus {
 }
 
 /// A rewrite child at work.
+/// Where the delay between failing automatic rewrites stands.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RewriteLimit {
+    delay_minutes: i64,
+    /// Unix seconds before which no automatic rewrite starts (0: none).
+    next_time: i64,
+}
+
 #[derive(Debug)]
 pub struct RewriteChild {
     pub pid: libc::pid_t,
@@ -158,6 +166,8 @@ pub struct Aof {
     /// The loop has nothing else to do this turn (no buffered input): an
     /// `always` fsync may run inline, sparing the hand-off to the thread.
     pub inline_fsync: bool,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds slept before each write.
+    pub flush_sleep_us: u64,
     /// Offset synced by an inline fsync.
     inline_synced: u64,
     /// Unix second of the last `#TS:` annotation written.
@@ -168,6 +178,7 @@ pub struct Aof {
     pub rewrite_scheduled: bool,
     pub rewrites: u64,
     pub rewrites_consecutive_failures: u64,
+    pub limit: RewriteLimit,
     pub last_rewrite_secs: i64,
     pub last_bgrewrite_ok: bool,
 }
@@ -286,6 +297,40 @@ fn delete_history(config: &Config, dir: &Path, m: &mut Manifest) {
     }
 }
 
+/// Remove what a rewrite child that did not finish may have left: the
+/// finished base's name, and the file it was writing under (Redis's
+/// aofRemoveTempFile).
+fn remove_rewrite_temps(dir: &Path, pid: libc::pid_t) {
+    let done = format!("temp-rewriteaof-bg-{pid}.aof");
+    // The writers' own temporary names: rdb::save_to_file's and
+    // format::save_commands_to_file's.
+    for name in [
+        format!("temp-{pid}.rdb"),
+        format!("temp-{pid}-{done}"),
+        done,
+    ] {
+        bg_unlink(&dir.join(name));
+    }
+}
+
+/// Remove a file now, but free its blocks off the loop (Redis's
+/// bg_unlink): the name goes at once, so a file opened under it next is
+/// never touched; the last descriptor is closed by a thread.
+fn bg_unlink(path: &Path) {
+    let open = File::open(path);
+    if std::fs::remove_file(path).is_err() {
+        return;
+    }
+    if let Ok(file) = open {
+        let spawned = std::thread::Builder::new()
+            .name("aof-unlink".into())
+            .spawn(move || drop(file));
+        if let Err(e) = spawned {
+            warn!("Can't start a thread to close a removed AOF file: {e}");
+        }
+    }
+}
+
 fn file_size(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
@@ -341,6 +386,9 @@ impl Server {
         }
         if self.aof.file.is_none() {
             return;
+        }
+        if self.aof.flush_sleep_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(self.aof.flush_sleep_us));
         }
         // Under `always`, a turn after which the loop has nothing else to
         // do writes and syncs inline (as Redis does): measured at one request
@@ -884,9 +932,19 @@ impl Server {
                 self.flush_aof(true);
                 self.drain_aof_uring();
             }
-            let incr = self.aof.manifest.add_incr(&name);
+            // Waiting for the first base, the writes go to a temporary
+            // file that joins the manifest only with that base (Redis's
+            // openNewIncrAofForAppend).
+            let waiting = self.aof.status == AofStatus::WaitRewrite;
+            let incr = if waiting {
+                format::temp_incr_name(&name)
+            } else {
+                self.aof.manifest.add_incr(&name)
+            };
             let file = OpenOptions::new()
-                .append(true)
+                .write(true)
+                .truncate(waiting)
+                .append(!waiting)
                 .create(true)
                 .open(dir.join(&incr))
                 .map_err(|e| format!("Can't open the append-only file {incr}: {e}"))?;
@@ -983,8 +1041,7 @@ impl Server {
                 let mut status = 0;
                 libc::waitpid(child.pid, &mut status, 0);
             }
-            let tmp = aof_dir(self).join(format!("temp-rewriteaof-bg-{}.aof", child.pid));
-            let _ = std::fs::remove_file(tmp);
+            remove_rewrite_temps(&aof_dir(self), child.pid);
             info!("Killing running AOF rewrite child: {}", child.pid);
         }
     }
@@ -999,6 +1056,7 @@ impl Server {
             if self.aof.rewrite_scheduled
                 && self.aof.rewrite.is_none()
                 && self.snapshot.child.is_none()
+                && !self.rewrite_limited()
             {
                 let _ = self.rewrite_aof_background();
             }
@@ -1013,10 +1071,10 @@ impl Server {
         if self.aof.rewrite.is_some() || self.snapshot.child.is_some() {
             return;
         }
-        if self.aof.rewrite_scheduled
-            || (self.aof.status == AofStatus::WaitRewrite && !self.aof.last_bgrewrite_ok)
-        {
-            let _ = self.rewrite_aof_background();
+        if self.aof.rewrite_scheduled {
+            if !self.rewrite_limited() {
+                let _ = self.rewrite_aof_background();
+            }
             return;
         }
         let pct = self.config.auto_aof_rewrite_percentage;
@@ -1027,7 +1085,7 @@ impl Server {
         {
             let base = self.aof.base_size.max(1);
             let growth = (size.saturating_sub(base)) * 100 / base;
-            if growth >= pct as u64 {
+            if growth >= pct as u64 && !self.rewrite_limited() {
                 info!("Starting automatic rewriting of AOF on {growth}% growth");
                 let _ = self.rewrite_aof_background();
             }
@@ -1049,12 +1107,22 @@ impl Server {
         self.aof.last_rewrite_secs = child.started.elapsed().as_secs() as i64;
         let dir = aof_dir(self);
         let tmp = dir.join(format!("temp-rewriteaof-bg-{pid}.aof"));
-        let ok = r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-        if !ok {
-            let _ = std::fs::remove_file(&tmp);
-            self.aof.last_bgrewrite_ok = false;
-            self.aof.rewrites_consecutive_failures += 1;
-            warn!("Background AOF rewrite terminated with error (child pid {pid})");
+        let exited = r == pid && libc::WIFEXITED(status);
+        if !(exited && libc::WEXITSTATUS(status) == 0) {
+            remove_rewrite_temps(&dir, pid);
+            if exited || r != pid {
+                warn!("Background AOF rewrite terminated with error");
+                self.rewrite_failed();
+            } else {
+                let signal = libc::WTERMSIG(status);
+                warn!("Background AOF rewrite terminated by signal {signal}");
+                // SIGUSR1 stops a child without it counting as a failure.
+                if signal != libc::SIGUSR1 {
+                    self.rewrite_failed();
+                } else {
+                    self.rewrite_over();
+                }
+            }
             return;
         }
         let name = self.config.appendfilename.clone();
@@ -1067,15 +1135,38 @@ impl Server {
         }
         if let Err(e) = renamed {
             let _ = std::fs::remove_file(&tmp);
-            self.aof.last_bgrewrite_ok = false;
-            self.aof.rewrites_consecutive_failures += 1;
             warn!(
                 "Error trying to rename the temporary AOF base file {}: {e}",
                 tmp.display()
             );
+            self.rewrite_failed();
             return;
         }
+        info!(
+            "Successfully renamed the temporary AOF base file {} into {base}",
+            tmp.file_name().unwrap_or_default().to_string_lossy()
+        );
         let mut next = self.aof.manifest.clone();
+        let mut new_incr = None;
+        if self.aof.status == AofStatus::WaitRewrite {
+            // The writes made since the fork become the first incremental
+            // file of the new AOF.
+            let temp = format::temp_incr_name(&name);
+            let incr = next.add_incr(&name);
+            let timer = self.latency_start();
+            if let Err(e) = std::fs::rename(dir.join(&temp), dir.join(&incr)) {
+                warn!(
+                    "Error trying to rename the temporary AOF incr file {}: {e}",
+                    dir.join(&temp).display()
+                );
+                let _ = std::fs::remove_file(dir.join(&base));
+                self.rewrite_failed();
+                return;
+            }
+            self.latency_end("aof-rename", timer);
+            info!("Successfully renamed the temporary AOF incr file {temp} into {incr}");
+            new_incr = Some(incr);
+        }
         next.install_base(
             AofFile {
                 name: base.clone(),
@@ -1085,9 +1176,14 @@ impl Server {
             child.keep_incrs,
         );
         if let Err(e) = persist_manifest(&dir, &name, &next) {
-            self.aof.last_bgrewrite_ok = false;
-            self.aof.rewrites_consecutive_failures += 1;
             warn!("Can't persist the AOF manifest after a rewrite: {e}");
+            let _ = std::fs::remove_file(dir.join(&base));
+            if let Some(incr) = new_incr {
+                // Back to the temporary name: the writes in it are still
+                // the AOF's, and the next attempt starts from them.
+                let _ = std::fs::rename(dir.join(&incr), dir.join(format::temp_incr_name(&name)));
+            }
+            self.rewrite_failed();
             return;
         }
         self.aof.manifest = next;
@@ -1104,6 +1200,68 @@ impl Server {
         }
         info!("Background AOF rewrite finished successfully");
         delete_history(&self.config, &dir, &mut self.aof.manifest);
+    }
+
+    /// A rewrite failed: counted, and while the AOF waits for its first
+    /// base the writes kept for it are dropped and another rewrite is
+    /// scheduled (Redis's backgroundRewriteDoneHandler cleanup).
+    fn rewrite_failed(&mut self) {
+        self.aof.last_bgrewrite_ok = false;
+        self.aof.rewrites_consecutive_failures += 1;
+        self.rewrite_over();
+    }
+
+    /// After a rewrite that installed nothing: while the AOF waits for its
+    /// first base, what was kept for it goes (the next rewrite's child
+    /// snapshots those writes anyway) and another rewrite is scheduled.
+    fn rewrite_over(&mut self) {
+        if self.aof.status != AofStatus::WaitRewrite {
+            return;
+        }
+        self.drain_aof_uring();
+        self.aof.file = None;
+        self.aof.buf.clear();
+        // Replies held for those writes go: the dataset has them, and the
+        // next rewrite's base will.
+        self.aof.written = self.aof.appended;
+        self.aof.inline_synced = self.aof.appended;
+        self.release_held_replies();
+        let temp = format::temp_incr_name(&self.config.appendfilename);
+        info!("Removing the temp incr aof file {temp} in the background");
+        bg_unlink(&aof_dir(self).join(temp));
+        self.aof.rewrite_scheduled = true;
+    }
+
+    /// Redis's aofRewriteLimited: after 3 failed rewrites in a row the
+    /// automatic and scheduled ones wait 1 minute, then 2, 4, … up to an
+    /// hour between attempts (BGREWRITEAOF still runs at once).
+    fn rewrite_limited(&mut self) -> bool {
+        const THRESHOLD: u64 = 3;
+        const MAX_MINUTES: i64 = 60;
+        let limit = &mut self.aof.limit;
+        if self.aof.rewrites_consecutive_failures < THRESHOLD {
+            *limit = RewriteLimit::default();
+            return false;
+        }
+        let now = self.now_ms / 1000;
+        if limit.next_time != 0 {
+            if now < limit.next_time {
+                return true;
+            }
+            limit.next_time = 0;
+            return false;
+        }
+        limit.delay_minutes = if limit.delay_minutes == 0 {
+            1
+        } else {
+            (limit.delay_minutes * 2).min(MAX_MINUTES)
+        };
+        limit.next_time = now + limit.delay_minutes * 60;
+        warn!(
+            "Background AOF rewrite has repeatedly failed and triggered the limit, will retry in {} minutes",
+            limit.delay_minutes
+        );
+        true
     }
 
     /// `aof-disable-auto-gc` turned off: the history files kept meanwhile go.

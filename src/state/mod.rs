@@ -224,6 +224,10 @@ pub struct Server {
     pub snapshot: snapshot::SnapshotState,
     /// A dump being loaded at startup (commands get -LOADING meanwhile).
     pub loading: Option<snapshot::AsyncLoad>,
+    /// An AOF command is being replayed (Redis's `server.loading` as the
+    /// commands see it): no key expires, and a TTL in the past is set
+    /// rather than deleting the key.
+    pub replaying_aof: bool,
     /// The dataset a replica builds while its old one goes on serving
     /// (`repl-diskless-load swapdb`: Redis's async loading); swapped in
     /// once complete.
@@ -441,6 +445,7 @@ impl Server {
             lastsave_unix: now / 1000,
             snapshot: Default::default(),
             loading: None,
+            replaying_aof: false,
             rdb_last_load_keys: 0,
             rdb_last_load_expired: 0,
             to_close: Vec::new(),
@@ -548,6 +553,13 @@ impl Server {
             return;
         }
         self.replica_keys_with_expire.remember(db, key);
+    }
+
+    /// Does a command's deadline `when` (ms) delete its key at once rather
+    /// than set a TTL? Not while an AOF is replayed, nor on a replica, which
+    /// waits for its master's DEL (Redis's checkAlreadyExpired).
+    pub fn already_expired(&self, when: i64) -> bool {
+        when <= self.now_ms && !self.replaying_aof && self.master.target.is_none()
     }
 
     pub fn may_delete_expired(&self) -> bool {

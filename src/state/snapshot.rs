@@ -723,7 +723,8 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             Ok(true)
         }
         LoadPhase::Rdb(st) => {
-            let opts = rdb::LoadOptions::from_config(&srv.config);
+            let mut opts = rdb::LoadOptions::from_config(&srv.config);
+            opts.keep_expired = load.aof || srv.master.target.is_some();
             // Into the dataset being built aside (async loading), or the
             // dataset itself.
             let dbs = match srv.loading_into.as_mut() {
@@ -771,7 +772,11 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             let mut argv = Vec::new();
             for _ in 0..LOAD_SLICE_COMMANDS {
                 match reader.next_command(&mut argv) {
-                    None => break,
+                    None => {
+                        // Annotations after the last command were read.
+                        *pos = reader.offset();
+                        break;
+                    }
                     Some(Ok(())) => {
                         let is = |n: &str| argv[0].eq_ignore_ascii_case(n.as_bytes());
                         if is("multi") {
@@ -782,8 +787,13 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                         if srv.config.key_load_delay != 0 {
                             crate::persistence::rdb::debug_delay(srv.config.key_load_delay);
                         }
-                        replay(srv, &mut load.client, &argv)
-                            .map_err(|e| format!("{e} reading the append only file {name}"))?;
+                        // Nothing expires while the log is replayed (Redis's
+                        // keyIsExpired while loading): its commands ran on
+                        // keys that were alive then.
+                        srv.replaying_aof = true;
+                        let replayed = replay(srv, &mut load.client, &argv);
+                        srv.replaying_aof = false;
+                        replayed.map_err(|e| format!("{e} reading the append only file {name}"))?;
                         *pos = reader.offset();
                     }
                     Some(Err(crate::persistence::aof::LogError::Format { .. })) => {

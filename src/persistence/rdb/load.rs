@@ -732,8 +732,9 @@ pub fn load_step_partial(
                     };
                     let stored = u64::from_le_bytes(trailer.try_into().unwrap());
                     if stored != 0 && crc_wanted && st.crc != stored {
+                        // Redis's words (its tests look for "CRC error").
                         return Err(format!(
-                            "offset {body_end}: wrong RDB checksum: expected {stored:016x}, computed {:016x}",
+                            "offset {body_end}: RDB CRC error: wrong RDB checksum expected: ({:x}) but got ({stored:x})",
                             st.crc
                         ));
                     }
@@ -900,7 +901,7 @@ fn load_record(
             }
             let ttl = st.expire.take();
             let (idle, freq) = (st.idle.take(), st.freq.take());
-            if ttl.is_some_and(|t| t <= st.now) {
+            if !opts.keep_expired && ttl.is_some_and(|t| t <= st.now) {
                 st.stats.expired_skipped += 1;
                 return Ok(Record::Key);
             }
@@ -1047,6 +1048,29 @@ mod tests {
             let (x, y) = (body(&a), body(&b));
             assert!(x == y, "chunk {chunk}: the datasets differ");
         }
+    }
+
+    #[test]
+    fn expired_keys_are_dropped_unless_the_caller_keeps_them() {
+        // Redis keeps them on a replica (its master expires them) and in
+        // an AOF's base (the incremental commands expect them there).
+        let cfg = Config::default();
+        let mut db = Db::new(0, 1);
+        db.set(crate::db::Entry::string(b"gone", b"1"), false);
+        db.set_expire(b"gone", 1000);
+        db.set(crate::db::Entry::string(b"live", b"2"), false);
+        let mut image = Vec::new();
+        let save = crate::persistence::rdb::SaveOptions::from_config(&cfg, 0);
+        crate::persistence::rdb::write_rdb(&[db], &save, &mut image).unwrap();
+        let mut opts = LoadOptions::from_config(&cfg);
+        let mut dbs = vec![Db::new(0, 1)];
+        let stats = load_bytes(&mut dbs, &opts, &image).unwrap();
+        assert_eq!((stats.keys, stats.expired_skipped, dbs[0].len()), (1, 1, 1));
+        opts.keep_expired = true;
+        let mut dbs = vec![Db::new(0, 1)];
+        let stats = load_bytes(&mut dbs, &opts, &image).unwrap();
+        assert_eq!((stats.expired_skipped, dbs[0].len()), (0, 2));
+        assert_eq!(dbs[0].get_expire(b"gone"), Some(1000));
     }
 
     #[test]

@@ -169,6 +169,11 @@ pub struct LoadOptions {
     /// A step of a load ends once past this many bytes
     /// (`loading-process-events-interval-bytes`).
     pub step_bytes: usize,
+    /// Keep keys whose TTL has passed (Redis keeps them when it is a
+    /// replica, its master decides their expiry, and when loading an AOF's
+    /// base, which the incremental commands must find as it was). Set by
+    /// the caller; `from_config` drops them.
+    pub keep_expired: bool,
 }
 
 /// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
@@ -202,6 +207,7 @@ impl LoadOptions {
             lfu: cfg.maxmemory_policy.is_lfu(),
             key_load_delay: cfg.key_load_delay,
             step_bytes: cfg.loading_process_events_interval_bytes.max(1) as usize,
+            keep_expired: false,
         }
     }
 }
