@@ -7,6 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod child_info;
 pub mod der;
 pub mod hdr;
 pub mod lzf;

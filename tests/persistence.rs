@@ -758,3 +758,60 @@ fn background_saves_queued_in_a_transaction_are_scheduled() {
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(log.contains("AOF was enabled during a transaction. An AOF background was scheduled to start when possible."));
 }
+
+#[test]
+fn a_background_child_reports_its_progress_and_copy_on_write() {
+    // INFO persistence's current_* fields while a BGSAVE runs, and the
+    // copy-on-write size of the last dump and rewrite once they end (Redis's
+    // integration/rdb "Test child sending info").
+    let kv = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--save", "", "--enable-debug-command", "yes"],
+    );
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.info_field("persistence", "rdb_last_cow_size"), "0");
+    c.cmd_str(&["DEBUG", "POPULATE", "5000", "key", "500"]);
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "1000"]);
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    assert_eq!(
+        c.info_field("persistence", "current_save_keys_total"),
+        "5000"
+    );
+    let mut last = 0u64;
+    common::wait_for("progress reports", 20, || {
+        // Writes copy pages the child still shares.
+        c.cmd_str(&["DEBUG", "POPULATE", "300", "more", "4000"]);
+        let keys: u64 = c
+            .info_field("persistence", "current_save_keys_processed")
+            .parse()
+            .unwrap();
+        let cow: u64 = c
+            .info_field("persistence", "current_cow_size")
+            .parse()
+            .unwrap();
+        let progressed = last > 0 && keys > last && cow > 0;
+        last = last.max(keys);
+        progressed
+    });
+    let perc: f64 = c
+        .info_field("persistence", "current_fork_perc")
+        .parse()
+        .unwrap();
+    assert!(perc > 0.0 && perc <= 100.0, "{perc}");
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    common::wait_for("the save", 30, || {
+        c.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    let cow: u64 = c
+        .info_field("persistence", "rdb_last_cow_size")
+        .parse()
+        .unwrap();
+    assert!(cow > 0);
+    assert_eq!(c.info_field("persistence", "current_save_keys_total"), "0");
+    assert_eq!(c.info_field("persistence", "current_cow_peak"), "0");
+    c.cmd_str(&["BGREWRITEAOF"]);
+    common::wait_for("the rewrite", 30, || {
+        c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && c.info_field("persistence", "aof_last_cow_size") != "0"
+    });
+}

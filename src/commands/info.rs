@@ -143,11 +143,26 @@ fn loading_fields(srv: &crate::state::Server) -> String {
 fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
     use crate::state::aof::AofStatus;
     let aof = &srv.aof;
+    let child = srv.snapshot.child_stats;
     let _ = write!(
         out,
-        "# Persistence\r\nloading:{}\r\nasync_loading:{}\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        "# Persistence\r\nloading:{}\r\nasync_loading:{}\r\ncurrent_cow_peak:{}\r\ncurrent_cow_size:{}\r\ncurrent_cow_size_age:{}\r\ncurrent_fork_perc:{:.2}\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:{}\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
         (srv.loading.is_some() && srv.loading_into.is_none()) as u8,
         srv.loading_into.is_some() as u8,
+        child.cow_peak,
+        child.cow,
+        if child.cow_updated_ms != 0 {
+            (crate::util::unix_time_ms() - child.cow_updated_ms).max(0) / 1000
+        } else {
+            0
+        },
+        if child.keys_total != 0 {
+            child.keys_processed as f64 * 100.0 / child.keys_total as f64
+        } else {
+            0.0
+        },
+        child.keys_processed,
+        child.keys_total,
         srv.dirty,
         srv.snapshot.child.is_some() as u8,
         srv.lastsave_unix,
@@ -155,6 +170,7 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
         srv.snapshot.last_bgsave_secs,
         srv.snapshot.child.map_or(-1, |(_, t)| t.elapsed().as_secs() as i64),
         srv.snapshot.saves,
+        srv.snapshot.rdb_last_cow,
         srv.rdb_last_load_expired,
         srv.rdb_last_load_keys,
         (aof.status != AofStatus::Off) as u8,
@@ -168,6 +184,7 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
         aof.rewrites,
         aof.rewrites_consecutive_failures,
         if aof.last_write_ok { "ok" } else { "err" },
+        srv.snapshot.aof_last_cow,
     );
     // As Redis: these follow the configuration, not the AOF's state.
     if srv.config.appendonly {

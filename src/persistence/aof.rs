@@ -408,6 +408,8 @@ pub fn write_commands(
     for code in functions {
         put_command(out, &[b"FUNCTION", b"LOAD", code])?;
     }
+    // Keys written, for the rewrite child's reports to its parent.
+    let mut saved: u64 = 0;
     for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
@@ -417,6 +419,10 @@ pub fn write_commands(
         db.main.for_each(&mut |e| {
             if err.is_some() {
                 return;
+            }
+            saved += 1;
+            if saved % 1024 == 1 {
+                crate::util::child_info::progress(saved);
             }
             let key = e.key();
             let res = (|| -> std::io::Result<()> {

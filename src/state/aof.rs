@@ -979,11 +979,14 @@ impl Server {
             ..super::snapshot::save_options(self)
         };
         let preamble = self.config.aof_use_rdb_preamble;
+        let reports = super::snapshot::child_info_pipe(self);
         // SAFETY: as for BGSAVE (see snapshot.rs): the child only
         // serialises memory, writes its file and `_exit`s.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             let e = std::io::Error::last_os_error();
+            drop(reports);
+            self.snapshot.child_info = None;
             self.aof.last_bgrewrite_ok = false;
             return Err(format!(
                 "Can't rewrite append only file in background: fork: {e}"
@@ -993,6 +996,7 @@ impl Server {
             // SAFETY: prctl/getppid/_exit have no memory effects.
             unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             let parent_alive = || unsafe { libc::getppid() } == parent;
+            super::snapshot::child_reports_to(&reports);
             crate::process::enter_background_child(
                 &self.config,
                 "redis-aof-rewrite",
@@ -1016,10 +1020,14 @@ impl Server {
                     &parent_alive,
                 )
             };
+            if res.is_ok() {
+                crate::util::child_info::finish(crate::util::child_info::Kind::AofCow, 0);
+            }
             let code = i32::from(res.is_err());
             // SAFETY: leaving the child without running the parent's destructors.
             unsafe { libc::_exit(code) };
         }
+        drop(reports);
         super::snapshot::record_fork(self, start);
         self.aof.rewrite = Some(RewriteChild {
             pid,
@@ -1042,6 +1050,8 @@ impl Server {
                 libc::waitpid(child.pid, &mut status, 0);
             }
             remove_rewrite_temps(&aof_dir(self), child.pid);
+            self.snapshot.child_info = None;
+            self.snapshot.child_stats = super::snapshot::ChildStats::default();
             info!("Killing running AOF rewrite child: {}", child.pid);
         }
     }
@@ -1049,6 +1059,9 @@ impl Server {
     /// Cron: reap a finished rewrite (installing its base), start a
     /// scheduled or automatic one, keep `everysec` syncing.
     pub fn aof_cron(&mut self) {
+        if self.aof.rewrite.is_some() {
+            super::snapshot::receive_child_info(self);
+        }
         self.check_aof_rewrite();
         // A scheduled BGREWRITEAOF runs once no child is left, whether the
         // AOF is on or not (Redis's serverCron).
@@ -1104,6 +1117,7 @@ impl Server {
             return;
         }
         let child = self.aof.rewrite.take().expect("checked above");
+        super::snapshot::child_info_done(self);
         self.aof.last_rewrite_secs = child.started.elapsed().as_secs() as i64;
         let dir = aof_dir(self);
         let tmp = dir.join(format!("temp-rewriteaof-bg-{pid}.aof"));

@@ -38,6 +38,26 @@ pub struct SnapshotState {
     pub child_errors: Option<std::fs::File>,
     /// The running child writes to replicas (diskless), not the dump file.
     pub child_to_socket: bool,
+    /// Read end of the running child's reports (util::child_info), BGSAVE's
+    /// or the AOF rewrite's: one child at a time.
+    pub child_info: Option<std::fs::File>,
+    /// What the running child reported (INFO `current_*`).
+    pub child_stats: ChildStats,
+    /// Copy-on-write peak of the last dump and the last rewrite's child.
+    pub rdb_last_cow: u64,
+    pub aof_last_cow: u64,
+}
+
+/// The running child's progress, as INFO persistence shows it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChildStats {
+    pub cow_peak: u64,
+    pub cow: u64,
+    /// Unix ms of the `cow` reading (0: none yet).
+    pub cow_updated_ms: i64,
+    pub keys_processed: u64,
+    /// Keys in the dataset when the child was forked.
+    pub keys_total: u64,
 }
 
 impl Default for SnapshotState {
@@ -55,6 +75,10 @@ impl Default for SnapshotState {
             last_try_unix: 0,
             child_errors: None,
             child_to_socket: false,
+            child_info: None,
+            child_stats: ChildStats::default(),
+            rdb_last_cow: 0,
+            aof_last_cow: 0,
         }
     }
 }
@@ -149,6 +173,7 @@ pub fn bgsave_with(
     }
     let parent = std::process::id() as libc::pid_t;
     let (errors_rd, errors_wr) = error_pipe();
+    let reports = child_info_pipe(srv);
     // SAFETY: fork in a process whose other threads (jemalloc's, the
     // reclaimer, the lazyfree thread) hold no locks the child needs except
     // the allocator's, which
@@ -157,7 +182,8 @@ pub fn bgsave_with(
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         let e = std::io::Error::last_os_error();
-        drop((errors_rd, errors_wr));
+        drop((errors_rd, errors_wr, reports));
+        srv.snapshot.child_info = None;
         srv.snapshot.last_bgsave_ok = false;
         warn!("Can't save in background: fork: {e}");
         return Err(format!("fork failed: {e}"));
@@ -174,6 +200,7 @@ pub fn bgsave_with(
             unsafe { libc::_exit(1) };
         }
         drop(errors_rd);
+        child_reports_to(&reports);
         let title = if to_pipe.is_some() {
             "redis-rdb-to-slaves"
         } else {
@@ -188,7 +215,10 @@ pub fn bgsave_with(
             None => rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive),
         };
         let code = match written {
-            Ok(()) => 0,
+            Ok(()) => {
+                crate::util::child_info::finish(crate::util::child_info::Kind::RdbCow, 0);
+                0
+            }
             Err(e) => {
                 if let Some(mut w) = errors_wr {
                     use std::io::Write;
@@ -200,7 +230,7 @@ pub fn bgsave_with(
         // SAFETY: leaving the child without running the parent's destructors.
         unsafe { libc::_exit(code) };
     }
-    drop(errors_wr);
+    drop((errors_wr, reports));
     srv.snapshot.child_to_socket = to_socket;
     srv.snapshot.child_errors = errors_rd;
     record_fork(srv, start);
@@ -254,6 +284,62 @@ pub fn transfer_pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
     }
 }
 
+/// Open the report pipe of a child about to be forked: the parent keeps
+/// the read end; the write end is for the child (`child_reports_to`), and
+/// the parent drops its copy once forked.
+pub fn child_info_pipe(srv: &mut Server) -> Option<std::os::fd::OwnedFd> {
+    srv.snapshot.child_stats = ChildStats {
+        keys_total: srv.dbs.iter().map(|d| d.len() as u64).sum(),
+        ..ChildStats::default()
+    };
+    match crate::util::child_info::pipe() {
+        Ok((r, w)) => {
+            srv.snapshot.child_info = Some(r);
+            Some(w)
+        }
+        Err(e) => {
+            warn!("Can't open the child info pipe: {e}");
+            srv.snapshot.child_info = None;
+            None
+        }
+    }
+}
+
+/// In the child: report on the pipe from now on.
+pub fn child_reports_to(w: &Option<std::os::fd::OwnedFd>) {
+    if let Some(w) = w {
+        crate::util::child_info::child_start(crate::util::child_info::raw(w));
+    }
+}
+
+/// Read what the running child reported (Redis's receiveChildInfo).
+pub fn receive_child_info(srv: &mut Server) {
+    use crate::util::child_info::Kind;
+    let Some(pipe) = srv.snapshot.child_info.as_mut() else {
+        return;
+    };
+    for r in crate::util::child_info::drain(pipe) {
+        let st = &mut srv.snapshot.child_stats;
+        st.cow_peak = st.cow_peak.max(r.cow);
+        match r.kind {
+            Kind::Current => {
+                st.cow = r.cow;
+                st.cow_updated_ms = r.cow_updated_ms;
+                st.keys_processed = r.keys;
+            }
+            Kind::RdbCow => srv.snapshot.rdb_last_cow = st.cow_peak,
+            Kind::AofCow => srv.snapshot.aof_last_cow = st.cow_peak,
+        }
+    }
+}
+
+/// The child was reaped: its last reports, then no current child.
+pub fn child_info_done(srv: &mut Server) {
+    receive_child_info(srv);
+    srv.snapshot.child_info = None;
+    srv.snapshot.child_stats = ChildStats::default();
+}
+
 /// Reap a finished background save (called from the cron).
 pub fn check_child(srv: &mut Server) {
     let Some((pid, start)) = srv.snapshot.child else {
@@ -269,6 +355,7 @@ pub fn check_child(srv: &mut Server) {
         return;
     }
     srv.snapshot.child = None;
+    child_info_done(srv);
     // Only a reaped child has closed its end of the pipe.
     let errors = srv.snapshot.child_errors.take().filter(|_| r == pid);
     srv.snapshot.last_bgsave_secs = start.elapsed().as_secs() as i64;
@@ -347,6 +434,8 @@ fn describe_child_failure(errors: Option<std::fs::File>, status: libc::c_int) ->
 pub fn kill_child(srv: &mut Server) {
     srv.snapshot.child_errors = None;
     if let Some((pid, _)) = srv.snapshot.child.take() {
+        srv.snapshot.child_info = None;
+        srv.snapshot.child_stats = ChildStats::default();
         // SAFETY: signalling and reaping our own child.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
@@ -359,6 +448,7 @@ pub fn kill_child(srv: &mut Server) {
 
 /// Cron work: reap the child, honour BGSAVE SCHEDULE and the save points.
 pub fn cron(srv: &mut Server) {
+    receive_child_info(srv);
     check_child(srv);
     if srv.snapshot.child.is_some() || srv.aof.rewrite.is_some() {
         return;

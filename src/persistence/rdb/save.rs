@@ -117,6 +117,8 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
         r.raw(&[OP_FUNCTION2])?;
         r.string(code)?;
     }
+    // Keys written, for a background child's reports to its parent.
+    let mut saved: u64 = 0;
     for (i, db) in dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
@@ -131,6 +133,10 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
         db.main.for_each(&mut |e| {
             if err.is_some() {
                 return;
+            }
+            saved += 1;
+            if saved % 1024 == 1 {
+                crate::util::child_info::progress(saved);
             }
             let res = (|| -> io::Result<()> {
                 if e.has_expire() {
