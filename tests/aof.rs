@@ -1046,3 +1046,29 @@ fn background_child(server: u32) -> libc::pid_t {
     });
     found.unwrap()
 }
+
+#[test]
+fn shutdown_refuses_while_the_first_base_is_written_unless_forced() {
+    // Redis's finishShutdown: with the AOF turned on and its first rewrite
+    // still running, the AOF does not hold the dataset: exiting would lose
+    // it. SHUTDOWN fails (Redis's error), SHUTDOWN FORCE exits.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let mut kv = start_kvstore_in(
+        scratch_dir(),
+        &["--dir", &d, "--save", "", "--rdb-key-save-delay", "1000000"],
+    );
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "k", "v"]);
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["SHUTDOWN"]),
+        b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n"
+    );
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$1\r\nv\r\n");
+    assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "1");
+    shutdown(&mut c, &mut kv, &["NOSAVE", "FORCE"]);
+}

@@ -603,9 +603,17 @@ fn shutdown_waits_for_a_lagging_replica_and_can_be_aborted() {
     r.send(&[b"DEBUG", b"SLEEP", b"3"]);
     std::thread::sleep(Duration::from_millis(100));
     m.cmd_str(&["SET", "k", "1"]);
+    // The replica is not a connected client (Redis counts it apart).
+    assert_eq!(m.info_field("clients", "connected_clients"), "1");
     let mut stopping = Conn::connect(master.port);
     stopping.send(&[b"SHUTDOWN"]);
     std::thread::sleep(Duration::from_millis(200));
+    // INFO says the shutdown is under way, and for how long at most.
+    let left: u64 = m
+        .info_field("server", "shutdown_in_milliseconds")
+        .parse()
+        .unwrap();
+    assert!(left > 0 && left <= 10_000, "{left}");
     // Writes wait meanwhile; reads are served.
     let mut writer = Conn::connect(master.port);
     writer.send(&[b"SET", b"k", b"2"]);

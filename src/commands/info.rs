@@ -30,6 +30,14 @@ fn info_section_server(srv: &crate::state::Server, out: &mut String) {
         srv.executable,
         srv.config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
     );
+    // While a shutdown waits for lagging replicas (Redis's
+    // isShutdownInitiated).
+    if let Some(wait) = srv.shutdown_wait {
+        let left = wait
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let _ = write!(out, "shutdown_in_milliseconds:{}\r\n", left.as_millis());
+    }
 }
 
 fn uname() -> String {
@@ -51,13 +59,16 @@ fn uname() -> String {
 fn info_section_clients(srv: &crate::state::Server, out: &mut String) {
     let _ = write!(
         out,
-        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n",
-        srv.connected_clients,
+        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{}\r\n",
+        // Replicas are not counted, as Redis's listLength(server.clients) -
+        // listLength(server.slaves).
+        srv.connected_clients.saturating_sub(srv.repl.replicas.len()),
         srv.config.maxclients,
         srv.recent_max_input,
         srv.recent_max_output,
         srv.blocked_clients,
         srv.tracking.clients,
+        srv.block_deadlines.len(),
     );
 }
 

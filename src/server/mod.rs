@@ -1398,10 +1398,29 @@ impl EventLoop {
                 replicas - lagging
             );
         }
+        use crate::state::aof::AofStatus;
         use crate::state::snapshot;
         snapshot::kill_child(&mut self.srv);
+        if self.srv.aof.rewrite.is_some() {
+            // Turned on and still writing its first base: the AOF does not
+            // hold the dataset yet (Redis's finishShutdown).
+            if self.srv.aof.status == AofStatus::WaitRewrite {
+                if flags.has(ShutdownFlags::FORCE) {
+                    warn!("Writing initial AOF. Exit anyway.");
+                } else {
+                    warn!("Writing initial AOF, can't exit.");
+                    warn!("Errors trying to shut down the server. Check the logs for more information.");
+                    commands::server::cancel_shutdown(&mut self.srv);
+                    return false;
+                }
+            }
+            warn!("There is a child rewriting the AOF. Killing it!");
+        }
         // The AOF gets everything written and synced before the end.
         self.srv.flush_feed();
+        if self.srv.aof.status != AofStatus::Off {
+            info!("Calling fsync() on the AOF file.");
+        }
         self.srv.flush_aof(true);
         self.srv.kill_aof_rewrite();
         self.srv.sync_aof_now();
