@@ -239,6 +239,70 @@ pub fn install_crash_hook() {
     }));
 }
 
+/// Install handlers for the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+/// SIGABRT), as Redis's setupSigSegvHandlers: while `crash-log-enabled` is
+/// yes, the log gets Redis's crash report (the signal, the address, who
+/// sent it, a backtrace), then the signal is raised again with its default
+/// action, so the process still dies of it (and dumps core where allowed).
+/// Logging from a signal handler is not async-signal-safe; like Redis, a
+/// crashing process takes that risk for the report.
+pub fn install_fatal_signal_handlers() {
+    // SAFETY: a zeroed sigaction with a valid handler and flags; installed
+    // once at start, before any other thread exists that could race it.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = fatal_signal as *const () as usize;
+        // Not on the alternate stack Rust sets up for overflows: a few KB, too
+        // small for the report and its backtrace.
+        act.sa_flags = libc::SA_NODEFER | libc::SA_RESETHAND | libc::SA_SIGINFO;
+        libc::sigemptyset(&mut act.sa_mask);
+        for sig in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGABRT,
+        ] {
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn fatal_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    if CRASH_LOG_ENABLED.load(Ordering::Relaxed) && !info.is_null() {
+        // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO
+        // handler; the accessors read the fields of this signal's kind.
+        let (code, addr, pid, uid) = unsafe {
+            let i = &*info;
+            (i.si_code, i.si_addr(), i.si_pid(), i.si_uid())
+        };
+        tracing::error!("=== REDIS BUG REPORT START: Cut & paste starting from here ===");
+        tracing::error!(
+            "Redis {} crashed by signal: {sig}, si_code: {code}",
+            crate::REDIS_VERSION
+        );
+        if sig == libc::SIGSEGV || sig == libc::SIGBUS {
+            tracing::error!("Accessing address: {addr:p}");
+        }
+        if code == libc::SI_USER && pid != -1 {
+            tracing::error!("Killed by PID: {pid}, UID: {uid}");
+        }
+        let thread = std::thread::current();
+        let backtrace = std::backtrace::Backtrace::force_capture();
+        tracing::error!(
+            "Crashed running the thread '{}'\n------ STACK TRACE ------\n{backtrace}",
+            thread.name().unwrap_or("unnamed")
+        );
+        tracing::error!("=== REDIS BUG REPORT END. Make sure to include from START to END. ===");
+    }
+    // SAFETY: back to the default action (SA_RESETHAND did it already for
+    // this signal) and raise it again: the process ends of it.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
 /// A budget of log lines for one kind of event that a peer can trigger at
 /// will (failed AUTH, protocol errors, refused connections): at most `burst`
 /// lines per `period`, so one client sending garbage cannot fill the disk.

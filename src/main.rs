@@ -52,6 +52,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     kvstore::logging::install_crash_hook();
+    kvstore::logging::install_fatal_signal_handlers();
     kvstore::logging::CRASH_LOG_ENABLED.store(config.crash_log_enabled, Ordering::Relaxed);
     process::remember_exec_name(&std::env::args().next().unwrap_or_default());
     // Data files are relative to `dir`, as in Redis; the directory must

@@ -806,6 +806,31 @@ fn a_panic_writes_a_crash_report_while_crash_log_is_enabled() {
     }
 }
 
+#[test]
+fn a_fatal_signal_writes_a_crash_report_and_still_kills() {
+    // Redis's integration/logging: SIGABRT from outside and DEBUG SEGFAULT
+    // leave "crashed by signal" and a stack trace in the log, and the
+    // process dies of the signal.
+    use std::os::unix::process::ExitStatusExt;
+    for (sig, how) in [(libc::SIGSEGV, "debug"), (libc::SIGABRT, "kill")] {
+        let mut srv = start(&["--enable-debug-command", "yes"]);
+        let mut c = Conn::connect(srv.port);
+        if how == "debug" {
+            c.send(&[b"DEBUG", b"SEGFAULT"]);
+        } else {
+            unsafe { libc::kill(srv.child.id() as libc::pid_t, sig) };
+        }
+        let status = wait_exit(&mut srv.child, 30);
+        assert_eq!(status.signal(), Some(sig), "{status:?}");
+        let log = log_of(&srv);
+        assert!(log.contains(&format!("crashed by signal: {sig}")), "{log}");
+        assert!(log.contains("------ STACK TRACE ------"), "{log}");
+        if how == "kill" {
+            assert!(log.contains("Killed by PID: "), "{log}");
+        }
+    }
+}
+
 /// A replica holding a list where its master has a number: the master's
 /// INCR fails there.
 fn diverge(master: &ServerProcess, replica: &ServerProcess) {

@@ -197,6 +197,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
     "LOG <message>",
     "    Write <message> to the server log.",
     "AOF-FLUSH-SLEEP <microsec>",
@@ -447,6 +449,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("set-active-expire", 3),
         ("aof-flush-sleep", 3),
         ("log", 3),
+        ("segfault", 2),
         ("set-disable-deny-scripts", 3),
         ("protocol", 3),
         ("object", 3),
@@ -537,6 +540,14 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             }
             c.srv.dirty = 0;
             tracing::warn!("Append Only File loaded by DEBUG LOADAOF");
+            c.cl.reply.ok();
+        }
+        "segfault" => {
+            // DEBUG SEGFAULT: crash as a bad memory access would, through
+            // the fatal signal handler's report (Redis maps a read-only page
+            // and writes to it; the signal is what matters).
+            // SAFETY: raising a signal; the handler ends the process.
+            unsafe { libc::raise(libc::SIGSEGV) };
             c.cl.reply.ok();
         }
         "log" => {
