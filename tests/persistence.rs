@@ -815,3 +815,44 @@ fn a_background_child_reports_its_progress_and_copy_on_write() {
             && c.info_field("persistence", "aof_last_cow_size") != "0"
     });
 }
+
+#[test]
+fn debug_reload_takes_redis_s_options() {
+    let kv = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--save", "", "--enable-debug-command", "yes"],
+    );
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "a", "1"]);
+    c.cmd_str(&["SET", "b", "1"]);
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    // NOSAVE: the file as it is; what was written since is gone.
+    c.cmd_str(&["SET", "later", "1"]);
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD", "NOSAVE"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["EXISTS", "a", "later"]), b":1\r\n");
+    // NOFLUSH: a key in both fails the load; MERGE replaces it, TTL too.
+    c.cmd_str(&["SET", "later", "1"]);
+    c.cmd_str(&["PEXPIRE", "a", "100000"]);
+    let dup = c.cmd_str(&["DEBUG", "RELOAD", "NOSAVE", "NOFLUSH"]);
+    assert!(
+        dup.starts_with(b"-ERR Error trying to load the RDB dump"),
+        "{}",
+        String::from_utf8_lossy(&dup)
+    );
+    c.cmd_str(&["FLUSHALL"]);
+    c.cmd_str(&["SET", "a", "2", "PX", "100000"]);
+    c.cmd_str(&["SET", "later", "1"]);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "RELOAD", "NOSAVE", "NOFLUSH", "MERGE"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        c.cmd_str(&["MGET", "a", "b", "later"]),
+        b"*3\r\n$1\r\n1\r\n$1\r\n1\r\n$1\r\n1\r\n"
+    );
+    assert_eq!(c.cmd_str(&["TTL", "a"]), b":-1\r\n");
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "RELOAD", "FAST"]),
+        b"-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.\r\n"
+    );
+}

@@ -491,32 +491,56 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "reload" => {
-            // Save, empty the databases, load the file back.
+            // Save, empty the databases, load the file back; NOSAVE loads
+            // the file as it is, NOFLUSH keeps the dataset (a key or library
+            // in both fails the load unless MERGE replaces it).
             use crate::persistence::rdb;
             use crate::state::snapshot;
-            if let Err(e) = snapshot::save(c.srv) {
-                return c
-                    .cl
-                    .reply
-                    .error(&format!("ERR Error trying to save the DB: {e}"));
+            let (mut merge, mut flush, mut save) = (false, true, true);
+            for opt in &argv[2..] {
+                if eq_ic(opt, "merge") {
+                    merge = true;
+                } else if eq_ic(opt, "noflush") {
+                    flush = false;
+                } else if eq_ic(opt, "nosave") {
+                    save = false;
+                } else {
+                    return c.cl.reply.error(
+                        "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+                    );
+                }
             }
-            for db in 0..c.srv.dbs.len() {
-                c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
-                c.srv.dbs[db].clear();
+            if save {
+                if let Err(e) = snapshot::save(c.srv) {
+                    return c
+                        .cl
+                        .reply
+                        .error(&format!("ERR Error trying to save the DB: {e}"));
+                }
+            }
+            if flush {
+                for db in 0..c.srv.dbs.len() {
+                    c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
+                    c.srv.dbs[db].clear();
+                }
+                c.srv.functions.flush();
             }
             c.srv.tracking_invalidate_all();
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
             let mut opts = rdb::LoadOptions::from_config(&c.srv.config);
             // A replica keeps what its master has yet to expire.
             opts.keep_expired = c.srv.master.target.is_some();
-            c.srv.functions.flush();
+            opts.allow_dup = merge;
             match rdb::load_file(&mut c.srv.dbs, &opts, &path).and_then(|stats| {
                 stats
                     .functions
                     .iter()
-                    .try_for_each(|code| c.srv.functions.load(code, true).map(|_| ()))
+                    .try_for_each(|code| c.srv.functions.load(code, merge).map(|_| ()))
             }) {
-                Ok(()) => c.cl.reply.ok(),
+                Ok(()) => {
+                    tracing::warn!("DB reloaded by DEBUG RELOAD");
+                    c.cl.reply.ok()
+                }
                 Err(e) => {
                     c.cl.reply
                         .error(&format!("ERR Error trying to load the RDB dump: {e}"))

@@ -710,11 +710,11 @@ pub fn load_step_partial(
             Ok(Record::Key) => {
                 budget -= 1;
                 if batch.len() == BATCH {
-                    insert_batch(&mut batch, dbs, st, r.pos)?;
+                    insert_batch(&mut batch, dbs, st, r.pos, opts.allow_dup)?;
                 }
             }
             Ok(Record::End) => {
-                insert_batch(&mut batch, dbs, st, r.pos)?;
+                insert_batch(&mut batch, dbs, st, r.pos, opts.allow_dup)?;
                 let body_end = r.pos;
                 if crc_wanted {
                     st.crc = crc64(st.crc, &data[st.crc_pos..body_end]);
@@ -754,7 +754,7 @@ pub fn load_step_partial(
             Err(e) => return Err(e),
         }
     }
-    insert_batch(&mut batch, dbs, st, r.pos)?;
+    insert_batch(&mut batch, dbs, st, r.pos, opts.allow_dup)?;
     st.pos = r.pos;
     if crc_wanted {
         st.crc = crc64(st.crc, &data[st.crc_pos..st.pos]);
@@ -781,14 +781,25 @@ struct Pending {
 const BATCH: usize = 16;
 
 /// Insert the keys of `batch`; `pos` is how far the image was read.
-fn insert_batch(batch: &mut Vec<Pending>, dbs: &mut [Db], st: &mut LoadState, pos: usize) -> R<()> {
+/// With `allow_dup` (DEBUG RELOAD MERGE) a key already there is replaced,
+/// its TTL with it; otherwise a duplicate fails the load.
+fn insert_batch(
+    batch: &mut Vec<Pending>,
+    dbs: &mut [Db],
+    st: &mut LoadState,
+    pos: usize,
+    allow_dup: bool,
+) -> R<()> {
     for p in batch.iter() {
         dbs[p.db].main.prefetch_chain(p.hash);
     }
     for p in batch.drain(..) {
         let d = &mut dbs[p.db];
         let key = p.ttl.map(|_| p.entry.key().to_vec());
-        if let Some(old) = d.main.insert_hashed(p.entry, p.hash) {
+        let replaced = d.main.insert_hashed(p.entry, p.hash);
+        if let (Some(old), true) = (&replaced, allow_dup) {
+            d.persist(old.key());
+        } else if let Some(old) = replaced {
             return Err(format!(
                 "offset {}: duplicate key '{}'",
                 p.at,

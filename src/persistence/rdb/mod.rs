@@ -174,6 +174,9 @@ pub struct LoadOptions {
     /// base, which the incremental commands must find as it was). Set by
     /// the caller; `from_config` drops them.
     pub keep_expired: bool,
+    /// A key already in the dataset is replaced rather than refused (DEBUG
+    /// RELOAD MERGE, Redis's RDBFLAGS_ALLOW_DUP).
+    pub allow_dup: bool,
 }
 
 /// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
@@ -208,6 +211,7 @@ impl LoadOptions {
             key_load_delay: cfg.key_load_delay,
             step_bytes: cfg.loading_process_events_interval_bytes.max(1) as usize,
             keep_expired: false,
+            allow_dup: false,
         }
     }
 }
