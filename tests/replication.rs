@@ -690,6 +690,46 @@ fn redis_cli_rdb_takes_a_dump_from_kvstore() {
 }
 
 #[test]
+fn redis_cli_functions_rdb_gets_the_libraries_only() {
+    // REPLCONF rdb-filter-only functions (redis-cli --functions-rdb): a
+    // dump with the function libraries and no keys, sent diskless even
+    // where the server syncs replicas through its dump file, which it
+    // leaves alone; a plain replica meanwhile gets everything.
+    let Some(cli) = common::require_tool("redis-cli") else {
+        return;
+    };
+    let kv = start_kvstore(&["--repl-diskless-sync", "no"]);
+    let mut m = Conn::connect(kv.port);
+    m.cmd_str(&["SET", "k", "v"]);
+    let lib = "#!lua name=lib1\nredis.register_function('func1', function() return 123 end)";
+    assert_eq!(m.cmd_str(&["FUNCTION", "LOAD", lib]), b"$4\r\nlib1\r\n");
+    let dump = |flag: &str, name: &str| {
+        let out = kv.dir.path().join(name);
+        let status = Command::new(&cli)
+            .args(["-p", &kv.port.to_string(), flag])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut dbs = vec![kvstore::db::Db::new(0, 1)];
+        let opts = kvstore::persistence::rdb::LoadOptions::from_config(
+            &kvstore::config::Config::default(),
+        );
+        let stats = kvstore::persistence::rdb::load_file(&mut dbs, &opts, &out).unwrap();
+        (stats.keys, stats.functions.len())
+    };
+    assert_eq!(dump("--functions-rdb", "functions.rdb"), (0, 1));
+    assert!(!kv.dir.path().join("dump.rdb").exists());
+    assert_eq!(dump("--rdb", "all.rdb"), (1, 1));
+    assert_eq!(
+        m.cmd_str(&["REPLCONF", "rdb-filter-only", "keys"]),
+        b"-ERR Unsupported rdb-filter-only option: keys\r\n"
+    );
+}
+
+#[test]
 fn a_replica_with_an_aof_restarts_it_from_the_synced_dataset() {
     let Some(redis) = start_redis_master() else {
         return;

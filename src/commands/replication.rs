@@ -119,6 +119,27 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
                 Some(v @ 0..=1) => link(c.cl).rdb_only = v == 1,
                 _ => return c.cl.reply.error(ERR_NOT_INT),
             }
+        } else if eq_ic(option, "rdb-filter-only") {
+            // Include filters: everything is left out but what is named;
+            // "functions" is the one there is ("" asks for an empty dump).
+            let Some(words) = crate::protocol::parser::split_args(value) else {
+                return c.cl.reply.error("ERR Missing rdb-filter-only values");
+            };
+            let mut filter = crate::state::replication::RdbFilter {
+                exclude_data: true,
+                exclude_functions: true,
+            };
+            for w in &words {
+                if eq_ic(w, "functions") {
+                    filter.exclude_functions = false;
+                } else {
+                    return c.cl.reply.error(&format!(
+                        "ERR Unsupported rdb-filter-only option: {}",
+                        String::from_utf8_lossy(w)
+                    ));
+                }
+            }
+            link(c.cl).filter = filter;
         } else {
             return c.cl.reply.error(&format!(
                 "ERR Unrecognized REPLCONF option: {}",

@@ -78,6 +78,8 @@ pub struct ReplicaLink {
     pub pending: Vec<u8>,
     /// REPLCONF rdb-only 1: the dump only, then the link is closed.
     pub rdb_only: bool,
+    /// REPLCONF rdb-filter-only: what its dump leaves out.
+    pub filter: RdbFilter,
     /// It acknowledged before this side saw the end of the diskless
     /// transfer (it had read the end mark first): online at that end.
     pub acked_early: bool,
@@ -99,8 +101,25 @@ impl Default for ReplicaLink {
             ack_time: Instant::now(),
             pending: Vec::new(),
             rdb_only: false,
+            filter: RdbFilter::default(),
             acked_early: false,
         }
+    }
+}
+
+/// What a replica's dump leaves out (REPLCONF rdb-filter-only, Redis's
+/// SLAVE_REQ_RDB_EXCLUDE_*): replicas share a snapshot only when they ask
+/// for the same. A filtered dump is sent diskless, never written as the
+/// server's dump file.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RdbFilter {
+    pub exclude_data: bool,
+    pub exclude_functions: bool,
+}
+
+impl RdbFilter {
+    pub fn any(&self) -> bool {
+        self.exclude_data || self.exclude_functions
     }
 }
 
@@ -419,8 +438,9 @@ impl Server {
         self.attach_replica(client);
         // Join a snapshot already being written for other replicas: same
         // offset, same kept stream.
+        let filter = client.repl.as_ref().map(|l| l.filter).unwrap_or_default();
         let donor = self.replica_links().find_map(|(_, l)| {
-            matches!(l.phase, ReplicaPhase::WaitBgsaveEnd)
+            (matches!(l.phase, ReplicaPhase::WaitBgsaveEnd) && l.filter == filter)
                 .then(|| (l.initial_offset, l.pending.clone()))
         });
         if let (Some((offset, pending)), true) = (donor, self.repl.rdb_for_replicas) {
@@ -502,21 +522,49 @@ impl Server {
         self.flush_feed();
         // The next stream bytes start with a SELECT for every replica.
         self.repl.cursor = FeedCursor::default();
-        // Diskless when every waiting replica can take a `$EOF:` transfer
-        // (and none reads its dump over RDMA, which needs the file).
-        let all_eof = self.repl.replicas.iter().all(|&id| {
+        let link_of = |srv: &Server, current: &Option<&mut ClientState>, id: u64| {
             current
                 .as_deref()
                 .filter(|c| c.id == id)
-                .or_else(|| self.client_by_id(id))
+                .or_else(|| srv.client_by_id(id))
                 .and_then(|c| c.repl.as_ref())
-                .is_none_or(|l| {
-                    (l.capa_eof && !self.wants_rdma(l.capa_rdma))
-                        || !matches!(l.phase, ReplicaPhase::WaitBgsaveStart)
+                .map(|l| {
+                    let waits = matches!(l.phase, ReplicaPhase::WaitBgsaveStart);
+                    (waits, l.filter, l.capa_eof, l.capa_rdma)
                 })
+        };
+        // This snapshot is for the waiting replicas that want what the
+        // first of them (the one running PSYNC, if any) wants; the others
+        // get the next one.
+        let waiting_ids: Vec<u64> = self.repl.replicas.clone();
+        let filter = current
+            .as_deref()
+            .and_then(|c| c.repl.as_ref())
+            .map(|l| l.filter)
+            .or_else(|| {
+                waiting_ids.iter().find_map(|&id| {
+                    link_of(self, &current, id)
+                        .filter(|(waits, ..)| *waits)
+                        .map(|(_, f, ..)| f)
+                })
+            })
+            .unwrap_or_default();
+        // Diskless when every replica it is for can take a `$EOF:` transfer
+        // (and none reads its dump over RDMA, which needs the file).
+        let all_eof = waiting_ids.iter().all(|&id| {
+            link_of(self, &current, id).is_none_or(|(waits, f, eof, rdma)| {
+                (eof && !self.wants_rdma(rdma)) || !waits || f != filter
+            })
         });
+        // A filtered dump is never the server's dump file: diskless only,
+        // or, for a replica that cannot take one, the whole dump.
+        let filter = if all_eof {
+            filter
+        } else {
+            RdbFilter::default()
+        };
         let mut pipe = None;
-        if self.config.repl_diskless_sync && all_eof {
+        if (self.config.repl_diskless_sync || filter.any()) && all_eof {
             match super::snapshot::transfer_pipe() {
                 Ok((read, write)) => {
                     let mark = random_hex(40).into_bytes();
@@ -529,7 +577,7 @@ impl Server {
             Some((r, w)) => (Some(r), Some(w)),
             None => (None, None),
         };
-        if let Err(e) = super::snapshot::bgsave_with(self, child_end) {
+        if let Err(e) = super::snapshot::bgsave_with(self, child_end, filter) {
             warn!("Can't start the snapshot for replicas: {e}");
             return;
         }
@@ -544,10 +592,9 @@ impl Server {
         let waiting: Vec<u64> = self.repl.replicas.clone();
         for id in waiting {
             if let Some(c) = current.as_deref_mut().filter(|c| c.id == id) {
-                if c.repl
-                    .as_ref()
-                    .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
-                {
+                if c.repl.as_ref().is_some_and(|l| {
+                    matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == filter
+                }) {
                     self.begin_full_sync(c, offset);
                 }
                 continue;
@@ -555,10 +602,9 @@ impl Server {
             let Some((slot, mut c)) = self.take_client(id) else {
                 continue;
             };
-            if c.repl
-                .as_ref()
-                .is_some_and(|l| matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
-            {
+            if c.repl.as_ref().is_some_and(|l| {
+                matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == filter
+            }) {
                 self.begin_full_sync(&mut c, offset);
                 c.queue_write(&mut self.pending_writes);
             }

@@ -149,7 +149,7 @@ pub fn save(srv: &mut Server) -> Result<(), String> {
 /// BGSAVE: fork a child that writes the snapshot from the copy-on-write
 /// image of memory; the parent goes back to serving at once.
 pub fn bgsave(srv: &mut Server) -> Result<(), String> {
-    bgsave_with(srv, None)
+    bgsave_with(srv, None, Default::default())
 }
 
 /// BGSAVE; with `to_pipe`, the child writes the image into that pipe,
@@ -159,6 +159,7 @@ pub fn bgsave(srv: &mut Server) -> Result<(), String> {
 pub fn bgsave_with(
     srv: &mut Server,
     to_pipe: Option<(std::fs::File, Vec<u8>)>,
+    filter: super::replication::RdbFilter,
 ) -> Result<(), String> {
     if srv.snapshot.child.is_some() {
         return Err("Background save already in progress".into());
@@ -209,9 +210,13 @@ pub fn bgsave_with(
         crate::process::enter_background_child(&srv.config, title, &srv.config.bgsave_cpulist);
         let dir = srv.config.dir.clone();
         let name = srv.config.dbfilename.clone();
-        let opts = save_options(srv);
+        let mut opts = save_options(srv);
+        if filter.exclude_functions {
+            opts.functions.clear();
+        }
+        let dbs: &[crate::db::Db] = if filter.exclude_data { &[] } else { &srv.dbs };
         let written = match to_pipe {
-            Some((pipe, mark)) => write_framed(&srv.dbs, &opts, pipe, &mark),
+            Some((pipe, mark)) => write_framed(dbs, &opts, pipe, &mark),
             None => rdb::save_to_file(&srv.dbs, &opts, &dir, &name, &parent_alive),
         };
         let code = match written {
