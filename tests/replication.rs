@@ -655,6 +655,19 @@ fn min_replicas_stale_data_and_blocked_clients_follow_redis() {
     );
 }
 
+/// `redis-cli -p PORT FLAG OUT` (`--rdb` or `--functions-rdb`), which must
+/// succeed.
+fn cli_dump(cli: &std::path::Path, port: u16, flag: &str, out: &std::path::Path) {
+    let status = Command::new(cli)
+        .args(["-p", &port.to_string(), flag])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "redis-cli {flag}: {status}");
+}
+
 #[test]
 fn redis_cli_rdb_takes_a_dump_from_kvstore() {
     let Some(cli) = common::require_tool("redis-cli") else {
@@ -664,14 +677,7 @@ fn redis_cli_rdb_takes_a_dump_from_kvstore() {
     let mut m = Conn::connect(kv.port);
     write_everything(&mut m, "dumped");
     let out = kv.dir.path().join("via-cli.rdb");
-    let status = Command::new(cli)
-        .args(["-p", &kv.port.to_string(), "--rdb"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    cli_dump(&cli, kv.port, "--rdb", &out);
     let rdb = std::fs::read(&out).unwrap();
     assert!(
         rdb.starts_with(b"REDIS0010"),
@@ -705,14 +711,7 @@ fn redis_cli_functions_rdb_gets_the_libraries_only() {
     assert_eq!(m.cmd_str(&["FUNCTION", "LOAD", lib]), b"$4\r\nlib1\r\n");
     let dump = |flag: &str, name: &str| {
         let out = kv.dir.path().join(name);
-        let status = Command::new(&cli)
-            .args(["-p", &kv.port.to_string(), flag])
-            .arg(&out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        cli_dump(&cli, kv.port, flag, &out);
         let mut dbs = vec![kvstore::db::Db::new(0, 1)];
         let opts = kvstore::persistence::rdb::LoadOptions::from_config(
             &kvstore::config::Config::default(),
