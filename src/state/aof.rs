@@ -47,7 +47,6 @@ pub enum AofStatus {
     WaitRewrite,
 }
 
-/// A rewrite child at work.
 /// Where the delay between failing automatic rewrites stands.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RewriteLimit {
@@ -56,6 +55,7 @@ pub struct RewriteLimit {
     next_time: i64,
 }
 
+/// A rewrite child at work.
 #[derive(Debug)]
 pub struct RewriteChild {
     pub pid: libc::pid_t,
