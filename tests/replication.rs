@@ -1075,3 +1075,92 @@ fn publish_reaches_the_subscribers_of_replicas_but_not_the_aof() {
     let text = String::from_utf8_lossy(&aof).to_ascii_lowercase();
     assert!(!text.contains("publish"), "{text}");
 }
+
+#[test]
+fn a_psync_answered_with_a_long_backlog_misses_none_of_the_stream() {
+    // Redis's integration/replication-psync found it: a PSYNC answered with
+    // more than a turn's worth of output (the backlog since the link went
+    // down) flushed that turn's stream while the replica was out of the
+    // client table. The master's offset moved past bytes the replica never
+    // got, and its next PSYNC started in the middle of a command. Here a
+    // writer's pipeline and a PSYNC reach the master together, so the
+    // writes are in the turn's stream when the PSYNC is answered.
+    use std::io::{Read, Write};
+    let master = start_kvstore(&[
+        "--repl-backlog-size",
+        "64mb",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let port = master.port.to_string();
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = Conn::connect(master.port);
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    let mut sleeper = Conn::connect(master.port);
+    let replid = m.info_field("replication", "master_replid");
+    let from: i64 = m
+        .info_field("replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    // Well over a turn's output (256 KB) of backlog after `from`.
+    let big = "x".repeat(4096);
+    for i in 0..200 {
+        m.cmd_str(&["SET", &format!("big{i}"), &big]);
+    }
+    let mut writer = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+    let mut pipeline = Vec::new();
+    for i in 0..2000 {
+        pipeline.extend_from_slice(&common::encode(&[b"INCR", format!("n{i}").as_bytes()]));
+    }
+    let start = (from + 1).to_string();
+    let psync = common::encode(&[b"PSYNC", replid.as_bytes(), start.as_bytes()]);
+    let head = format!("+CONTINUE\r\n");
+    for attempt in 0..5 {
+        let mut fake = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
+        fake.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        // Both arrive while the loop sleeps: the next turn runs the
+        // writes, then the PSYNC.
+        sleeper.send(&[b"DEBUG", b"SLEEP", b"0.3"]);
+        std::thread::sleep(Duration::from_millis(50));
+        writer.write_all(&pipeline).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        fake.write_all(&psync).unwrap();
+        assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now: i64 = m
+                .info_field("replication", "master_repl_offset")
+                .parse()
+                .unwrap();
+            let want = head.len() + (now - from) as usize;
+            if got.len() >= want || Instant::now() > deadline {
+                assert_eq!(
+                    got.len(),
+                    want,
+                    "attempt {attempt}: the stream sent after +CONTINUE"
+                );
+                break;
+            }
+            match fake.read(&mut buf) {
+                Ok(0) => panic!("the master closed the link"),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+        }
+        assert!(got.starts_with(head.as_bytes()));
+        // The writer's replies, read so that it does not block.
+        let mut replies = 0;
+        let mut wbuf = vec![0u8; 1 << 16];
+        writer
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        while replies < 2000 {
+            let n = writer.read(&mut wbuf).unwrap();
+            replies += wbuf[..n].iter().filter(|&&b| b == b':').count();
+        }
+    }
+}

@@ -898,9 +898,17 @@ impl EventLoop {
             if client.st.output_held() < turn_limit {
                 return Some(true);
             }
-            // Writes reach the feed's consumers before any reply is sent.
-            self.srv.aof.inline_fsync = false;
-            self.srv.flush_feed();
+            // Writes reach the feed's consumers before any reply is sent —
+            // but not while a replica is out of the client table: the
+            // stream flushed now would go to the backlog and every other
+            // replica and miss this one (a PSYNC's backlog tail is what
+            // makes its output this long), which then counts an offset
+            // the master's stream does not have. Its stream follows at
+            // the end of the turn, after what it is sent here.
+            if client.st.repl.is_none() {
+                self.srv.aof.inline_fsync = false;
+                self.srv.flush_feed();
+            }
             let durable = self.srv.aof_durable();
             client.st.hold_until(self.srv.aof.appended, durable);
             self.srv.note_held(&mut client.st);
