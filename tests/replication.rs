@@ -1115,7 +1115,7 @@ fn a_psync_answered_with_a_long_backlog_misses_none_of_the_stream() {
     }
     let start = (from + 1).to_string();
     let psync = common::encode(&[b"PSYNC", replid.as_bytes(), start.as_bytes()]);
-    let head = format!("+CONTINUE\r\n");
+    let head = "+CONTINUE\r\n";
     for attempt in 0..5 {
         let mut fake = std::net::TcpStream::connect(("127.0.0.1", master.port)).unwrap();
         fake.set_read_timeout(Some(Duration::from_millis(100)))
