@@ -1164,3 +1164,28 @@ fn a_psync_answered_with_a_long_backlog_misses_none_of_the_stream() {
         }
     }
 }
+
+#[test]
+fn a_write_on_a_writable_replica_replaces_an_expired_key() {
+    // Redis's integration/replication-3 "Writable replica doesn't return
+    // expired keys": the master has not deleted them yet (active expiry
+    // off); reads miss them, and a write deletes the old key first, so
+    // INCR makes a new one without the old, past TTL.
+    let master = start_kvstore(&["--enable-debug-command", "yes"]);
+    let port = master.port.to_string();
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = Conn::connect(master.port);
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    m.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    m.cmd_str(&["SET", "key1", "5", "PX", "10"]);
+    m.cmd_str(&["SET", "key2", "5", "PX", "10"]);
+    common::wait_for("the keys replicated and expired", 10, || {
+        r.cmd_str(&["DBSIZE"]) == b":2\r\n" && r.cmd_str(&["EXISTS", "key1", "key2"]) == b":0\r\n"
+    });
+    r.cmd_str(&["CONFIG", "SET", "replica-read-only", "no"]);
+    assert_eq!(r.cmd_str(&["INCR", "key1"]), b":1\r\n");
+    assert_eq!(r.cmd_str(&["TTL", "key1"]), b":-1\r\n");
+    assert_eq!(r.cmd_str(&["GET", "key2"]), b"$-1\r\n");
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":2\r\n");
+}

@@ -51,7 +51,7 @@ pub fn delete_expired(srv: &mut Server, db: usize, key: &[u8]) {
 /// Look up a key for reading: expires it if needed, counts hits and misses,
 /// updates its access clock. One hash lookup for a key without a TTL.
 pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
-    let found = lookup_live(srv, db, key);
+    let found = lookup_live(srv, db, key, false);
     if found.is_some() {
         srv.stats.keyspace_hits += 1;
     } else {
@@ -66,11 +66,14 @@ pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s
 /// Look up a key for writing: expires it if needed, updates its clock.
 pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
     // SAFETY: as in lookup_read.
-    lookup_live(srv, db, key).map(|p| unsafe { &mut *p })
+    lookup_live(srv, db, key, true).map(|p| unsafe { &mut *p })
 }
 
 /// Find a live key (deleting it if its TTL has passed) and touch its clock.
-fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
+/// `write`: the lookup is for a write, which on a writable replica deletes
+/// an expired key first (Redis's EXPIRE_FORCE_DELETE_EXPIRED), or the value
+/// it writes would keep the old, past TTL.
+fn lookup_live(srv: &mut Server, db: usize, key: &[u8], write: bool) -> Option<*mut Entry> {
     let now = srv.now_ms;
     let lfu = srv.config.maxmemory_policy.is_lfu();
     let d = &mut srv.dbs[db];
@@ -79,7 +82,8 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8]) -> Option<*mut Entry> {
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
     if has_expire && !srv.replaying_aof && d.is_expired(key, now) && !srv.master_is_running() {
-        if srv.may_delete_expired() {
+        let force = write && srv.master.target.is_some() && srv.clients_paused().is_none();
+        if srv.may_delete_expired() || force {
             delete_expired(srv, db, key);
         }
         return None;
