@@ -1189,3 +1189,40 @@ fn a_write_on_a_writable_replica_replaces_an_expired_key() {
     assert_eq!(r.cmd_str(&["GET", "key2"]), b"$-1\r\n");
     assert_eq!(r.cmd_str(&["DBSIZE"]), b":2\r\n");
 }
+
+#[test]
+fn a_filtered_dump_for_a_replica_without_capa_eof_is_the_whole_dump() {
+    // A filtered dump never becomes the server's dump file, so a replica
+    // asking for one without taking diskless transfers gets the whole dump
+    // from the file, rather than waiting for a snapshot that never comes.
+    use std::io::{Read, Write};
+    let kv = start_kvstore(&["--repl-diskless-sync", "no"]);
+    let mut m = Conn::connect(kv.port);
+    m.cmd_str(&["SET", "k", "v"]);
+    let mut link = std::net::TcpStream::connect(("127.0.0.1", kv.port)).unwrap();
+    link.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    link.write_all(&common::encode(&[
+        b"REPLCONF",
+        b"rdb-filter-only",
+        b"functions",
+    ]))
+    .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = link.read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"+OK\r\n");
+    link.write_all(&common::encode(&[b"PSYNC", b"?", b"-1"]))
+        .unwrap();
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text(&got).contains("\n$") && Instant::now() < deadline {
+        let n = link
+            .read(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&got)));
+        assert!(n > 0, "closed: {}", text(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let got = text(&got);
+    assert!(got.starts_with("+FULLRESYNC "), "{got}");
+    assert!(got.contains("\n$"), "no dump: {got}");
+}

@@ -522,44 +522,39 @@ impl Server {
         self.flush_feed();
         // The next stream bytes start with a SELECT for every replica.
         self.repl.cursor = FeedCursor::default();
-        let link_of = |srv: &Server, current: &Option<&mut ClientState>, id: u64| {
-            current
-                .as_deref()
-                .filter(|c| c.id == id)
-                .or_else(|| srv.client_by_id(id))
-                .and_then(|c| c.repl.as_ref())
-                .map(|l| {
-                    let waits = matches!(l.phase, ReplicaPhase::WaitBgsaveStart);
-                    (waits, l.filter, l.capa_eof, l.capa_rdma)
-                })
-        };
-        // This snapshot is for the waiting replicas that want what the
-        // first of them (the one running PSYNC, if any) wants; the others
-        // get the next one.
-        let waiting_ids: Vec<u64> = self.repl.replicas.clone();
-        let filter = current
+        // The replicas waiting for a snapshot: what each asks to leave out,
+        // and whether it can take a diskless (`$EOF:`) transfer (not one
+        // that reads its dump over RDMA, which needs the file).
+        let waiting: Vec<(RdbFilter, bool)> = self
+            .repl
+            .replicas
+            .iter()
+            .filter_map(|&id| {
+                let c = current
+                    .as_deref()
+                    .filter(|c| c.id == id)
+                    .or_else(|| self.client_by_id(id))?;
+                let l = c.repl.as_ref()?;
+                matches!(l.phase, ReplicaPhase::WaitBgsaveStart)
+                    .then(|| (l.filter, l.capa_eof && !self.wants_rdma(l.capa_rdma)))
+            })
+            .collect();
+        // This snapshot is for those that ask what the first of them (the
+        // one running PSYNC, if any) asks; the others get the next one.
+        let wanted = current
             .as_deref()
             .and_then(|c| c.repl.as_ref())
             .map(|l| l.filter)
-            .or_else(|| {
-                waiting_ids.iter().find_map(|&id| {
-                    link_of(self, &current, id)
-                        .filter(|(waits, ..)| *waits)
-                        .map(|(_, f, ..)| f)
-                })
-            })
+            .or_else(|| waiting.first().map(|&(f, _)| f))
             .unwrap_or_default();
-        // Diskless when every replica it is for can take a `$EOF:` transfer
-        // (and none reads its dump over RDMA, which needs the file).
-        let all_eof = waiting_ids.iter().all(|&id| {
-            link_of(self, &current, id).is_none_or(|(waits, f, eof, rdma)| {
-                (eof && !self.wants_rdma(rdma)) || !waits || f != filter
-            })
-        });
-        // A filtered dump is never the server's dump file: diskless only,
-        // or, for a replica that cannot take one, the whole dump.
+        let all_eof = waiting
+            .iter()
+            .filter(|&&(f, _)| f == wanted)
+            .all(|&(_, eof)| eof);
+        // A filtered dump is never the server's dump file: diskless only;
+        // a replica that cannot take one gets the whole dump.
         let filter = if all_eof {
-            filter
+            wanted
         } else {
             RdbFilter::default()
         };
@@ -593,7 +588,7 @@ impl Server {
         for id in waiting {
             if let Some(c) = current.as_deref_mut().filter(|c| c.id == id) {
                 if c.repl.as_ref().is_some_and(|l| {
-                    matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == filter
+                    matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == wanted
                 }) {
                     self.begin_full_sync(c, offset);
                 }
@@ -603,7 +598,7 @@ impl Server {
                 continue;
             };
             if c.repl.as_ref().is_some_and(|l| {
-                matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == filter
+                matches!(l.phase, ReplicaPhase::WaitBgsaveStart) && l.filter == wanted
             }) {
                 self.begin_full_sync(&mut c, offset);
                 c.queue_write(&mut self.pending_writes);
