@@ -96,7 +96,7 @@ static TEMP_RDB: OnceLock<std::ffi::CString> = OnceLock::new();
 /// seconds, and "You insist" must exit now, leaving no temp file behind.
 pub fn install_shutdown_signal_handler() -> std::io::Result<()> {
     let _ = TEMP_RDB.set(
-        std::ffi::CString::new(format!("temp-{}.rdb", std::process::id()))
+        std::ffi::CString::new(crate::persistence::rdb::temp_name(std::process::id() as i32))
             .expect("no NUL in a file name"),
     );
     for sig in [libc::SIGINT, libc::SIGTERM] {

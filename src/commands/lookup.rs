@@ -82,8 +82,8 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8], write: bool) -> Option<*
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
     if has_expire && !srv.replaying_aof && d.is_expired(key, now) && !srv.master_is_running() {
-        let force = write && srv.master.target.is_some() && srv.clients_paused().is_none();
-        if srv.may_delete_expired() || force {
+        // A master deletes it; a writable replica too, for a write.
+        if srv.clients_paused().is_none() && (write || srv.master.target.is_none()) {
             delete_expired(srv, db, key);
         }
         return None;

@@ -77,6 +77,12 @@ pub fn temp_incr_name(appendfilename: &str) -> String {
     format!("temp-{appendfilename}.incr")
 }
 
+/// The file `save_commands_to_file` writes `name` under in process `pid`
+/// before renaming it.
+pub fn commands_temp_name(pid: i32, name: &str) -> String {
+    format!("temp-{pid}-{name}")
+}
+
 pub fn incr_name(appendfilename: &str, seq: i64) -> String {
     format!("{appendfilename}.{seq}.incr.aof")
 }
@@ -579,7 +585,7 @@ pub fn save_commands_to_file(
     fsync_every: Option<u64>,
     may_publish: &dyn Fn() -> bool,
 ) -> std::io::Result<()> {
-    let tmp = dir.join(format!("temp-{}-{name}", std::process::id()));
+    let tmp = dir.join(commands_temp_name(std::process::id() as i32, name));
     let file = std::fs::File::create(&tmp)?;
     let mut w =
         std::io::BufWriter::with_capacity(1 << 16, super::SyncingWriter::new(&file, fsync_every));

@@ -302,11 +302,9 @@ fn delete_history(config: &Config, dir: &Path, m: &mut Manifest) {
 /// aofRemoveTempFile).
 fn remove_rewrite_temps(dir: &Path, pid: libc::pid_t) {
     let done = format!("temp-rewriteaof-bg-{pid}.aof");
-    // The writers' own temporary names: rdb::save_to_file's and
-    // format::save_commands_to_file's.
     for name in [
-        format!("temp-{pid}.rdb"),
-        format!("temp-{pid}-{done}"),
+        rdb::temp_name(pid),
+        format::commands_temp_name(pid, &done),
         done,
     ] {
         bg_unlink(&dir.join(name));
@@ -1050,8 +1048,7 @@ impl Server {
                 libc::waitpid(child.pid, &mut status, 0);
             }
             remove_rewrite_temps(&aof_dir(self), child.pid);
-            self.snapshot.child_info = None;
-            self.snapshot.child_stats = super::snapshot::ChildStats::default();
+            super::snapshot::child_info_done(self);
             info!("Killing running AOF rewrite child: {}", child.pid);
         }
     }
@@ -1121,21 +1118,19 @@ impl Server {
         self.aof.last_rewrite_secs = child.started.elapsed().as_secs() as i64;
         let dir = aof_dir(self);
         let tmp = dir.join(format!("temp-rewriteaof-bg-{pid}.aof"));
-        let exited = r == pid && libc::WIFEXITED(status);
-        if !(exited && libc::WEXITSTATUS(status) == 0) {
+        let reaped = r == pid;
+        if !(reaped && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
             remove_rewrite_temps(&dir, pid);
-            if exited || r != pid {
-                warn!("Background AOF rewrite terminated with error");
-                self.rewrite_failed();
+            let signal = (reaped && libc::WIFSIGNALED(status)).then(|| libc::WTERMSIG(status));
+            match signal {
+                Some(s) => warn!("Background AOF rewrite terminated by signal {s}"),
+                None => warn!("Background AOF rewrite terminated with error"),
+            }
+            // SIGUSR1 stops a child without it counting as a failure.
+            if signal == Some(libc::SIGUSR1) {
+                self.rewrite_over();
             } else {
-                let signal = libc::WTERMSIG(status);
-                warn!("Background AOF rewrite terminated by signal {signal}");
-                // SIGUSR1 stops a child without it counting as a failure.
-                if signal != libc::SIGUSR1 {
-                    self.rewrite_failed();
-                } else {
-                    self.rewrite_over();
-                }
+                self.rewrite_failed();
             }
             return;
         }
@@ -1173,7 +1168,7 @@ impl Server {
                     "Error trying to rename the temporary AOF incr file {}: {e}",
                     dir.join(&temp).display()
                 );
-                let _ = std::fs::remove_file(dir.join(&base));
+                bg_unlink(&dir.join(&base));
                 self.rewrite_failed();
                 return;
             }
@@ -1191,7 +1186,7 @@ impl Server {
         );
         if let Err(e) = persist_manifest(&dir, &name, &next) {
             warn!("Can't persist the AOF manifest after a rewrite: {e}");
-            let _ = std::fs::remove_file(dir.join(&base));
+            bg_unlink(&dir.join(&base));
             if let Some(incr) = new_incr {
                 // Back to the temporary name: the writes in it are still
                 // the AOF's, and the next attempt starts from them.

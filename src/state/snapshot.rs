@@ -313,7 +313,7 @@ pub fn child_info_pipe(srv: &mut Server) -> Option<std::os::fd::OwnedFd> {
 /// In the child: report on the pipe from now on.
 pub fn child_reports_to(w: &Option<std::os::fd::OwnedFd>) {
     if let Some(w) = w {
-        crate::util::child_info::child_start(crate::util::child_info::raw(w));
+        crate::util::child_info::child_start(std::os::fd::AsRawFd::as_raw_fd(w));
     }
 }
 
@@ -338,7 +338,8 @@ pub fn receive_child_info(srv: &mut Server) {
     }
 }
 
-/// The child was reaped: its last reports, then no current child.
+/// The child was reaped (or killed): its last reports, then no current
+/// child.
 pub fn child_info_done(srv: &mut Server) {
     receive_child_info(srv);
     srv.snapshot.child_info = None;
@@ -387,7 +388,7 @@ pub fn check_child(srv: &mut Server) {
         // A child killed half way leaves its temporary file behind; Redis
         // times its removal then (a large file can take long to unlink).
         let timer = srv.latency_start();
-        let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
+        let _ = std::fs::remove_file(srv.config.dir.join(rdb::temp_name(pid)));
         if r == pid && libc::WIFSIGNALED(status) {
             srv.latency_end("rdb-unlink-temp-file", timer);
         }
@@ -439,15 +440,14 @@ fn describe_child_failure(errors: Option<std::fs::File>, status: libc::c_int) ->
 pub fn kill_child(srv: &mut Server) {
     srv.snapshot.child_errors = None;
     if let Some((pid, _)) = srv.snapshot.child.take() {
-        srv.snapshot.child_info = None;
-        srv.snapshot.child_stats = ChildStats::default();
+        child_info_done(srv);
         // SAFETY: signalling and reaping our own child.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
             let mut status = 0;
             libc::waitpid(pid, &mut status, 0);
         }
-        let _ = std::fs::remove_file(srv.config.dir.join(format!("temp-{pid}.rdb")));
+        let _ = std::fs::remove_file(srv.config.dir.join(rdb::temp_name(pid)));
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// What a record reports.
@@ -172,14 +172,10 @@ fn sum_field(text: &str, field: &str) -> u64 {
         * 1024
 }
 
-/// The raw descriptor of a write end, for the child.
-pub fn raw(fd: &OwnedFd) -> RawFd {
-    fd.as_raw_fd()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn smaps_fields_are_summed_in_bytes() {
@@ -194,7 +190,7 @@ mod tests {
         // meanwhile, so only this test's records (by their key counts) are
         // looked at.
         let (mut r, w) = pipe().unwrap();
-        child_start(raw(&w));
+        child_start(w.as_raw_fd());
         finish(Kind::AofCow, 7_777_001);
         finish(Kind::RdbCow, 7_777_002);
         let got: Vec<Report> = drain(&mut r)

@@ -351,6 +351,12 @@ fn write_stream<W: Write>(r: &mut RdbWriter<W>, s: &crate::db::Stream) -> io::Re
     Ok(())
 }
 
+/// The file `save_to_file` writes in process `pid` before renaming it (a
+/// child killed half way leaves it behind for its parent to remove).
+pub fn temp_name(pid: i32) -> String {
+    format!("temp-{pid}.rdb")
+}
+
 /// Write a snapshot to `dir/filename` crash-safely: a temporary file,
 /// fsynced, renamed over the target, and the directory fsynced, so a crash
 /// leaves either the old file or the new one.
@@ -367,7 +373,7 @@ pub fn save_to_file(
     may_publish: &dyn Fn() -> bool,
 ) -> io::Result<()> {
     use crate::config::os_error_text;
-    let tmp_name = format!("temp-{}.rdb", std::process::id());
+    let tmp_name = temp_name(std::process::id() as i32);
     let tmp = dir.join(&tmp_name);
     let context = |e: io::Error, what: String| io::Error::new(e.kind(), what);
     let file = File::create(&tmp).map_err(|e| {
