@@ -211,8 +211,9 @@ type Step = (usize, &'static [&'static str], u64);
 
 /// A mixed workload over two clients: database changes, relative expiry,
 /// a lazily expired key inside an INCR, MULTI/EXEC with a SELECT inside,
-/// SPOP with a count (all members, so both servers pick the same), a
-/// blocking pop served by a later push, an expiry in the past, INCRBYFLOAT,
+/// SPOP with a count (all members, so both servers pick the same),
+/// blocking pops and moves served by a later push or at once (BRPOPLPUSH
+/// goes out as RPOPLPUSH, BLMOVE as LMOVE), an expiry in the past, INCRBYFLOAT,
 /// GEOADD (propagated as the ZADD it runs), the geo stores, and
 /// HyperLogLogs (PFADD when it changes a register, PFCOUNT when it caches,
 /// PFDEBUG when it converts, PFMERGE always).
@@ -237,6 +238,12 @@ const WORKLOAD: &[Step] = &[
     (1, &["SELECT", "2"], 0),
     (1, &["BLPOP", "q", "0"], 50),
     (0, &["LPUSH", "q", "x", "y"], 50),
+    (1, &["BRPOPLPUSH", "bq", "bd", "0"], 50),
+    (0, &["LPUSH", "bq", "x", "y", "z"], 50),
+    (0, &["BRPOPLPUSH", "bq", "bd", "0"], 0),
+    (1, &["BLMOVE", "bq2", "bd", "LEFT", "RIGHT", "0"], 50),
+    (0, &["LPUSH", "bq2", "x", "y"], 50),
+    (0, &["BLMOVE", "bq2", "bd", "RIGHT", "LEFT", "0"], 0),
     (0, &["EXPIRE", "m2", "-1"], 0),
     (0, &["INCRBYFLOAT", "f", "1.5"], 0),
     (0, &["SELECT", "0"], 0),
@@ -378,7 +385,8 @@ fn redis_stream(port: u16) -> Vec<Vec<Vec<u8>>> {
     repl.read_exact(&mut rdb).unwrap();
     let mut clients = [common::Conn::connect(port), common::Conn::connect(port)];
     for (who, args, wait) in WORKLOAD {
-        if args[0] == "BLPOP" {
+        if *who == 1 && args[0].starts_with('B') {
+            // Blocks: its reply comes once a later step serves it.
             let refs: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
             clients[*who].send(&refs);
         } else {
@@ -458,6 +466,8 @@ fn feed_matches_what_redis_streams_to_a_replica() {
         "zadd g CH XX 3479100566894653 Palermo 3377822707026402 x",
         "PFCOUNT hll",
         "PFDEBUG TODENSE hll",
+        "RPOPLPUSH bq bd",
+        "LMOVE bq2 bd RIGHT LEFT",
     ] {
         assert!(
             theirs.iter().any(|c| c == expected),

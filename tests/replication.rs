@@ -259,16 +259,21 @@ fn a_master_refuses_what_a_replica_may_not_do() {
         rdb.windows(7).any(|w| w == b"repl-id"),
         "the dump names its replication id"
     );
-    // A replica may not touch the keyspace.
-    assert_eq!(
-        c.cmd_str(&["GET", "k"]),
-        b"-ERR Replica can't interact with the keyspace\r\n"
-    );
     // The stream: a write on the master reaches it, after a SELECT.
     admin.cmd_str(&["SET", "k", "v"]);
     let select = c.read_reply();
     assert_eq!(select, b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n");
     assert_eq!(c.read_reply(), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n");
+    // A replica may not touch the keyspace, and its link carries no
+    // replies: the refusal closes it (Redis logs both).
+    c.send(&[b"GET", b"k"]);
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        std::io::Read::read(&mut c.reader, &mut byte).unwrap_or(0),
+        0,
+        "the replica's link stays open after a command that answered"
+    );
+    assert_eq!(admin.info_field("replication", "connected_slaves"), "0");
     // PSYNC with an id the master never had, or an offset outside the
     // backlog: a full sync.
     let mut d = Conn::connect(kv.port);
@@ -836,22 +841,97 @@ fn config_set_repl_backlog_size_resizes_the_backlog_keeping_its_tail() {
     assert_eq!(m.info_field("stats", "sync_partial_ok"), "1");
 }
 
+const LIB_V1: &str = "#!lua name=test\nredis.register_function{function_name='test', callback=function() return 'hello1' end, flags={'no-writes'}}";
+const LIB_V2: &str = "#!lua name=test\nredis.register_function{function_name='test', callback=function() return 'hello2' end, flags={'no-writes'}}";
+
 #[test]
-fn swapdb_loading_serves_the_old_dataset_until_the_new_one_is_whole() {
+fn swapdb_loading_of_another_history_refuses_reads_and_keeps_the_old_data_if_it_fails() {
+    // A replica whose data is not the master's history loads aside but
+    // answers -LOADING meanwhile (Redis's async loading is only for a
+    // master whose history the replica had).
     let Some(redis) = start_redis_master() else {
         return;
     };
     let mut m = Conn::connect(redis.port);
     assert_eq!(m.cmd_str(&["DEBUG", "POPULATE", "500000"]), b"+OK\r\n");
+    assert!(m.cmd_str(&["FUNCTION", "LOAD", LIB_V2]).starts_with(b"$4"));
     let kv = start_kvstore(&["--repl-diskless-load", "swapdb"]);
     let mut r = Conn::connect(kv.port);
     r.cmd_str(&["SET", "old", "data"]);
     r.cmd_str(&["REPLICAOF", "127.0.0.1", &redis.port.to_string()]);
     let mut poll = Conn::connect(kv.port);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut saw_async = false;
+    let mut saw_loading = false;
     loop {
         let reply = poll.cmd_str(&["GET", "old"]);
+        if reply.starts_with(b"-LOADING") {
+            saw_loading = true;
+            assert_eq!(poll.info_field("persistence", "async_loading"), "0");
+        } else if reply == b"$-1\r\n" {
+            break;
+        } else {
+            assert_eq!(reply, b"$4\r\ndata\r\n");
+        }
+        assert!(Instant::now() < deadline, "the new dataset never came");
+    }
+    assert!(saw_loading, "no -LOADING while another history loaded");
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":500000\r\n");
+    assert_eq!(r.cmd_str(&["FCALL_RO", "test", "0"]), b"$6\r\nhello2\r\n");
+    // A dump that does not load leaves the old dataset and functions.
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    let (port, master) =
+        fake_master(format!("+FULLRESYNC {id} 0\r\n$10\r\n0123456789").into_bytes());
+    let kv = start_kvstore(&["--repl-diskless-load", "swapdb"]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "kept", "yes"]);
+    assert!(c.cmd_str(&["FUNCTION", "LOAD", LIB_V1]).starts_with(b"$4"));
+    c.cmd_str(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
+    assert_eq!(master.join().unwrap(), 2);
+    assert_eq!(c.cmd_str(&["GET", "kept"]), b"$3\r\nyes\r\n");
+    assert_eq!(c.cmd_str(&["FCALL_RO", "test", "0"]), b"$6\r\nhello1\r\n");
+}
+
+#[test]
+fn swapdb_loading_of_the_same_history_serves_the_old_data_and_functions() {
+    let master = start_kvstore(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut m = Conn::connect(master.port);
+    let kv = start_kvstore(&[
+        "--repl-diskless-load",
+        "swapdb",
+        "--replica-read-only",
+        "no",
+    ]);
+    let mut r = Conn::connect(kv.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    // The two diverge (POPULATE is not propagated; the replica is
+    // writable), then the link breaks and the backlog cannot bridge the
+    // gap: a full sync of the history the replica had.
+    assert_eq!(m.cmd_str(&["DEBUG", "POPULATE", "100000"]), b"+OK\r\n");
+    r.cmd_str(&["SET", "old", "data"]);
+    assert!(r.cmd_str(&["FUNCTION", "LOAD", LIB_V1]).starts_with(b"$4"));
+    m.cmd_str(&["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    m.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "30"]);
+    m.cmd_str(&["MULTI"]);
+    m.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"]);
+    let filler = "A".repeat(16384);
+    for i in 0..4 {
+        m.cmd_str(&["SET", &format!("filler{i}"), &filler]);
+    }
+    m.cmd_str(&["FUNCTION", "LOAD", LIB_V2]);
+    assert!(m.cmd_str(&["EXEC"]).starts_with(b"*6"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut saw_async = false;
+    loop {
+        let reply = r.cmd_str(&["GET", "old"]);
         assert!(
             !reply.starts_with(b"-LOADING"),
             "async loading refused a read"
@@ -860,22 +940,18 @@ fn swapdb_loading_serves_the_old_dataset_until_the_new_one_is_whole() {
             break;
         }
         assert_eq!(reply, b"$4\r\ndata\r\n");
-        saw_async |= poll.info_field("persistence", "async_loading") == "1";
+        if r.info_field("persistence", "async_loading") == "1" {
+            saw_async = true;
+            assert_eq!(r.info_field("persistence", "loading"), "0");
+            assert_eq!(r.cmd_str(&["FCALL_RO", "test", "0"]), b"$6\r\nhello1\r\n");
+        }
         assert!(Instant::now() < deadline, "the new dataset never came");
     }
     assert!(saw_async, "INFO never showed async_loading:1");
     wait_in_sync(&mut m, &mut r);
-    assert_eq!(r.cmd_str(&["DBSIZE"]), b":500000\r\n");
-    // A dump that does not load leaves the old dataset in place.
-    let id = "0123456789abcdef0123456789abcdef01234567";
-    let (port, master) =
-        fake_master(format!("+FULLRESYNC {id} 0\r\n$10\r\n0123456789").into_bytes());
-    let kv = start_kvstore(&["--repl-diskless-load", "swapdb"]);
-    let mut c = Conn::connect(kv.port);
-    c.cmd_str(&["SET", "kept", "yes"]);
-    c.cmd_str(&["REPLICAOF", "127.0.0.1", &port.to_string()]);
-    assert_eq!(master.join().unwrap(), 2);
-    assert_eq!(c.cmd_str(&["GET", "kept"]), b"$3\r\nyes\r\n");
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":100004\r\n");
+    assert_eq!(r.cmd_str(&["FCALL_RO", "test", "0"]), b"$6\r\nhello2\r\n");
+    assert_eq!(m.info_field("stats", "sync_full"), "2");
 }
 
 /// Names in the replica's directory that start with `prefix`.
@@ -1225,4 +1301,162 @@ fn a_filtered_dump_for_a_replica_without_capa_eof_is_the_whole_dump() {
     let got = text(&got);
     assert!(got.starts_with("+FULLRESYNC "), "{got}");
     assert!(got.contains("\n$"), "no dump: {got}");
+}
+
+/// A replica by hand: the handshake and PSYNC, then it reads nothing more.
+fn silent_replica(port: u16) -> Conn {
+    let mut r = Conn::connect(port);
+    assert_eq!(
+        r.cmd_str(&["REPLCONF", "capa", "eof", "capa", "psync2"]),
+        b"+OK\r\n"
+    );
+    r.send(&[b"PSYNC", b"?", b"-1"]);
+    let line = r.read_line();
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    r
+}
+
+/// Start kvstore with its log in its own directory (the harness's
+/// `--logfile kvstore.log` is relative to where the test runs).
+fn start_logged(args: &[&str]) -> common::ServerProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("kvstore.log").to_str().unwrap().to_string();
+    let mut all = vec!["--logfile", log.as_str()];
+    all.extend_from_slice(args);
+    common::start_kvstore_in(dir, &all)
+}
+
+fn server_log(server: &common::ServerProcess) -> String {
+    std::fs::read_to_string(server.dir.path().join("kvstore.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_diskless_replica_that_reads_nothing_is_dropped_after_repl_timeout() {
+    let kv = start_logged(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-timeout",
+        "2",
+        "--rdbcompression",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    // 30 MB: far more than the socket buffers take.
+    m.cmd_str(&["DEBUG", "POPULATE", "3000", "key", "10000"]);
+    let _stalled = silent_replica(kv.port);
+    common::wait_for("the transfer to start", 5, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    // As Redis: a diskless transfer is the child's, the replica waits for it.
+    let info = String::from_utf8_lossy(&m.cmd_str(&["INFO", "replication"])).into_owned();
+    assert!(info.contains("state=wait_bgsave"), "{info}");
+    common::wait_for("the stalled replica to be dropped", 15, || {
+        m.info_field("replication", "connected_slaves") == "0"
+            && m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert!(server_log(&kv).contains("Disconnecting timedout replica (full sync)"));
+    assert_eq!(m.cmd_str(&["PING"]), b"+PONG\r\n");
+}
+
+#[test]
+fn flushall_during_a_diskless_transfer_drops_it_and_the_replica_syncs_again() {
+    let master = start_logged(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--rdb-key-save-delay",
+        "1000",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut m = Conn::connect(master.port);
+    // 1 ms a key: the transfer takes seconds.
+    m.cmd_str(&["DEBUG", "POPULATE", "5000"]);
+    let replica = start_kvstore(&[]);
+    let mut r = Conn::connect(replica.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    common::wait_for("the transfer to start", 5, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    assert!(server_log(&master).contains("Background RDB transfer started by pid"));
+    assert_eq!(m.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    m.cmd_str(&["SET", "after", "flush"]);
+    // The cut transfer is not taken for a whole one: the replica is
+    // dropped and comes back for the flushed dataset.
+    common::wait_for("the replica to have the flushed dataset", 20, || {
+        r.cmd_str(&["GET", "after"]) == b"$5\r\nflush\r\n"
+    });
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":1\r\n");
+    assert_eq!(m.info_field("stats", "sync_full"), "2");
+}
+
+#[test]
+fn a_dump_written_for_replicas_alone_stops_when_the_last_one_leaves() {
+    let kv = start_kvstore(&[
+        "--repl-diskless-sync",
+        "no",
+        "--save",
+        "",
+        "--rdb-key-save-delay",
+        "100000",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    for i in 0..20 {
+        m.cmd_str(&["SET", &i.to_string(), "v"]);
+    }
+    let first = silent_replica(kv.port);
+    let second = silent_replica(kv.port);
+    common::wait_for("both replicas to wait for the dump", 5, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+            && m.info_field("replication", "connected_slaves") == "2"
+    });
+    drop(first);
+    common::wait_for("one replica left", 5, || {
+        m.info_field("replication", "connected_slaves") == "1"
+    });
+    assert_eq!(m.info_field("persistence", "rdb_bgsave_in_progress"), "1");
+    drop(second);
+    common::wait_for("the dump nobody waits for to stop", 2, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    // With save points the dump is a save worth finishing.
+    m.cmd_str(&["CONFIG", "SET", "save", "900 1"]);
+    let third = silent_replica(kv.port);
+    common::wait_for("the dump to start", 5, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+    });
+    drop(third);
+    common::wait_for("the replica to leave", 5, || {
+        m.info_field("replication", "connected_slaves") == "0"
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(m.info_field("persistence", "rdb_bgsave_in_progress"), "1");
+}
+
+#[test]
+fn debug_replicate_sends_a_command_to_the_replicas_only() {
+    let master = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut m = Conn::connect(master.port);
+    let replica = start_kvstore(&[]);
+    let mut r = Conn::connect(replica.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(
+        m.cmd_str(&["DEBUG", "REPLICATE", "SET", "diverged", "1"]),
+        b"+OK\r\n"
+    );
+    m.cmd_str(&["SET", "marker", "1"]);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["GET", "diverged"]), b"$1\r\n1\r\n");
+    assert_eq!(m.cmd_str(&["GET", "diverged"]), b"$-1\r\n");
+    // DEBUG ERROR: the error as given, on one line.
+    assert_eq!(
+        m.cmd_str(&["DEBUG", "ERROR", "BUSY now\r\nreally"]),
+        b"-BUSY now  really\r\n"
+    );
 }

@@ -158,8 +158,8 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
     let _ = write!(
         out,
         "# Persistence\r\nloading:{}\r\nasync_loading:{}\r\ncurrent_cow_peak:{}\r\ncurrent_cow_size:{}\r\ncurrent_cow_size_age:{}\r\ncurrent_fork_perc:{:.2}\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{}\r\nrdb_saves:{}\r\nrdb_last_cow_size:{}\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_rewrites_consecutive_failures:{}\r\naof_last_write_status:{}\r\naof_last_cow_size:{}\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
-        (srv.loading.is_some() && srv.loading_into.is_none()) as u8,
-        srv.loading_into.is_some() as u8,
+        (srv.loading.is_some() && !srv.async_loading()) as u8,
+        srv.async_loading() as u8,
         child.cow_peak,
         child.cow,
         if child.cow_updated_ms != 0 {

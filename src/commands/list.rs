@@ -584,20 +584,28 @@ fn blmove_generic(
         Typed::WrongType => c.cl.reply.error(ERR_WRONGTYPE),
         Typed::Found(l) if !l.is_empty() => {
             lmove_generic(c, src, dst, ends.0, ends.1);
-            let side = |e: End| -> Vec<u8> {
-                if e == End::Right {
-                    b"RIGHT".to_vec()
-                } else {
-                    b"LEFT".to_vec()
-                }
-            };
-            c.propagate_as(vec![
-                b"LMOVE".to_vec(),
-                src.to_vec(),
-                dst.to_vec(),
-                side(ends.0),
-                side(ends.1),
-            ]);
+            // As Redis: BRPOPLPUSH goes out as RPOPLPUSH, BLMOVE as LMOVE,
+            // with the sides as the client wrote them, or, served after
+            // blocking, as Redis's shared "left"/"right".
+            if c.cmd.name == "brpoplpush" {
+                c.propagate_as(vec![b"RPOPLPUSH".to_vec(), src.to_vec(), dst.to_vec()]);
+            } else {
+                let side = |e: End, given: &[u8]| -> Vec<u8> {
+                    match (c.retry, e) {
+                        (false, _) => given.to_vec(),
+                        (true, End::Right) => b"right".to_vec(),
+                        (true, End::Left) => b"left".to_vec(),
+                    }
+                };
+                let (from, to) = (side(ends.0, argv[3]), side(ends.1, argv[4]));
+                c.propagate_as(vec![
+                    b"LMOVE".to_vec(),
+                    src.to_vec(),
+                    dst.to_vec(),
+                    from,
+                    to,
+                ]);
+            }
         }
         _ => block(c, &[src], deadline, argv),
     }

@@ -482,7 +482,7 @@ fn refusal(
         return Some("ERR Replica can't interact with the keyspace".into());
     }
     // Async loading (a replica's swapdb) serves all but what it cannot.
-    let refused_while_loading = if srv.loading_into.is_some() {
+    let refused_while_loading = if srv.async_loading() {
         (cmd.flags | queued_flags) & NO_ASYNC_LOADING != 0
     } else {
         cmd.flags & LOADING == 0 || queued_lack & LOADING != 0
@@ -573,7 +573,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
             client.last_cmd = cmd.name;
             refusal(srv, client, cmd, argv)
         }
-        _ => None,
+        // As Redis's lookupCommand: no command, CLIENT LIST's cmd=NULL.
+        _ => {
+            client.last_cmd = "NULL";
+            None
+        }
     };
     if outer {
         leave_client(srv, client);
@@ -667,6 +671,33 @@ fn finish_command(
                 srv.master_stream_applied(&raw);
             }
         }
+        return;
+    }
+    // A replica's link carries its stream, never replies: a command it
+    // sends that answers anything (SYNC's and PSYNC's answers, and the
+    // stream an ACK releases, are not replies) disconnects it, as Redis's
+    // _addReplyToBufferOrList; an error is logged first, as afterErrorReply.
+    if client.kind == crate::state::ClientKind::Replica
+        && !matches!(client.last_cmd, "sync" | "psync")
+        && (client.reply.errors > errors_before
+            || (client.last_cmd != "replconf" && client.reply.wrote_since(&reply_mark)))
+    {
+        if client.reply.errors > errors_before {
+            propagated_command_failed(srv, client, argv, &reply_mark, "replica");
+        }
+        client.reply.error_codes.clear();
+        client.reply.rollback(reply_mark);
+        let name = if client.last_cmd == "NULL" {
+            "<unknown>"
+        } else {
+            client.last_cmd
+        };
+        tracing::warn!(
+            "Replica generated a reply to command '{name}', disconnecting it: {}",
+            client.info_line()
+        );
+        client.close_asap = true;
+        srv.to_close.push((client.slot, client.id));
         return;
     }
     // CLIENT CACHING covers the one command (or transaction) after it.
@@ -941,7 +972,11 @@ fn propagated_command_failed(
     let error = client.reply.error_since(since).unwrap_or_default();
     let error = &error[..error.len().min(4096)];
     let name = lookup_command(argv[0]).map_or("<unknown>", |c| c.name);
-    let from = if to == "master" { "replica" } else { "server" };
+    let from = match to {
+        "master" => "replica",
+        "replica" => "master",
+        _ => "server",
+    };
     tracing::warn!(
         "== CRITICAL == This {from} is sending an error to its {to}: '{error}' after processing the command '{name}'"
     );
@@ -950,7 +985,7 @@ fn propagated_command_failed(
     let panic_in_replica = to == "master"
         && srv.config.replica_read_only
         && matches!(behavior, Behavior::Panic | Behavior::PanicOnReplicas);
-    let panic_in_aof = to != "master" && behavior == Behavior::Panic;
+    let panic_in_aof = to == "AOF-loading-client" && behavior == Behavior::Panic;
     if panic_in_replica || panic_in_aof {
         panic!(
             "This {from} panicked sending an error to its {to} after processing the command '{name}'"

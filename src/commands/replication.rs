@@ -24,8 +24,13 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
             .reply
             .error("ERR SYNC and PSYNC are invalid with pending output");
     }
+    tracing::info!("Replica {} asks for synchronization", replica_name(c.cl));
     let psync = if c.cmd.name == "psync" {
         let Some(offset) = parse_i64(argv[2]) else {
+            tracing::warn!(
+                "Replica {} asks for synchronization but with a wrong offset",
+                replica_name(c.cl)
+            );
             return c.cl.reply.error(ERR_NOT_INT);
         };
         let replid = String::from_utf8_lossy(argv[1]).to_string();
@@ -33,7 +38,6 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
     } else {
         None
     };
-    tracing::info!("Replica {} asks for synchronization", replica_name(c.cl));
     let capa_psync2 = c.cl.repl.as_ref().is_some_and(|l| l.capa_psync2);
     let request = psync.as_ref().map(|(id, off)| (id.as_str(), *off));
     c.srv.replica_sync(c.cl, request, capa_psync2);
@@ -196,7 +200,7 @@ pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
     let replicas: Vec<(String, u16, i64)> = c
         .srv
         .replica_links()
-        .filter(|(_, l)| matches!(l.phase, ReplicaPhase::Online))
+        .filter(|(_, l)| matches!(l.phase, ReplicaPhase::Online | ReplicaPhase::WaitFirstAck))
         .map(|(r, l)| (replica_ip(r), l.listening_port, l.ack_offset))
         .collect();
     let out = &mut c.cl.reply;

@@ -95,7 +95,7 @@ pub fn flushall(c: &mut Ctx, argv: &[&[u8]]) {
     // points configured the (empty) dataset is saved right away. The save
     // resets the change counter, as rdbSave does in Redis 7.0: the flush is
     // in the file, so `rdb_changes_since_last_save` reads 0.
-    crate::state::snapshot::kill_child(c.srv);
+    crate::state::snapshot::abort_child(c.srv);
     if crate::state::snapshot::save_points(c.srv).is_empty()
         || crate::state::snapshot::save(c.srv).is_err()
     {
@@ -248,6 +248,11 @@ const DEBUG_HELP: &[&str] = &[
     "    In case RESET is provided the peak reset time will be restored to the default value",
     "REPLYBUFFER RESIZING <0|1>",
     "    Enable or disable the reply buffer resize cron job",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
     "HELP",
     "    Prints this help.",
 ];
@@ -469,6 +474,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("config-rewrite-force-all", 2),
         ("htstats", 3),
         ("htstats-key", 3),
+        ("replicate", -3),
+        ("error", 3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -479,6 +486,15 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     };
     match sub {
         "help" => reply_help(c, DEBUG_HELP),
+        "replicate" => {
+            // Straight to the replicas (not the AOF), whatever it says: a
+            // test tool for divergence between master and replica.
+            let db = c.cl.db;
+            c.srv
+                .propagate_only_to(db, &argv[2..], crate::state::feed::TO_REPLICAS);
+            c.cl.reply.ok();
+        }
+        "error" => c.cl.reply.error(&String::from_utf8_lossy(argv[2])),
         "sleep" => {
             // DEBUG SLEEP is defined to block the server; it is a test tool.
             let secs = String::from_utf8_lossy(argv[2])

@@ -330,6 +330,12 @@ impl Reply {
         }
     }
 
+    /// Has anything been written since `mark`?
+    pub fn wrote_since(&self, mark: &ReplyMark) -> bool {
+        let now = self.mark();
+        (now.buf, now.shared, now.shared_len) != (mark.buf, mark.shared, mark.shared_len)
+    }
+
     /// The text of the first error reply written since `mark` (for a log
     /// line: an error inside an aggregate is found at a line start).
     pub fn error_since(&self, mark: &ReplyMark) -> Option<String> {

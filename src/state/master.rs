@@ -429,23 +429,36 @@ fn prepare_synced_load(srv: &mut Server) {
     srv.repl.backlog = None;
     super::snapshot::kill_child(srv);
     srv.master.stream_db = 0;
-    // The master's function libraries come with its dump.
-    srv.functions.flush();
     srv.master.aof_to_restart = srv.aof.status != super::aof::AofStatus::Off;
     if srv.master.aof_to_restart {
         srv.stop_aof();
     }
     if srv.config.repl_diskless_load == "swapdb" {
-        // The old dataset goes on serving reads until the new one is
-        // complete and valid (Redis's async loading).
+        // The dump and its function libraries load aside; the old ones
+        // stay until the new are complete and valid. They go on serving
+        // reads only when they are an earlier point of the same history
+        // (Redis's async loading); else clients get -LOADING meanwhile.
+        let serving = srv
+            .master
+            .full_sync_from
+            .as_ref()
+            .is_some_and(|(id, _)| *id == srv.replid);
         let seed = crate::util::random_u64();
-        srv.loading_into = Some(
-            (0..srv.dbs.len())
+        srv.loading_aside = Some(super::LoadAside {
+            dbs: (0..srv.dbs.len())
                 .map(|i| crate::db::Db::new(i, seed))
                 .collect(),
-        );
-        info!("MASTER <-> REPLICA sync: Loading DB in memory, the old one serving meanwhile");
+            functions: crate::scripting::functions::Functions::new(),
+            serving,
+        });
+        if serving {
+            info!("MASTER <-> REPLICA sync: Loading DB in memory, the old one serving meanwhile");
+        } else {
+            info!("MASTER <-> REPLICA sync: Loading DB in memory aside from the old one");
+        }
     } else {
+        // The master's function libraries come with its dump.
+        srv.functions.flush();
         info!("MASTER <-> REPLICA sync: Flushing old data");
         let mode = crate::db::FreeMode::lazy_if(srv.config.replica_lazy_flush);
         for db in &mut srv.dbs {
@@ -462,7 +475,7 @@ fn prepare_synced_load(srv: &mut Server) {
 /// whose history it was, resync, and the AOF starts again.
 pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Result<(), String> {
     let restart = std::mem::take(&mut srv.master.aof_to_restart);
-    let aside = srv.loading_into.take();
+    let aside = srv.loading_aside.take();
     // A dump received into the dump file (not one still being streamed,
     // whose failure leaves the old file there).
     let received_into_dump_file = srv.master.streamed_dump.is_none() || result.is_ok();
@@ -497,9 +510,10 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
         match aside {
             // The old dataset stays; what was built aside goes.
             Some(mut new) => {
-                for db in &mut new {
+                for db in &mut new.dbs {
                     db.clear_with(crate::db::FreeMode::Lazy);
                 }
+                info!("MASTER <-> REPLICA sync: Discarding temporary DB in background");
             }
             None => {
                 for db in &mut srv.dbs {
@@ -529,10 +543,11 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
         }
         srv.tracking_invalidate_all();
         srv.replica_keys_with_expire.clear();
-        let mut old = std::mem::replace(&mut srv.dbs, new);
+        let mut old = std::mem::replace(&mut srv.dbs, new.dbs);
         for db in &mut old {
             db.clear_with(crate::db::FreeMode::Lazy);
         }
+        srv.functions = new.functions;
         info!("MASTER <-> REPLICA sync: Swapped in the new dataset");
     }
     srv.replid = id;

@@ -118,6 +118,18 @@ impl InstantMetric {
 
 pub use crate::config::ShutdownFlags;
 
+/// A replica's full sync loaded aside from the old dataset (Redis's
+/// `diskless_load_tempDb` and `temp_functions_lib_ctx`).
+pub struct LoadAside {
+    pub dbs: Vec<Db>,
+    pub functions: crate::scripting::functions::Functions,
+    /// The old dataset serves reads meanwhile (Redis's async loading):
+    /// only when the master's history is the one this replica had, so that
+    /// the old dataset is an earlier point of the same data. Otherwise
+    /// clients get -LOADING as in any load.
+    pub serving: bool,
+}
+
 /// A shutdown waiting for lagging replicas (Redis's shutdown_mstime):
 /// writes are paused meanwhile; it completes when every replica has
 /// acknowledged the whole stream, or at `deadline` (`shutdown-timeout`).
@@ -228,10 +240,10 @@ pub struct Server {
     /// commands see it): no key expires, and a TTL in the past is set
     /// rather than deleting the key.
     pub replaying_aof: bool,
-    /// The dataset a replica builds while its old one goes on serving
-    /// (`repl-diskless-load swapdb`: Redis's async loading); swapped in
-    /// once complete.
-    pub loading_into: Option<Vec<Db>>,
+    /// The dataset (and function libraries) a replica builds aside from
+    /// its old one (`repl-diskless-load swapdb`); swapped in once complete,
+    /// dropped if the load fails, so that the old one is still there.
+    pub loading_aside: Option<LoadAside>,
     pub rdb_last_load_keys: u64,
     pub rdb_last_load_expired: u64,
     /// The Lua interpreter and the script cache (EVAL, SCRIPT).
@@ -405,7 +417,7 @@ impl Server {
         let mut srv = Server {
             config,
             dbs,
-            loading_into: None,
+            loading_aside: None,
             scripts: crate::scripting::Engine::new(),
             functions: crate::scripting::functions::Functions::new(),
             script_client: None,
@@ -599,6 +611,12 @@ impl Server {
             self.feed.also_propagate(db, argv);
             self.feed.restore_target(before);
         }
+    }
+
+    /// A replica's full sync loads aside while the old dataset serves
+    /// (INFO `async_loading`).
+    pub fn async_loading(&self) -> bool {
+        self.loading_aside.as_ref().is_some_and(|a| a.serving)
     }
 
     /// Hand the iteration's propagated writes to every consumer of the

@@ -83,6 +83,10 @@ pub struct ReplicaLink {
     /// It acknowledged before this side saw the end of the diskless
     /// transfer (it had read the end mark first): online at that end.
     pub acked_early: bool,
+    /// During a diskless transfer: its output still to send when last
+    /// looked at, and since when that has not changed (it reads nothing).
+    pub stalled_at: usize,
+    pub stalled_since: Instant,
 }
 
 impl Default for ReplicaLink {
@@ -103,6 +107,8 @@ impl Default for ReplicaLink {
             rdb_only: false,
             filter: RdbFilter::default(),
             acked_early: false,
+            stalled_at: 0,
+            stalled_since: Instant::now(),
         }
     }
 }
@@ -126,12 +132,14 @@ impl RdbFilter {
 impl ReplicaLink {
     pub fn state_name(&self) -> &'static str {
         match self.phase {
-            ReplicaPhase::WaitBgsaveStart | ReplicaPhase::WaitBgsaveEnd => "wait_bgsave",
-            ReplicaPhase::SendBulk { .. }
-            | ReplicaPhase::RdmaTransfer(_)
-            | ReplicaPhase::Streaming
-            | ReplicaPhase::WaitFirstAck => "send_bulk",
-            ReplicaPhase::Online => "online",
+            // As Redis: a diskless transfer is the child's work (the
+            // replica waits for the BGSAVE to end), and once it ended the
+            // replica is online, its stream held until its first ACK.
+            ReplicaPhase::WaitBgsaveStart
+            | ReplicaPhase::WaitBgsaveEnd
+            | ReplicaPhase::Streaming => "wait_bgsave",
+            ReplicaPhase::SendBulk { .. } | ReplicaPhase::RdmaTransfer(_) => "send_bulk",
+            ReplicaPhase::Online | ReplicaPhase::WaitFirstAck => "online",
         }
     }
 }
@@ -925,10 +933,24 @@ impl Server {
 
     /// A replica went away.
     pub fn detach_replica(&mut self, client: &mut ClientState) {
-        if client.repl.take().is_none() {
+        let Some(link) = client.repl.take() else {
             return;
-        }
+        };
         self.repl.replicas.retain(|&id| id != client.id);
+        // The dump being written to disk for it alone is no use now: stop
+        // it, unless save points make it a save worth finishing (Redis's
+        // freeClient and anyOtherSlaveWaitRdb).
+        if matches!(link.phase, ReplicaPhase::WaitBgsaveEnd)
+            && self.snapshot.child.is_some()
+            && !self.snapshot.child_to_socket
+            && super::snapshot::save_points(self).is_empty()
+            && !self
+                .replica_links()
+                .any(|(_, l)| matches!(l.phase, ReplicaPhase::WaitBgsaveEnd))
+        {
+            info!("No replica waits for the dump any more: stopping its child");
+            super::snapshot::abort_child(self);
+        }
         if self.repl.replicas.is_empty() {
             self.repl.no_replicas_since = Some(Instant::now());
         }
@@ -960,10 +982,25 @@ impl Server {
             let Some(c) = self.clients.get_mut(slot).and_then(|c| c.as_deref_mut()) else {
                 continue;
             };
-            let Some(link) = c.repl.as_ref() else {
+            let pending = c.pending_output();
+            let Some(link) = c.repl.as_mut() else {
                 continue;
             };
             match link.phase {
+                // A diskless transfer goes as fast as its slowest replica
+                // reads: one that has taken nothing for `repl-timeout`
+                // would hold the others and the child for ever (Redis's
+                // repl_last_partial_write).
+                ReplicaPhase::Streaming => {
+                    if pending == 0 || pending != link.stalled_at {
+                        link.stalled_at = pending;
+                        link.stalled_since = now;
+                    } else if now.duration_since(link.stalled_since) > timeout {
+                        warn!("Disconnecting timedout replica (full sync): {}", c.addr);
+                        c.close_asap = true;
+                        self.to_close.push((slot, id));
+                    }
+                }
                 // Newlines keep the link alive while the replica waits,
                 // or reads its dump over RDMA (nothing else flows on TCP).
                 ReplicaPhase::WaitBgsaveStart

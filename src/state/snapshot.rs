@@ -241,7 +241,11 @@ pub fn bgsave_with(
     record_fork(srv, start);
     srv.snapshot.child = Some((pid, start));
     srv.snapshot.dirty_at_start = srv.dirty;
-    info!("Background saving started by pid {pid}");
+    if to_socket {
+        info!("Background RDB transfer started by pid {pid}");
+    } else {
+        info!("Background saving started by pid {pid}");
+    }
     Ok(())
 }
 
@@ -449,6 +453,20 @@ pub fn kill_child(srv: &mut Server) {
         }
         let _ = std::fs::remove_file(srv.config.dir.join(rdb::temp_name(pid)));
     }
+}
+
+/// Stop the child because what it makes is no longer wanted (FLUSHALL; the
+/// last replica waiting for it gone): as `kill_child`, and the replicas it
+/// was for learn that it failed, as after Redis's killRDBChild. They are
+/// dropped and come back for a new synchronization; replicas that came
+/// meanwhile get the next snapshot.
+pub fn abort_child(srv: &mut Server) {
+    if srv.snapshot.child.is_none() {
+        return;
+    }
+    srv.snapshot.child_to_socket = false;
+    kill_child(srv);
+    srv.replication_snapshot_done(false);
 }
 
 /// Cron work: reap the child, honour BGSAVE SCHEDULE and the save points.
@@ -822,8 +840,8 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             opts.keep_expired = load.aof || srv.master.target.is_some();
             // Into the dataset being built aside (async loading), or the
             // dataset itself.
-            let dbs = match srv.loading_into.as_mut() {
-                Some(aside) => aside,
+            let dbs = match srv.loading_aside.as_mut() {
+                Some(aside) => &mut aside.dbs,
                 None => &mut srv.dbs,
             };
             let (data, complete) = match &load.growing {
@@ -848,8 +866,12 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             }
             // The dump's function libraries (a library of the same name is
             // replaced, as Redis loads them).
+            let functions = match srv.loading_aside.as_mut() {
+                Some(aside) => &mut aside.functions,
+                None => &mut srv.functions,
+            };
             for code in std::mem::take(&mut st.stats.functions) {
-                srv.functions
+                functions
                     .load(&code, true)
                     .map_err(|e| format!("Failed loading library from {name}: {e}"))?;
             }
