@@ -1460,3 +1460,56 @@ fn debug_replicate_sends_a_command_to_the_replicas_only() {
         b"-BUSY now  really\r\n"
     );
 }
+
+#[test]
+fn a_master_restarted_from_its_dump_tells_its_replicas_of_keys_expired_meanwhile() {
+    let master = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut m = Conn::connect(master.port);
+    let replica = start_kvstore(&[]);
+    let mut r = Conn::connect(replica.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    m.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for db in 0..3 {
+        m.cmd_str(&["SELECT", &db.to_string()]);
+        for i in 0..10 {
+            m.cmd_str(&["SET", &format!("k{i}"), "v", "PX", "300"]);
+        }
+    }
+    m.cmd_str(&["SELECT", "0"]);
+    m.cmd_str(&["SET", "kept", "1"]);
+    wait_in_sync(&mut m, &mut r);
+    common::wait_for("the synchronization's dump to end", 10, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    let dir = {
+        let mut master = master;
+        let _ = m.try_cmd_str(&["SHUTDOWN", "SAVE"]);
+        let _ = master.child.wait();
+        std::mem::replace(&mut master.dir, tempfile::tempdir().unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    // The master comes back from its dump with its keys expired meanwhile;
+    // the replica continues its history and hears of them.
+    let master = common::start_kvstore_in(dir, &[]);
+    let mut m = Conn::connect(master.port);
+    assert_eq!(
+        m.info_field("persistence", "rdb_last_load_keys_expired"),
+        "30"
+    );
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(
+        (
+            m.info_field("stats", "sync_partial_ok"),
+            m.info_field("stats", "sync_full")
+        ),
+        ("1".to_string(), "0".to_string()),
+        "{}",
+        text(&r.cmd_str(&["INFO", "replication"]))
+    );
+    for (db, keys) in [(0, ":1\r\n"), (1, ":0\r\n"), (2, ":0\r\n")] {
+        r.cmd_str(&["SELECT", &db.to_string()]);
+        assert_eq!(text(&r.cmd_str(&["DBSIZE"])), keys, "database {db}");
+    }
+}

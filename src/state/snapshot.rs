@@ -838,6 +838,7 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
         LoadPhase::Rdb(st) => {
             let mut opts = rdb::LoadOptions::from_config(&srv.config);
             opts.keep_expired = load.aof || srv.master.target.is_some();
+            opts.collect_expired = !opts.keep_expired;
             // Into the dataset being built aside (async loading), or the
             // dataset itself.
             let dbs = match srv.loading_aside.as_mut() {
@@ -863,6 +864,17 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             load.expired += st.stats.expired_skipped;
             if let Some(repl) = st.stats.repl() {
                 srv.restore_replication_history(repl);
+            }
+            // A master's keys that expired while it was down: its replicas,
+            // which continue its history, learn they are gone after the
+            // point the dump was taken at (Redis's RDBFLAGS_FEED_REPL).
+            let del: &[u8] = if srv.config.lazyfree_lazy_expire {
+                b"UNLINK"
+            } else {
+                b"DEL"
+            };
+            for (db, key) in std::mem::take(&mut st.stats.expired_keys) {
+                srv.propagate_only_to(db, &[del, &key], super::feed::TO_REPLICAS);
             }
             // The dump's function libraries (a library of the same name is
             // replaced, as Redis loads them).

@@ -25,6 +25,8 @@ pub struct LoadStats {
     pub used_mem: u64,
     pub keys: u64,
     pub expired_skipped: u64,
+    /// The keys skipped as expired, by database, when the options ask.
+    pub expired_keys: Vec<(usize, Vec<u8>)>,
     pub version: u32,
     pub per_type: [u64; 5],
     pub with_expire: u64,
@@ -914,6 +916,9 @@ fn load_record(
             let (idle, freq) = (st.idle.take(), st.freq.take());
             if !opts.keep_expired && ttl.is_some_and(|t| t <= st.now) {
                 st.stats.expired_skipped += 1;
+                if opts.collect_expired {
+                    st.stats.expired_keys.push((st.db, key.into_owned()));
+                }
                 return Ok(Record::Key);
             }
             let (entry, kind) = match value {

@@ -177,6 +177,10 @@ pub struct LoadOptions {
     /// A key already in the dataset is replaced rather than refused (DEBUG
     /// RELOAD MERGE, Redis's RDBFLAGS_ALLOW_DUP).
     pub allow_dup: bool,
+    /// Note the keys skipped as expired (`LoadStats::expired_keys`): a
+    /// master loading its dump at startup tells its replicas they are gone
+    /// (Redis's RDBFLAGS_FEED_REPL).
+    pub collect_expired: bool,
 }
 
 /// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
@@ -212,6 +216,7 @@ impl LoadOptions {
             step_bytes: cfg.loading_process_events_interval_bytes.max(1) as usize,
             keep_expired: false,
             allow_dup: false,
+            collect_expired: false,
         }
     }
 }
