@@ -1513,3 +1513,33 @@ fn a_master_restarted_from_its_dump_tells_its_replicas_of_keys_expired_meanwhile
         assert_eq!(text(&r.cmd_str(&["DBSIZE"])), keys, "database {db}");
     }
 }
+
+#[test]
+fn a_demoted_master_that_continues_with_psync_counts_the_stream_once() {
+    let a = start_kvstore(&[]);
+    let b = start_kvstore(&[]);
+    let (mut ca, mut cb) = (Conn::connect(a.port), Conn::connect(b.port));
+    cb.cmd_str(&["REPLICAOF", "127.0.0.1", &a.port.to_string()]);
+    ca.cmd_str(&["SET", "x", "1"]);
+    wait_in_sync(&mut ca, &mut cb);
+    // The replica is promoted, the old master follows it and continues
+    // the history with a partial resync.
+    cb.cmd_str(&["REPLICAOF", "NO", "ONE"]);
+    ca.cmd_str(&["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
+    wait_in_sync(&mut cb, &mut ca);
+    assert_eq!(cb.info_field("stats", "sync_partial_ok"), "1");
+    for i in 0..100 {
+        cb.cmd_str(&["INCR", "x"]);
+        cb.cmd_str(&["SET", &format!("k{i}"), "v"]);
+    }
+    wait_in_sync(&mut cb, &mut ca);
+    assert_eq!(ca.cmd_str(&["GET", "x"]), b"$3\r\n101\r\n");
+    assert_eq!(
+        ca.info_field("replication", "master_repl_offset"),
+        cb.info_field("replication", "master_repl_offset")
+    );
+    assert_eq!(
+        ca.info_field("replication", "repl_backlog_histlen"),
+        cb.info_field("replication", "repl_backlog_histlen")
+    );
+}

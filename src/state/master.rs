@@ -628,15 +628,22 @@ impl Server {
 
     /// REPLICAOF host port: follow a new master.
     pub fn replicate_from(&mut self, host: String, port: u16) {
-        if self.master.target.is_none() {
+        let was_master = self.master.target.is_none();
+        if was_master {
             info!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
-            self.ensure_backlog();
         }
         self.config.replicaof = Some((host.clone(), port));
         // A replica's OOM score (Redis's replicationSetMaster).
         let _ = crate::process::set_oom_score_adj(&self.config, crate::config::OomClass::Replica);
         self.close_master_client();
         self.master.target = Some((host, port));
+        if was_master {
+            // The backlog stays, for a partial resync, but from now on it
+            // holds the master's stream as received, no longer this
+            // server's own feed (else a partial resync would count every
+            // command twice in it and in the offset).
+            self.ensure_backlog();
+        }
         self.master.changed = true;
         self.master.state = LinkState::Connect;
         self.master.retry_at = Instant::now();
