@@ -93,12 +93,10 @@ static TEMP_RDB: OnceLock<std::ffi::CString> = OnceLock::new();
 
 /// Handle a second SIGINT during a shutdown in the signal handler itself,
 /// as Redis's sigShutdownHandler: the loop may be inside the final save for
-/// seconds, and "You insist" must exit now, leaving no temp file behind.
-pub fn install_shutdown_signal_handler() -> std::io::Result<()> {
-    let _ = TEMP_RDB.set(
-        std::ffi::CString::new(crate::persistence::rdb::temp_name(std::process::id() as i32))
-            .expect("no NUL in a file name"),
-    );
+/// seconds, and "You insist" must exit now, leaving no temp file behind
+/// (`temp_rdb`, the name the foreground save writes to).
+pub fn install_shutdown_signal_handler(temp_rdb: String) -> std::io::Result<()> {
+    let _ = TEMP_RDB.set(std::ffi::CString::new(temp_rdb).expect("no NUL in a file name"));
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the action only does async-signal-safe things: atomics,
         // write(2), unlink(2) and _exit(2).

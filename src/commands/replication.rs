@@ -2,6 +2,7 @@
 //! replication.c). The machinery is in `state::replication`.
 
 use super::*;
+use crate::state::failover::FailoverState;
 use crate::state::replication::ReplicaPhase;
 
 /// `PSYNC replid offset` — continue from the backlog (+CONTINUE) or start a
@@ -11,6 +12,37 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
     // A replica asking again (or a MONITOR turned replica) is ignored.
     if c.cl.kind == crate::state::ClientKind::Replica {
         return;
+    }
+    // Our master hands its place over to us (FAILOVER): we become the
+    // master, and it our replica, continuing the history.
+    if c.cmd.name == "psync" && argv.len() > 3 && eq_ic(argv[3], "failover") {
+        tracing::warn!(
+            "Failover request received for replid {}.",
+            String::from_utf8_lossy(argv[1])
+        );
+        if c.srv.master.target.is_none() {
+            return c
+                .cl
+                .reply
+                .error("ERR PSYNC FAILOVER can't be sent to a master.");
+        }
+        if argv[1] != c.srv.replid.as_bytes() {
+            return c
+                .cl
+                .reply
+                .error("ERR PSYNC FAILOVER replid must match my replid.");
+        }
+        c.srv.promote_to_master();
+        tracing::info!(
+            "MASTER MODE enabled (failover request from '{}')",
+            c.cl.info_line()
+        );
+    }
+    if c.srv.failover.state != FailoverState::None {
+        return c
+            .cl
+            .reply
+            .error("NOMASTERLINK Can't SYNC while failing over");
     }
     if c.srv.master.is_syncing() {
         return c
@@ -218,19 +250,17 @@ pub fn role(c: &mut Ctx, _argv: &[&[u8]]) {
 
 /// The address a replica is known by: the one it announced, else its
 /// peer address.
-pub fn replica_ip(client: &ClientState) -> String {
-    if let Some(ip) = client.repl.as_ref().and_then(|l| l.announced_ip.clone()) {
-        return ip;
-    }
-    client
-        .addr
-        .rsplit_once(':')
-        .map_or(client.addr.clone(), |(ip, _)| ip.to_string())
-}
+pub use crate::state::failover::replica_ip;
 
 /// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`): follow a
 /// master, or become one.
 pub fn replicaof(c: &mut Ctx, argv: &[&[u8]]) {
+    if c.srv.failover.state != FailoverState::None {
+        return c
+            .cl
+            .reply
+            .error("ERR REPLICAOF not allowed while failing over.");
+    }
     if eq_ic(argv[1], "no") && eq_ic(argv[2], "one") {
         if c.srv.master.target.is_some() {
             c.srv.promote_to_master();
@@ -264,5 +294,89 @@ pub fn replicaof(c: &mut Ctx, argv: &[&[u8]]) {
     if was_master {
         super::blocking::disconnect_blocked(c.srv);
     }
+    c.cl.reply.ok();
+}
+
+/// `FAILOVER [TO host port [FORCE]] [TIMEOUT ms]` / `FAILOVER ABORT` — hand
+/// the master's place to a replica without losing a write (Redis 7.0's
+/// failoverCommand; the work is in `state::failover`).
+pub fn failover(c: &mut Ctx, argv: &[&[u8]]) {
+    if argv.len() == 2 && eq_ic(argv[1], "abort") {
+        if c.srv.failover.state == FailoverState::None {
+            return c.cl.reply.error("ERR No failover in progress.");
+        }
+        c.srv.abort_failover("Failover manually aborted");
+        return c.cl.reply.ok();
+    }
+    let (mut timeout, mut force, mut target) = (0i64, false, None);
+    let mut j = 1;
+    while j < argv.len() {
+        if eq_ic(argv[j], "timeout") && j + 1 < argv.len() && timeout == 0 {
+            let Some(ms) = parse_i64(argv[j + 1]) else {
+                return c.cl.reply.error(ERR_NOT_INT);
+            };
+            if ms <= 0 {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR FAILOVER timeout must be greater than 0");
+            }
+            timeout = ms;
+            j += 2;
+        } else if eq_ic(argv[j], "to") && j + 2 < argv.len() && target.is_none() {
+            let Some(port) = parse_i64(argv[j + 2]) else {
+                return c.cl.reply.error(ERR_NOT_INT);
+            };
+            target = Some((String::from_utf8_lossy(argv[j + 1]).into_owned(), port));
+            j += 3;
+        } else if eq_ic(argv[j], "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return c.cl.reply.error(ERR_SYNTAX);
+        }
+    }
+    if c.srv.failover.state != FailoverState::None {
+        return c.cl.reply.error("ERR FAILOVER already in progress.");
+    }
+    if c.srv.master.target.is_some() {
+        return c
+            .cl
+            .reply
+            .error("ERR FAILOVER is not valid when server is a replica.");
+    }
+    if c.srv.repl.replicas.is_empty() {
+        return c
+            .cl
+            .reply
+            .error("ERR FAILOVER requires connected replicas.");
+    }
+    if force && (timeout == 0 || target.is_none()) {
+        return c.cl.reply.error(
+            "ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+        );
+    }
+    let target = match target {
+        Some((host, port)) => {
+            let found = u16::try_from(port)
+                .ok()
+                .and_then(|p| c.srv.find_replica(&host, p).map(|f| (p, f)));
+            let Some((port, (_, online, _))) = found else {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR FAILOVER target HOST and PORT is not a replica.");
+            };
+            if !online {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR FAILOVER target replica is not online.");
+            }
+            Some((host, port))
+        }
+        None => None,
+    };
+    c.srv.start_failover(target, timeout, force);
     c.cl.reply.ok();
 }

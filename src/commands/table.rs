@@ -536,6 +536,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::ROLE, repl::role),
     cmd!(m::WAIT, super::blocking::wait),
     cmd!(m::REPLICAOF, repl::replicaof),
+    cmd!(m::FAILOVER, repl::failover),
     cmd!(m::SLAVEOF, repl::replicaof),
     cmd!(m::LASTSAVE, srvc::lastsave),
 ];

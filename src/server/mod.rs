@@ -229,7 +229,9 @@ impl EventLoop {
         for sig in [SIGTERM, SIGINT] {
             signal_hook::flag::register(sig, srv.stop_signal.clone())?;
         }
-        crate::process::install_shutdown_signal_handler()?;
+        crate::process::install_shutdown_signal_handler(crate::persistence::rdb::temp_name(
+            std::process::id() as i32,
+        ))?;
         // RDMA is found at start, once: its absence is said once and
         // turns RDMA full syncs off (REPLCONF capa rdma is not sent, no
         // dump is offered).
@@ -668,6 +670,8 @@ impl EventLoop {
             self.srv.perform_evictions();
         }
         self.srv.tracking_broadcast();
+        // A failover waiting for its replica acts as soon as it can.
+        self.srv.failover_cron();
         self.srv.flush_feed();
         self.srv.request_acks();
         self.srv.refill_bulk();

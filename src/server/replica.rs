@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use super::client::{Conn, Link};
 use super::EventLoop;
+use crate::state::failover::FailoverState;
 use crate::state::master::{LinkState, Transfer};
 use crate::state::ClientState;
 
@@ -392,7 +393,16 @@ impl EventLoop {
                 } else {
                     info!("Trying a partial resynchronization (request {id}:{offset}).");
                 }
-                send(h, &[b"PSYNC", id.as_bytes(), offset.to_string().as_bytes()]);
+                let offset = offset.to_string();
+                // A failover asks its target to take the master's place.
+                if self.srv.failover.state == FailoverState::InProgress {
+                    send(
+                        h,
+                        &[b"PSYNC", id.as_bytes(), offset.as_bytes(), b"FAILOVER"],
+                    );
+                } else {
+                    send(h, &[b"PSYNC", id.as_bytes(), offset.as_bytes()]);
+                }
                 self.srv.master.state = LinkState::ReceivePsync;
             }
             LinkState::ReceivePsync => self.psync_reply(line)?,
@@ -404,6 +414,17 @@ impl EventLoop {
     /// +FULLRESYNC, +CONTINUE or an error (Redis's
     /// slaveTryPartialResynchronization, reading half).
     fn psync_reply(&mut self, line: &str) -> Result<(), String> {
+        // A failover is over once its target answers as a master would
+        // (a full sync is not expected, but not wrong either).
+        if self.srv.failover.state == FailoverState::InProgress {
+            if line.starts_with("+FULLRESYNC ") || line.starts_with("+CONTINUE") {
+                self.srv.clear_failover();
+            } else {
+                self.srv
+                    .abort_failover("Failover target rejected psync request");
+                return Err(format!("Unexpected reply to PSYNC from master: {line}"));
+            }
+        }
         if let Some(rest) = line.strip_prefix("+FULLRESYNC ") {
             let mut parts = rest.split(' ');
             let (Some(id), Some(off)) = (

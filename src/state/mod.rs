@@ -8,6 +8,7 @@ pub mod aof;
 pub mod aof_uring;
 pub mod client;
 pub mod evict;
+pub mod failover;
 pub mod feed;
 pub mod latency;
 pub mod master;
@@ -302,6 +303,8 @@ pub struct Server {
     pub tracking_effort: u32,
     /// CLIENT PAUSE in effect (it may have run out: see `clients_paused`).
     pub client_pause: Option<ClientPause>,
+    /// A FAILOVER under way (its writes are paused).
+    pub failover: failover::Failover,
     /// Clients whose command waits for the pause to end, in arrival order.
     pub postponed: Vec<u64>,
     /// Largest query/reply buffers seen recently (INFO clients).
@@ -472,6 +475,7 @@ impl Server {
             master: master::MasterState::default(),
             tracking_effort: 0,
             client_pause: None,
+            failover: Default::default(),
             postponed: Vec::new(),
             block_deadlines: Default::default(),
             blocked_clients: 0,
@@ -544,7 +548,10 @@ impl Server {
     /// PAUSE_DURING_SHUTDOWN), whatever CLIENT UNPAUSE says.
     pub fn clients_paused(&self) -> Option<ClientPause> {
         let user = self.client_pause.filter(|p| p.end_ms >= self.now_ms);
-        if self.shutdown_wait.is_some() && !user.is_some_and(|p| p.all) {
+        // A shutdown waiting for replicas and a failover pause writes too.
+        let internal =
+            self.shutdown_wait.is_some() || self.failover.state != failover::FailoverState::None;
+        if internal && !user.is_some_and(|p| p.all) {
             return Some(ClientPause {
                 all: false,
                 end_ms: i64::MAX,

@@ -963,13 +963,21 @@ impl Server {
     /// free the backlog after `repl-backlog-ttl` without replicas.
     pub fn replication_cron(&mut self) {
         self.repl.cron_seconds += 1;
+        // A failover first: it may make this server a replica now.
+        self.failover_cron();
         // Replicas that waited for another child (an AOF rewrite) to end.
         self.start_pending_replication_snapshot();
         self.remove_rdb_used_to_sync_replicas();
         let period = self.config.repl_ping_replica_period.max(1) as u64;
         // A replica's stream is its master's: it adds nothing of its own.
         let master = self.master.target.is_none();
-        if master && !self.repl.replicas.is_empty() && self.repl.cron_seconds.is_multiple_of(period)
+        // Not while a failover waits for a replica to acknowledge the
+        // offset: a PING would move it (Redis's manual_failover_in_progress).
+        let failing_over = self.failover.state != super::failover::FailoverState::None;
+        if master
+            && !failing_over
+            && !self.repl.replicas.is_empty()
+            && self.repl.cron_seconds.is_multiple_of(period)
         {
             self.append_to_replication(b"*1\r\n$4\r\nPING\r\n");
         }
