@@ -312,3 +312,38 @@ fn damaged_compressed_list_payloads_are_refused_or_restored_never_crash() {
     assert!(restored < tried, "damage went unnoticed everywhere");
     assert_eq!(k.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn debug_set_skip_checksum_validation_lets_restore_meet_the_payload() {
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut k = Conn::connect(kv.port);
+    k.cmd_str(&["RPUSH", "l", "a", "b", "c"]);
+    let dump = k.cmd_str(&["DUMP", "l"]);
+    let mut payload = common::bulk_payload(&dump).expect("a payload").to_vec();
+    let last = payload.len() - 1;
+    payload[last] ^= 0xff;
+    assert_eq!(
+        k.cmd(&[b"RESTORE", b"copy", b"0", &payload]),
+        b"-ERR DUMP payload version or checksum are wrong\r\n"
+    );
+    assert_eq!(
+        k.cmd_str(&["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(k.cmd(&[b"RESTORE", b"copy", b"0", &payload]), b"+OK\r\n");
+    assert_eq!(
+        k.cmd_str(&["LRANGE", "copy", "0", "-1"]),
+        b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
+    );
+    // The body is still checked: a damaged one is refused, not loaded.
+    payload[1] ^= 0x55;
+    assert!(k
+        .cmd(&[b"RESTORE", b"bad", b"0", &payload])
+        .starts_with(b"-ERR"));
+    assert_eq!(k.cmd_str(&["EXISTS", "bad"]), b":0\r\n");
+    k.cmd_str(&["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "0"]);
+    assert_eq!(
+        k.cmd(&[b"RESTORE", b"again", b"0", &payload]),
+        b"-ERR DUMP payload version or checksum are wrong\r\n"
+    );
+}

@@ -1444,14 +1444,20 @@ fn a_dump_written_for_replicas_alone_stops_when_the_last_one_leaves() {
     assert_eq!(m.info_field("persistence", "rdb_bgsave_in_progress"), "1");
 }
 
-#[test]
-fn debug_replicate_sends_a_command_to_the_replicas_only() {
+/// A kvstore master with DEBUG enabled and a kvstore replica in sync.
+fn debug_master_and_replica() -> (common::ServerProcess, Conn, common::ServerProcess, Conn) {
     let master = start_kvstore(&["--enable-debug-command", "yes"]);
     let mut m = Conn::connect(master.port);
     let replica = start_kvstore(&[]);
     let mut r = Conn::connect(replica.port);
     r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
     wait_in_sync(&mut m, &mut r);
+    (master, m, replica, r)
+}
+
+#[test]
+fn debug_replicate_sends_a_command_to_the_replicas_only() {
+    let (_master, mut m, _replica, mut r) = debug_master_and_replica();
     assert_eq!(
         m.cmd_str(&["DEBUG", "REPLICATE", "SET", "diverged", "1"]),
         b"+OK\r\n"
@@ -1469,12 +1475,7 @@ fn debug_replicate_sends_a_command_to_the_replicas_only() {
 
 #[test]
 fn a_master_restarted_from_its_dump_tells_its_replicas_of_keys_expired_meanwhile() {
-    let master = start_kvstore(&["--enable-debug-command", "yes"]);
-    let mut m = Conn::connect(master.port);
-    let replica = start_kvstore(&[]);
-    let mut r = Conn::connect(replica.port);
-    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
-    wait_in_sync(&mut m, &mut r);
+    let (master, mut m, _replica, mut r) = debug_master_and_replica();
     m.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
     for db in 0..3 {
         m.cmd_str(&["SELECT", &db.to_string()]);

@@ -588,7 +588,8 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
         Ok(n) => n,
         Err(e) => return c.cl.reply.error(e),
     };
-    let opts = rdb::LoadOptions::from_config(&c.srv.config);
+    let mut opts = rdb::LoadOptions::from_config(&c.srv.config);
+    opts.skip_payload_checksum = c.srv.skip_checksum_validation;
     let value = match rdb::parse_dump_payload(argv[3], &opts) {
         Ok(v) => v,
         Err(e) => return c.cl.reply.error(&e),

@@ -697,8 +697,11 @@ pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
                     return c.cl.reply.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
                 }
             };
-            let result = crate::persistence::rdb::parse_functions_payload(argv[2])
-                .and_then(|codes| c.srv.functions.restore(&codes, policy));
+            let result = crate::persistence::rdb::parse_functions_payload(
+                argv[2],
+                c.srv.skip_checksum_validation,
+            )
+            .and_then(|codes| c.srv.functions.restore(&codes, policy));
             match result {
                 Ok(()) => {
                     c.dirty(1);

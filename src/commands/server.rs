@@ -209,6 +209,8 @@ const DEBUG_HELP: &[&str] = &[
     "    default.",
     "PANIC",
     "    Crash the server simulating a panic.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
     "SET-DISABLE-DENY-SCRIPTS <0|1>",
     "    Let scripts run commands they may not run (a test hook).",
     "QUICKLIST-PACKED-THRESHOLD <size>",
@@ -456,6 +458,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("log", 3),
         ("segfault", 2),
         ("set-disable-deny-scripts", 3),
+        ("set-skip-checksum-validation", 3),
         ("protocol", 3),
         ("object", 3),
         ("reload", -2),
@@ -544,6 +547,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.tracking_invalidate_all();
             let path = c.srv.config.dir.join(&c.srv.config.dbfilename);
             let mut opts = rdb::LoadOptions::from_config(&c.srv.config);
+            opts.checksum &= !c.srv.skip_checksum_validation;
             // A replica keeps what its master has yet to expire.
             opts.keep_expired = c.srv.master.target.is_some();
             opts.allow_dup = merge;
@@ -606,6 +610,10 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         }
         "set-disable-deny-scripts" => {
             c.srv.script_disable_deny = c_atoi(argv[2]) != 0;
+            c.cl.reply.ok();
+        }
+        "set-skip-checksum-validation" => {
+            c.srv.skip_checksum_validation = c_atoi(argv[2]) != 0;
             c.cl.reply.ok();
         }
         "protocol" => debug_protocol(c, argv[2]),

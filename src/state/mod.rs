@@ -225,6 +225,9 @@ pub struct Server {
     /// DEBUG SET-DISABLE-DENY-SCRIPTS: scripts may run `noscript` commands
     /// (Redis's test hook).
     pub script_disable_deny: bool,
+    /// DEBUG SET-SKIP-CHECKSUM-VALIDATION: RESTORE and FUNCTION RESTORE take
+    /// payloads whatever their CRC-64.
+    pub skip_checksum_validation: bool,
     /// Writes on their way to the AOF and replicas.
     pub feed: Feed,
     pub peak_memory: usize,
@@ -453,6 +456,7 @@ impl Server {
             reply_buffer_resizing: true,
             migrate_sockets: Default::default(),
             script_disable_deny: false,
+            skip_checksum_validation: false,
             feed: Feed::default(),
             peak_memory: 0,
             evictor: evict::Evictor::default(),

@@ -837,6 +837,7 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
         }
         LoadPhase::Rdb(st) => {
             let mut opts = rdb::LoadOptions::from_config(&srv.config);
+            opts.checksum &= !srv.skip_checksum_validation;
             opts.keep_expired = load.aof || srv.master.target.is_some();
             opts.collect_expired = !opts.keep_expired;
             // Into the dataset being built aside (async loading), or the

@@ -604,8 +604,9 @@ pub fn load_step(
 /// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
 /// Redis's error.
 /// A reader of a DUMP payload's body once Redis's verifyDumpPayload
-/// passes: a version this server reads, and the CRC-64 right.
-fn payload_reader(data: &[u8]) -> R<Reader<'_>> {
+/// passes: a version this server reads, and the CRC-64 right (unless
+/// `skip_crc`: DEBUG SET-SKIP-CHECKSUM-VALIDATION, for fuzzing the parser).
+fn payload_reader(data: &[u8], skip_crc: bool) -> R<Reader<'_>> {
     const WRONG: &str = "ERR DUMP payload version or checksum are wrong";
     if data.len() < 10 {
         return Err(WRONG.into());
@@ -613,7 +614,7 @@ fn payload_reader(data: &[u8]) -> R<Reader<'_>> {
     let body = data.len() - 10;
     let version = u16::from_le_bytes([data[body], data[body + 1]]) as u32;
     let stored = u64::from_le_bytes(data[body + 2..].try_into().unwrap_or_default());
-    if version > MAX_VERSION || crc64(0, &data[..body + 2]) != stored {
+    if version > MAX_VERSION || (!skip_crc && crc64(0, &data[..body + 2]) != stored) {
         return Err(WRONG.into());
     }
     Ok(Reader {
@@ -634,7 +635,7 @@ pub enum Restored {
 /// Redis's error texts for a wrong version or checksum and for bad data.
 pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, String> {
     const BAD: &str = "ERR Bad data format";
-    let mut r = payload_reader(data)?;
+    let mut r = payload_reader(data, opts.skip_payload_checksum)?;
     let t = r.u8("type").map_err(|_| BAD.to_string())?;
     match read_value(&mut r, t, opts).map_err(|_| BAD.to_string())? {
         Loaded::Str(s) => Ok(Restored::Str(s.into_owned())),
@@ -655,8 +656,8 @@ pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, S
     }
 }
 
-pub fn parse_functions_payload(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let mut r = payload_reader(data)?;
+pub fn parse_functions_payload(data: &[u8], skip_crc: bool) -> Result<Vec<Vec<u8>>, String> {
+    let mut r = payload_reader(data, skip_crc)?;
     let mut codes = Vec::new();
     while r.pos < r.data.len() {
         let t = r

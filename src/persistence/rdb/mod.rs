@@ -181,6 +181,10 @@ pub struct LoadOptions {
     /// master loading its dump at startup tells its replicas they are gone
     /// (Redis's RDBFLAGS_FEED_REPL).
     pub collect_expired: bool,
+    /// RESTORE takes a payload whatever its CRC-64 (DEBUG
+    /// SET-SKIP-CHECKSUM-VALIDATION: Redis's fuzzer corrupts payloads and
+    /// wants the parser, not the checksum, to meet them).
+    pub skip_payload_checksum: bool,
 }
 
 /// Redis's debugDelay: wait `usec` µs, or for a negative -N, 1 µs once in N
@@ -217,6 +221,7 @@ impl LoadOptions {
             keep_expired: false,
             allow_dup: false,
             collect_expired: false,
+            skip_payload_checksum: false,
         }
     }
 }
