@@ -205,6 +205,9 @@ pub struct Config {
     pub crash_log_enabled: bool,
     /// `crash-memcheck-enabled` (kvstore runs no memory test on a crash).
     pub crash_memcheck_enabled: bool,
+    /// `use-exit-on-panic`: a panic ends the process with exit(1) once its
+    /// report is written (test harnesses; else it ends as a panic does).
+    pub use_exit_on_panic: bool,
     /// Options of features this build does not have, kept as values
     /// (see their entries in [`OPTIONS`]).
     pub sanitize_dump_payload: String,
@@ -440,6 +443,7 @@ impl Default for Config {
             set_proc_title: true,
             proc_title_template: String::new(),
             crash_log_enabled: true,
+            use_exit_on_panic: false,
             crash_memcheck_enabled: true,
             sanitize_dump_payload: String::new(),
             aof_disable_auto_gc: false,
@@ -2468,6 +2472,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A crash (a panic) writes a crash report (message, location, backtrace) to the log.",
         |c| yes_no(c.crash_log_enabled),
         |c, v| c.crash_log_enabled = parse_bool(v)?
+    ),
+    opt!(
+        "use-exit-on-panic",
+        "no",
+        false,
+        "A panic ends the process with exit(1) after its crash report (for test harnesses).",
+        |c| yes_no(c.use_exit_on_panic),
+        |c, v| c.use_exit_on_panic = parse_bool(v)?
     ),
     opt!(
         "crash-memcheck-enabled",

@@ -213,30 +213,40 @@ pub fn install_crash_hook() {
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default_hook(info);
-        if !CRASH_LOG_ENABLED.load(Ordering::Relaxed) {
-            return;
+        crash_report(info);
+        if USE_EXIT_ON_PANIC.load(Ordering::Relaxed) {
+            std::process::exit(1);
         }
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "Box<dyn Any>".to_string());
-        let place = info
-            .location()
-            .map_or(String::new(), |l| format!(" #{}:{}", l.file(), l.line()));
-        let thread = std::thread::current();
-        let backtrace = std::backtrace::Backtrace::force_capture();
-        tracing::error!("------------------------------------------------");
-        tracing::error!("!!! Software Failure. Press left mouse button to continue");
-        tracing::error!("Guru Meditation: {message}{place}");
-        tracing::error!("=== REDIS BUG REPORT START: Cut & paste starting from here ===");
-        tracing::error!(
-            "Crashed running the thread '{}'\n------ STACK TRACE ------\n{backtrace}",
-            thread.name().unwrap_or("unnamed")
-        );
-        tracing::error!("=== REDIS BUG REPORT END. Make sure to include from START to END. ===");
     }));
+}
+
+/// `use-exit-on-panic`, for the panic hook.
+pub static USE_EXIT_ON_PANIC: AtomicBool = AtomicBool::new(false);
+
+fn crash_report(info: &std::panic::PanicHookInfo<'_>) {
+    if !CRASH_LOG_ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| info.payload().downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "Box<dyn Any>".to_string());
+    let place = info
+        .location()
+        .map_or(String::new(), |l| format!(" #{}:{}", l.file(), l.line()));
+    let thread = std::thread::current();
+    let backtrace = std::backtrace::Backtrace::force_capture();
+    tracing::error!("------------------------------------------------");
+    tracing::error!("!!! Software Failure. Press left mouse button to continue");
+    tracing::error!("Guru Meditation: {message}{place}");
+    tracing::error!("=== REDIS BUG REPORT START: Cut & paste starting from here ===");
+    tracing::error!(
+        "Crashed running the thread '{}'\n------ STACK TRACE ------\n{backtrace}",
+        thread.name().unwrap_or("unnamed")
+    );
+    tracing::error!("=== REDIS BUG REPORT END. Make sure to include from START to END. ===");
 }
 
 /// Install handlers for the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL,

@@ -54,6 +54,7 @@ fn main() -> ExitCode {
     kvstore::logging::install_crash_hook();
     kvstore::logging::install_fatal_signal_handlers();
     kvstore::logging::CRASH_LOG_ENABLED.store(config.crash_log_enabled, Ordering::Relaxed);
+    kvstore::logging::USE_EXIT_ON_PANIC.store(config.use_exit_on_panic, Ordering::Relaxed);
     process::remember_exec_name(&std::env::args().next().unwrap_or_default());
     // Data files are relative to `dir`, as in Redis; the directory must
     // exist (a typo must not make the server write somewhere new).

@@ -1158,3 +1158,15 @@ fn the_open_files_limit_fits_maxclients() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn use_exit_on_panic_ends_a_panic_with_exit_status_1_after_its_report() {
+    for (flag, code) in [("yes", Some(1)), ("no", Some(101))] {
+        let mut srv = start(&["--enable-debug-command", "yes", "--use-exit-on-panic", flag]);
+        let mut c = Conn::connect(srv.port);
+        c.send(&[b"DEBUG", b"PANIC"]);
+        let status = wait_exit(&mut srv.child, 10);
+        assert_eq!(status.code(), code, "use-exit-on-panic {flag}");
+        assert!(log_of(&srv).contains("Guru Meditation: DEBUG PANIC"));
+    }
+}

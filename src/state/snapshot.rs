@@ -863,6 +863,12 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
             }
             load.keys += st.stats.keys;
             load.expired += st.stats.expired_skipped;
+            if st.stats.empty_skipped > 0 {
+                info!(
+                    "Done loading RDB, keys loaded: {}, keys expired: {}, empty keys skipped: {}.",
+                    st.stats.keys, st.stats.expired_skipped, st.stats.empty_skipped
+                );
+            }
             if let Some(repl) = st.stats.repl() {
                 srv.restore_replication_history(repl);
             }

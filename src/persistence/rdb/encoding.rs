@@ -4,7 +4,7 @@
 
 /// Decode a listpack into its elements (integers as decimal strings).
 pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let bad = |what: &str| Err(format!("invalid listpack: {what}"));
+    let bad = |what: &str| Err(format!("Listpack integrity check failed: {what}"));
     if lp.len() < 7 {
         return bad("too short");
     }
@@ -21,19 +21,29 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         if b == 0xFF {
             break;
         }
-        let get = |from: usize, n: usize| lp.get(from..from + n).ok_or("truncated entry");
+        let get = |from: usize, n: usize| {
+            lp.get(from..from + n)
+                .ok_or("Listpack integrity check failed: truncated entry")
+        };
         let (item, size): (Vec<u8>, usize) = if b & 0x80 == 0 {
             ((b & 0x7f).to_string().into_bytes(), 1)
         } else if b & 0xC0 == 0x80 {
             let n = (b & 0x3f) as usize;
             (get(p + 1, n)?.to_vec(), 1 + n)
         } else if b & 0xE0 == 0xC0 {
-            let v = (((b & 0x1f) as u16) << 8) | *lp.get(p + 1).ok_or("truncated entry")? as u16;
+            let v = (((b & 0x1f) as u16) << 8)
+                | *lp
+                    .get(p + 1)
+                    .ok_or("Listpack integrity check failed: truncated entry")?
+                    as u16;
             let v = ((v << 3) as i16 >> 3) as i64;
             (v.to_string().into_bytes(), 2)
         } else if b & 0xF0 == 0xE0 {
-            let n =
-                (((b & 0x0f) as usize) << 8) | *lp.get(p + 1).ok_or("truncated entry")? as usize;
+            let n = (((b & 0x0f) as usize) << 8)
+                | *lp
+                    .get(p + 1)
+                    .ok_or("Listpack integrity check failed: truncated entry")?
+                    as usize;
             (get(p + 2, n)?.to_vec(), 2 + n)
         } else {
             match b {
@@ -88,15 +98,21 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 
 /// Decode a ziplist (pre-7.0 compact encoding) into its elements.
 pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let bad = |what: &str| Err(format!("invalid ziplist: {what}"));
+    let bad = |what: &str| Err(format!("Ziplist integrity check failed: {what}"));
     if zl.len() < 11 {
         return bad("too short");
     }
     if u32::from_le_bytes(zl[0..4].try_into().unwrap()) as usize != zl.len() {
         return bad("size header does not match");
     }
+    // As Redis's ziplistValidateIntegrity (deep): every entry's prevlen is
+    // the previous entry's size, the tail offset names the last entry, the
+    // end marker is the last byte, and the count matches the header's.
+    let tail = u32::from_le_bytes(zl[4..8].try_into().unwrap()) as usize;
+    let header_count = u16::from_le_bytes(zl[8..10].try_into().unwrap());
     let mut out = Vec::new();
     let mut p = 10;
+    let mut prev: Option<(usize, usize)> = None; // (offset, size)
     loop {
         let Some(&first) = zl.get(p) else {
             return bad("missing end marker");
@@ -104,9 +120,24 @@ pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         if first == 0xFF {
             break;
         }
+        let start = p;
         // prevlen: 1 byte, or 0xFE and 4 more.
+        let prevlen = if first == 0xFE {
+            let b = zl
+                .get(p + 1..p + 5)
+                .ok_or("Ziplist integrity check failed: truncated entry")?;
+            u32::from_le_bytes(b.try_into().unwrap()) as usize
+        } else {
+            first as usize
+        };
+        if prevlen != prev.map_or(0, |(_, size)| size) {
+            return bad("entry's previous length does not match");
+        }
         p += if first == 0xFE { 5 } else { 1 };
-        let get = |from: usize, n: usize| zl.get(from..from + n).ok_or("truncated entry");
+        let get = |from: usize, n: usize| {
+            zl.get(from..from + n)
+                .ok_or("Ziplist integrity check failed: truncated entry")
+        };
         let Some(&enc) = zl.get(p) else {
             return bad("truncated entry");
         };
@@ -117,7 +148,10 @@ pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
             }
             1 => {
                 let n = (((enc & 0x3f) as usize) << 8)
-                    | *zl.get(p + 1).ok_or("truncated entry")? as usize;
+                    | *zl
+                        .get(p + 1)
+                        .ok_or("Ziplist integrity check failed: truncated entry")?
+                        as usize;
                 (get(p + 2, n)?.to_vec(), 2 + n)
             }
             2 => {
@@ -151,7 +185,9 @@ pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                     (v.to_string().into_bytes(), 4)
                 }
                 0xFE => (
-                    (*zl.get(p + 1).ok_or("truncated entry")? as i8)
+                    (*zl.get(p + 1)
+                        .ok_or("Ziplist integrity check failed: truncated entry")?
+                        as i8)
                         .to_string()
                         .into_bytes(),
                     2,
@@ -162,13 +198,23 @@ pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         };
         out.push(item);
         p += size;
+        prev = Some((start, p - start));
+    }
+    if p != zl.len() - 1 {
+        return bad("end marker before the end");
+    }
+    if tail != prev.map_or(10, |(offset, _)| offset) {
+        return bad("tail offset does not name the last entry");
+    }
+    if header_count != u16::MAX && header_count as usize != out.len() {
+        return bad("entry count does not match the header");
     }
     Ok(out)
 }
 
 /// Decode a zipmap (the oldest compact hash encoding) into field, value, ….
 pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let bad = || Err("invalid zipmap".to_string());
+    let bad = || Err("Zipmap integrity check failed".to_string());
     let mut out = Vec::new();
     let mut p = 1;
     let read_len = |p: &mut usize| -> Option<usize> {
@@ -215,12 +261,12 @@ pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// Decode an intset into decimal strings.
 pub(super) fn intset_items(is: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     if is.len() < 8 {
-        return Err("invalid intset: too short".into());
+        return Err("Intset integrity check failed: too short".into());
     }
     let width = u32::from_le_bytes(is[0..4].try_into().unwrap()) as usize;
     let n = u32::from_le_bytes(is[4..8].try_into().unwrap()) as usize;
     if !matches!(width, 2 | 4 | 8) || is.len() != 8 + width * n {
-        return Err("invalid intset: bad encoding or size".into());
+        return Err("Intset integrity check failed: bad encoding or size".into());
     }
     Ok((0..n)
         .map(|i| {

@@ -25,6 +25,8 @@ pub struct LoadStats {
     pub used_mem: u64,
     pub keys: u64,
     pub expired_skipped: u64,
+    /// Empty collections skipped (not loaded as keys).
+    pub empty_skipped: u64,
     /// The keys skipped as expired, by database, when the options ask.
     pub expired_keys: Vec<(usize, Vec<u8>)>,
     pub version: u32,
@@ -637,22 +639,32 @@ pub fn parse_dump_payload(data: &[u8], opts: &LoadOptions) -> Result<Restored, S
     const BAD: &str = "ERR Bad data format";
     let mut r = payload_reader(data, opts.skip_payload_checksum)?;
     let t = r.u8("type").map_err(|_| BAD.to_string())?;
-    match read_value(&mut r, t, opts).map_err(|_| BAD.to_string())? {
+    let value = read_value(&mut r, t, opts).map_err(|e| {
+        // The reason goes to the log, as Redis's rdbReportCorruptRDB.
+        tracing::warn!("Internal error in RDB reading a RESTORE payload -> {e}");
+        BAD.to_string()
+    })?;
+    match value {
         Loaded::Str(s) => Ok(Restored::Str(s.into_owned())),
         Loaded::Value(v) => {
-            // Redis refuses an empty collection (a stream may be empty).
-            let empty = match &v {
-                Value::List(l) => l.is_empty(),
-                Value::Set(s) => s.is_empty(),
-                Value::Hash(h) => h.is_empty(),
-                Value::ZSet(z) => z.is_empty(),
-                _ => false,
-            };
-            if empty {
+            // Redis refuses an empty collection.
+            if is_empty_collection(&v) {
                 return Err(BAD.into());
             }
             Ok(Restored::Value(v))
         }
+    }
+}
+
+/// A list, set, hash or sorted set without elements (a stream may be
+/// empty): no key may hold one (Redis's RDB_LOAD_ERR_EMPTY_KEY).
+fn is_empty_collection(v: &Value) -> bool {
+    match v {
+        Value::List(l) => l.is_empty(),
+        Value::Set(s) => s.is_empty(),
+        Value::Hash(h) => h.is_empty(),
+        Value::ZSet(z) => z.is_empty(),
+        _ => false,
     }
 }
 
@@ -922,6 +934,20 @@ fn load_record(
                 }
                 return Ok(Record::Key);
             }
+            // A dump written by a buggy or hostile writer may hold an empty
+            // collection: it is skipped, as Redis's rdbLoad does.
+            if let Loaded::Value(v) = &value {
+                if is_empty_collection(v) {
+                    st.stats.empty_skipped += 1;
+                    if st.stats.empty_skipped <= 10 {
+                        tracing::warn!(
+                            "rdbLoadObject skipping empty key: {}",
+                            String::from_utf8_lossy(&key)
+                        );
+                    }
+                    return Ok(Record::Key);
+                }
+            }
             let (entry, kind) = match value {
                 Loaded::Str(s) => (crate::db::Entry::string(&key, &s), 0),
                 Loaded::Value(v) => {
@@ -1088,6 +1114,30 @@ mod tests {
         let stats = load_bytes(&mut dbs, &opts, &image).unwrap();
         assert_eq!((stats.expired_skipped, dbs[0].len()), (0, 2));
         assert_eq!(dbs[0].get_expire(b"gone"), Some(1000));
+    }
+
+    #[test]
+    fn empty_collections_in_an_image_are_skipped_not_loaded() {
+        // Redis 7.0 writes none, but a buggy or hostile writer may: an
+        // empty set, hash, sorted set (type 5) and list (quicklist 2, no
+        // nodes), then a string that does load.
+        let mut image = b"REDIS0010".to_vec();
+        image.extend_from_slice(&[0xFE, 0x00]);
+        for (t, key) in [(2u8, "set"), (4, "hash"), (5, "zset"), (18, "list")] {
+            image.push(t);
+            image.push(key.len() as u8);
+            image.extend_from_slice(key.as_bytes());
+            image.push(0);
+        }
+        image.extend_from_slice(&[0, 1, b'k', 1, b'v', 0xFF]);
+        let crc = crc64(0, &image);
+        image.extend_from_slice(&crc.to_le_bytes());
+        let opts = LoadOptions::from_config(&Config::default());
+        let mut dbs = vec![Db::new(0, 1)];
+        let stats = load_bytes(&mut dbs, &opts, &image).unwrap();
+        assert_eq!((stats.keys, stats.empty_skipped), (1, 4));
+        assert_eq!(dbs[0].len(), 1);
+        assert!(dbs[0].main.get(b"set").is_none());
     }
 
     #[test]

@@ -257,12 +257,27 @@ mod tests {
         zl.push(0xFF);
         let total = zl.len() as u32;
         zl[0..4].copy_from_slice(&total.to_le_bytes());
+        zl[4..8].copy_from_slice(&16u32.to_le_bytes());
         zl[8..10].copy_from_slice(&3u16.to_le_bytes());
         assert_eq!(
             ziplist_items(&zl).unwrap(),
             vec![b"ab".to_vec(), b"7".to_vec(), b"-300".to_vec()]
         );
         assert!(ziplist_items(&zl[..zl.len() - 1]).is_err());
+        // Redis's deep checks: a count of u16::MAX means "count them".
+        let mut unknown = zl.clone();
+        unknown[8..10].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(ziplist_items(&unknown).unwrap().len(), 3);
+        for (at, byte, what) in [
+            (8, 2, "entry count"),
+            (4, 14, "tail offset"),
+            (14, 2, "previous length"),
+        ] {
+            let mut bad = zl.clone();
+            bad[at] = byte;
+            let err = ziplist_items(&bad).unwrap_err();
+            assert!(err.contains(what), "{err}");
+        }
         // zipmap: {"f": "vv"} with one free byte.
         let zm = [1, 1, b'f', 2, 1, b'v', b'v', 0, 0xFF];
         assert_eq!(
