@@ -631,6 +631,9 @@ impl Server {
         let was_master = self.master.target.is_none();
         if was_master {
             info!("Before turning into a replica, using my own master parameters to synthesize a cached master: I may be able to synchronize with the new master with just a partial transfer.");
+            // This turn's writes reach the backlog and the replicas while
+            // the feed still goes there.
+            self.flush_feed();
         }
         self.config.replicaof = Some((host.clone(), port));
         // A replica's OOM score (Redis's replicationSetMaster).
