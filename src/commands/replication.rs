@@ -358,10 +358,11 @@ pub fn failover(c: &mut Ctx, argv: &[&[u8]]) {
     }
     let target = match target {
         Some((host, port)) => {
-            let found = u16::try_from(port)
-                .ok()
-                .and_then(|p| c.srv.find_replica(&host, p).map(|f| (p, f)));
-            let Some((port, (_, online, _))) = found else {
+            let found = u16::try_from(port).ok().and_then(|p| {
+                let online = matches!(c.srv.find_replica(&host, p)?.phase, ReplicaPhase::Online);
+                Some((p, online))
+            });
+            let Some((port, online)) = found else {
                 return c
                     .cl
                     .reply

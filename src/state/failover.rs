@@ -7,7 +7,7 @@
 
 use tracing::info;
 
-use super::replication::ReplicaPhase;
+use super::replication::ReplicaLink;
 use super::Server;
 
 /// Where a failover is (INFO `master_failover_state`).
@@ -56,16 +56,12 @@ pub fn replica_ip(client: &super::ClientState) -> String {
 }
 
 impl Server {
-    /// The replica listed as `host:port` (its address and listening port),
-    /// and whether it is online (Redis's findReplica).
-    pub fn find_replica(&self, host: &str, port: u16) -> Option<(u64, bool, i64)> {
-        self.replica_links().find_map(|(c, l)| {
-            (l.listening_port == port && replica_ip(c).eq_ignore_ascii_case(host)).then_some((
-                c.id,
-                matches!(l.phase, ReplicaPhase::Online),
-                l.ack_offset,
-            ))
-        })
+    /// The link of the replica listed as `host:port` (its address and
+    /// listening port), as Redis's findReplica.
+    pub fn find_replica(&self, host: &str, port: u16) -> Option<&ReplicaLink> {
+        self.replica_links()
+            .find(|(c, l)| l.listening_port == port && replica_ip(c).eq_ignore_ascii_case(host))
+            .map(|(_, l)| l)
     }
 
     /// FAILOVER's checks passed: pause writes and wait for a replica.
@@ -129,7 +125,7 @@ impl Server {
         let caught_up = match self.failover.target.clone() {
             Some((host, port)) => self
                 .find_replica(&host, port)
-                .is_some_and(|(_, _, acked)| acked == offset)
+                .is_some_and(|l| l.ack_offset == offset)
                 .then_some((host, port)),
             None => self.replica_links().find_map(|(c, l)| {
                 (l.ack_offset == offset).then(|| (replica_ip(c), l.listening_port))

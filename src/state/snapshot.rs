@@ -544,6 +544,10 @@ pub struct AsyncLoad {
     /// The dump is still arriving (a replica loads its master's dump as
     /// it is received).
     growing: Option<Growing>,
+    /// The dump's replication history is this server's already (a master
+    /// takes it as soon as its aux fields are read, so that the DELs of
+    /// its expired keys follow it into the backlog slice by slice).
+    history_restored: bool,
 }
 
 /// A dump file still being written: how much of it is there to load, and
@@ -588,6 +592,7 @@ impl AsyncLoad {
             expired: 0,
             multi_start: None,
             growing: None,
+            history_restored: false,
         }
     }
 
@@ -858,6 +863,28 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                     format!("Bad RDB file {}: {e}", load.path.display())
                 });
             }
+            // A master's keys that expired while it was down: its replicas,
+            // which continue its history, learn they are gone after the
+            // point the dump was taken at (Redis's RDBFLAGS_FEED_REPL). The
+            // history comes first (aux fields precede the keys); each
+            // slice's DELs then go to the feed, which the loop drains into
+            // the backlog, so a dump of many expired keys costs no memory.
+            if opts.collect_expired {
+                if !load.history_restored {
+                    if let Some(repl) = st.stats.repl() {
+                        srv.restore_replication_history(repl);
+                        load.history_restored = true;
+                    }
+                }
+                let del: &[u8] = if srv.config.lazyfree_lazy_expire {
+                    b"UNLINK"
+                } else {
+                    b"DEL"
+                };
+                for (db, key) in std::mem::take(&mut st.stats.expired_keys) {
+                    srv.propagate_only_to(db, &[del, &key], super::feed::TO_REPLICAS);
+                }
+            }
             if !st.done {
                 return Ok(true);
             }
@@ -869,19 +896,10 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                     st.stats.keys, st.stats.expired_skipped, st.stats.empty_skipped
                 );
             }
-            if let Some(repl) = st.stats.repl() {
-                srv.restore_replication_history(repl);
-            }
-            // A master's keys that expired while it was down: its replicas,
-            // which continue its history, learn they are gone after the
-            // point the dump was taken at (Redis's RDBFLAGS_FEED_REPL).
-            let del: &[u8] = if srv.config.lazyfree_lazy_expire {
-                b"UNLINK"
-            } else {
-                b"DEL"
-            };
-            for (db, key) in std::mem::take(&mut st.stats.expired_keys) {
-                srv.propagate_only_to(db, &[del, &key], super::feed::TO_REPLICAS);
+            if !load.history_restored {
+                if let Some(repl) = st.stats.repl() {
+                    srv.restore_replication_history(repl);
+                }
             }
             // The dump's function libraries (a library of the same name is
             // replaced, as Redis loads them).
