@@ -739,6 +739,36 @@ fn debug_loadaof_reloads_the_dataset_from_the_aof() {
 }
 
 #[test]
+fn debug_loadaof_replaces_the_function_libraries_with_the_files() {
+    // Redis's emptyData clears the libraries before the replay: replaying
+    // FUNCTION LOAD onto the library already loaded would fail, and with
+    // propagation-error-behavior panic stop the server.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let kv = start_on(
+        dir.path(),
+        &[
+            "--dir",
+            &d,
+            "--enable-debug-command",
+            "yes",
+            "--propagation-error-behavior",
+            "panic",
+        ],
+    );
+    let mut c = Conn::connect(kv.port);
+    let code = "#!lua name=test\nredis.register_function('test', function() return 'hello' end)";
+    assert_eq!(c.cmd_str(&["FUNCTION", "LOAD", code]), b"$4\r\ntest\r\n");
+    assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["FCALL", "test", "0"]), b"$5\r\nhello\r\n");
+    assert_eq!(c.cmd_str(&["FUNCTION", "DELETE", "test"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["FUNCTION", "LOAD", code]), b"$4\r\ntest\r\n");
+    assert_eq!(c.cmd_str(&["FUNCTION", "FLUSH"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["FUNCTION", "LIST"]), b"*0\r\n");
+}
+
+#[test]
 fn timestamp_annotations_are_written_and_skipped_on_load() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap().to_string();

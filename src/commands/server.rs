@@ -577,6 +577,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
                 c.srv.dbs[db].clear();
             }
+            // Redis's emptyData: the libraries go too, the file has them.
+            c.srv.functions.flush();
             c.srv.tracking_invalidate_all();
             if let Err(e) = crate::state::snapshot::load_aof_now(c.srv, super::replay_aof_command) {
                 tracing::error!("{e}");

@@ -45,7 +45,8 @@ pub struct Library {
 pub struct Functions {
     engine: Engine,
     libraries: BTreeMap<String, Library>,
-    /// Function name → its library.
+    /// Function name, lowercased (function names are case-insensitive, as
+    /// in Redis) → its library.
     index: HashMap<String, String>,
     /// Registry references: the globals' metatable, what it reads through
     /// to while a library loads and while a function runs.
@@ -173,13 +174,13 @@ impl Functions {
 
     /// The function `name`.
     pub fn get(&self, name: &[u8]) -> Option<&Function> {
-        let name = std::str::from_utf8(name).ok()?;
-        let lib = self.index.get(name)?;
+        let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+        let lib = self.index.get(&name)?;
         self.libraries
             .get(lib)?
             .functions
             .iter()
-            .find(|f| f.name == name)
+            .find(|f| f.name.eq_ignore_ascii_case(&name))
     }
 
     /// FUNCTION FLUSH: a fresh interpreter, no libraries.
@@ -199,7 +200,7 @@ impl Functions {
 
     fn unlink(&mut self, lib: Library) {
         for f in lib.functions {
-            self.index.remove(&f.name);
+            self.index.remove(&f.name.to_ascii_lowercase());
             // SAFETY: the reference is ours, made when the library loaded.
             unsafe { ffi::luaL_unref(self.engine.lua(), ffi::LUA_REGISTRYINDEX, f.func) };
         }
@@ -211,7 +212,7 @@ impl Functions {
         if !valid_name(&meta.name) {
             return Err("ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
         }
-        if meta.engine != "lua" {
+        if !meta.engine.eq_ignore_ascii_case("lua") {
             return Err(format!("ERR Engine '{}' not found", meta.engine));
         }
         if self.libraries.contains_key(&meta.name) && !replace {
@@ -229,7 +230,11 @@ impl Functions {
         }
         if let Some(f) = registered
             .iter()
-            .find(|f| self.index.get(&f.name).is_some_and(|lib| *lib != meta.name))
+            .find(|f| {
+                self.index
+                    .get(&f.name.to_ascii_lowercase())
+                    .is_some_and(|lib| *lib != meta.name)
+            })
         {
             let err = format!("ERR Function {} already exists", f.name);
             release(self, registered);
@@ -239,7 +244,8 @@ impl Functions {
             self.unlink(old);
         }
         for f in &registered {
-            self.index.insert(f.name.clone(), meta.name.clone());
+            self.index
+                .insert(f.name.to_ascii_lowercase(), meta.name.clone());
         }
         self.libraries.insert(
             meta.name.clone(),
@@ -373,7 +379,7 @@ impl Functions {
                     for f in &lib.functions {
                         if self
                             .index
-                            .get(&f.name)
+                            .get(&f.name.to_ascii_lowercase())
                             .is_some_and(|l| *l != lib.name || !replace)
                         {
                             return Err(format!("ERR Function {} already exists", f.name));
@@ -414,12 +420,15 @@ fn parse_metadata(code: &[u8]) -> Result<Metadata, String> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let line = String::from_utf8_lossy(&code[..end]);
-    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
-    let Some(first) = parts.first() else {
-        return Err("ERR Invalid library metadata".into());
+    // Split as Redis's sdssplitargs: `name="foo"` names the library foo.
+    let parts: Vec<String> = match crate::protocol::parser::split_args(&code[..end]) {
+        Some(parts) if !parts.is_empty() => parts
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect(),
+        _ => return Err("ERR Invalid library metadata".into()),
     };
-    let engine = first[2..].to_string();
+    let engine = parts[0].get(2..).unwrap_or_default().to_string();
     let mut name = None;
     for part in &parts[1..] {
         if part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=") {
