@@ -88,6 +88,9 @@ pub struct Config {
     pub tracking_table_max_keys: u64,
     pub notify_keyspace_events: NotifyFlags,
     pub pidfile: String,
+    /// Run in the background (Redis's daemonize: fork, setsid, standard
+    /// streams to /dev/null), unless a supervisor runs the process.
+    pub daemonize: bool,
     pub protected_mode: bool,
     /// Who may change protected configs (`dir`, `dbfilename`) at run time.
     pub enable_protected_configs: Gate,
@@ -388,6 +391,7 @@ impl Default for Config {
             tracking_table_max_keys: 0,
             notify_keyspace_events: NotifyFlags(0),
             pidfile: String::new(),
+            daemonize: false,
             protected_mode: false,
             enable_protected_configs: Gate::No,
             enable_debug_command: Gate::No,
@@ -2841,13 +2845,9 @@ pub static OPTIONS: &[OptionSpec] = &[
         "daemonize",
         "no",
         false,
-        "Only 'no': run kvstore under a supervisor instead.",
-        |_c| "no".to_string(),
-        |_c, v| {
-            if parse_bool(v)? {
-                return Err("daemonize is not supported; use a process supervisor".into());
-            }
-        }
+        "Run in the background: fork, detach from the terminal, standard streams to /dev/null, a PID file (pidfile, or /var/run/redis.pid).",
+        |c| yes_no(c.daemonize),
+        |c, v| c.daemonize = parse_bool(v)?
     ),
 ];
 

@@ -68,7 +68,16 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     // Before anything listens, as Redis (upstart stops the process here).
-    process::start_supervision(config.supervised);
+    let supervised = process::start_supervision(config.supervised);
+    let mut config = config;
+    let background = config.daemonize && !supervised;
+    if background {
+        process::daemonize();
+        // Redis's createPidFile: a daemon always has one.
+        if config.pidfile.is_empty() {
+            config.pidfile = "/var/run/redis.pid".to_string();
+        }
+    }
     if !config.pidfile.is_empty() {
         if let Err(e) = std::fs::write(&config.pidfile, format!("{}\n", std::process::id())) {
             error!("Failed to write PID file '{}': {e}", config.pidfile);

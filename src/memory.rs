@@ -192,3 +192,137 @@ pub fn purge() -> bool {
     };
     rc == 0
 }
+
+/// A C string of `bytes` up to their first NUL, as C code would read them.
+fn c_string(bytes: &[u8]) -> std::ffi::CString {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    std::ffi::CString::new(&bytes[..end]).expect("no NUL before the end")
+}
+
+/// What DEBUG MALLCTL and MALLCTL-STR answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MallctlReply {
+    Int(i64),
+    Str(Vec<u8>),
+    Ok,
+    /// An errno, for Redis's `strerror` reply.
+    Errno(i32),
+}
+
+/// DEBUG MALLCTL <name> [value]: read (and write) an integer control,
+/// trying 8, then 4, 2 and 1 bytes as Redis's mallctl_int does.
+pub fn mallctl_int(name: &[u8], new: Option<i64>) -> MallctlReply {
+    let name = c_string(name);
+    let mut old: i64 = 0;
+    let mut val: i64 = new.unwrap_or(0);
+    let mut sz = std::mem::size_of::<i64>();
+    while sz > 0 {
+        let (newp, newlen) = match new {
+            Some(_) => (&mut val as *mut i64 as *mut libc::c_void, sz),
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: `old` and `val` are 8 bytes and the sizes given never
+        // exceed that; jemalloc reads and writes at most those sizes.
+        let mut ret = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                &mut old as *mut i64 as *mut libc::c_void,
+                &mut sz,
+                newp,
+                newlen,
+            )
+        };
+        if ret == 0 {
+            return MallctlReply::Int(old);
+        }
+        if ret == libc::EPERM && new.is_some() {
+            // A write-only control: just write it.
+            // SAFETY: as above, `val` holds `sz` ≤ 8 bytes.
+            ret = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    name.as_ptr(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    &mut val as *mut i64 as *mut libc::c_void,
+                    sz,
+                )
+            };
+            if ret == 0 {
+                return MallctlReply::Ok;
+            }
+        }
+        if ret != libc::EINVAL {
+            return MallctlReply::Errno(ret);
+        }
+        // The size may be wrong: try a smaller one.
+        sz /= 2;
+    }
+    MallctlReply::Errno(libc::EINVAL)
+}
+
+/// DEBUG MALLCTL-STR <name> [value|VOID]: read (and write) a string
+/// control, as Redis's mallctl_string.
+pub fn mallctl_str(name: &[u8], new: Option<&[u8]>) -> MallctlReply {
+    let name = c_string(name);
+    let mut old: *const libc::c_char = std::ptr::null();
+    let mut sz = std::mem::size_of::<*const libc::c_char>();
+    // SAFETY: a string control hands back a pointer to a string jemalloc
+    // keeps for the process's life; `old` has a pointer's size.
+    let rret = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr(),
+            &mut old as *mut *const libc::c_char as *mut libc::c_void,
+            &mut sz,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rret != 0 && !(rret == libc::EPERM && new.is_some()) {
+        return MallctlReply::Errno(rret);
+    }
+    let mut wret = 0;
+    if let Some(value) = new {
+        let value = c_string(value);
+        let mut valp = value.as_ptr();
+        let (newp, newlen) = if value.as_bytes() == b"VOID" {
+            (std::ptr::null_mut(), 0)
+        } else {
+            (
+                &mut valp as *mut *const libc::c_char as *mut libc::c_void,
+                sz,
+            )
+        };
+        // SAFETY: `valp` points at `value`, alive for the call; a string
+        // control takes a pointer to a C string.
+        wret = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                name.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                newp,
+                newlen,
+            )
+        };
+    }
+    if rret == 0 {
+        if old.is_null() {
+            return MallctlReply::Str(Vec::new());
+        }
+        // SAFETY: jemalloc answered with a NUL-terminated string.
+        return MallctlReply::Str(unsafe { std::ffi::CStr::from_ptr(old) }.to_bytes().to_vec());
+    }
+    if wret != 0 {
+        MallctlReply::Errno(wret)
+    } else {
+        MallctlReply::Ok
+    }
+}
+
+/// The C library's text for an errno, as `strerror` gives it.
+pub fn strerror(errno: i32) -> String {
+    // SAFETY: strerror returns a NUL-terminated static or thread-local
+    // string, copied at once.
+    unsafe { std::ffi::CStr::from_ptr(libc::strerror(errno)) }
+        .to_string_lossy()
+        .into_owned()
+}

@@ -383,7 +383,7 @@ const SUPERVISED_SYSTEMD: u8 = 2;
 /// $NOTIFY_SOCKET is; upstart stops the process (SIGSTOP) until the
 /// supervisor continues it; systemd gets a first STATUS. Done before the
 /// listeners are bound, as Redis does.
-pub fn start_supervision(mode: SupervisedMode) {
+pub fn start_supervision(mode: SupervisedMode) -> bool {
     let mode = match mode {
         SupervisedMode::Auto if std::env::var_os("UPSTART_JOB").is_some() => {
             SupervisedMode::Upstart
@@ -397,21 +397,55 @@ pub fn start_supervision(mode: SupervisedMode) {
         SupervisedMode::Upstart => {
             if std::env::var_os("UPSTART_JOB").is_none() {
                 warn!("upstart supervision requested, but UPSTART_JOB not found!");
-                return;
+                return false;
             }
             info!("supervised by upstart, will stop to signal readiness.");
             // SAFETY: raising a signal at ourselves; SIGSTOP cannot be caught.
             unsafe { libc::raise(libc::SIGSTOP) };
             std::env::remove_var("UPSTART_JOB");
             SUPERVISED.store(SUPERVISED_UPSTART, Ordering::Relaxed);
+            true
         }
         SupervisedMode::Systemd => {
             if systemd_send("STATUS=Redis is loading...\n") {
                 info!("Supervised by systemd. Please make sure you set appropriate values for TimeoutStartSec and TimeoutStopSec in your service unit.");
                 SUPERVISED.store(SUPERVISED_SYSTEMD, Ordering::Relaxed);
+                true
+            } else {
+                false
             }
         }
-        SupervisedMode::No | SupervisedMode::Auto => {}
+        SupervisedMode::No | SupervisedMode::Auto => false,
+    }
+}
+
+/// Go to the background as Redis's daemonize: the process forks and the
+/// parent exits with 0; the child leads a new session, with its standard
+/// streams on /dev/null (a log to stdout goes nowhere). Called while the
+/// process has one thread, before anything is bound.
+pub fn daemonize() {
+    // SAFETY: fork in a process with a single thread; the parent only
+    // exits, the child goes on with everything it had.
+    unsafe {
+        match libc::fork() {
+            -1 => {
+                let e = std::io::Error::last_os_error();
+                eprintln!("Can't fork to go to the background: {e}");
+                libc::_exit(1);
+            }
+            0 => {}
+            _ => libc::_exit(0),
+        }
+        libc::setsid();
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR, 0);
+        if fd != -1 {
+            libc::dup2(fd, libc::STDIN_FILENO);
+            libc::dup2(fd, libc::STDOUT_FILENO);
+            libc::dup2(fd, libc::STDERR_FILENO);
+            if fd > libc::STDERR_FILENO {
+                libc::close(fd);
+            }
+        }
     }
 }
 

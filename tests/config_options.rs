@@ -1170,3 +1170,71 @@ fn use_exit_on_panic_ends_a_panic_with_exit_status_1_after_its_report() {
         assert!(log_of(&srv).contains("Guru Meditation: DEBUG PANIC"));
     }
 }
+
+/// `daemonize yes` as Redis's: the process started exits with 0 at once,
+/// the server goes on in the background in a session of its own, writes
+/// its PID file and removes it when it shuts down.
+#[test]
+fn daemonize_runs_the_server_in_the_background_with_a_pid_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let pidfile = dir.path().join("kvstore.pid");
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kvstore")).args([
+            "--port",
+            &port.to_string(),
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            pidfile.to_str().unwrap(),
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--logfile",
+            dir.path().join("kvstore.log").to_str().unwrap(),
+            "--save",
+            "",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success(), "{out:?}");
+    wait_for("the PID file", 10, || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    /// Kills the daemon if the test stops early.
+    struct Daemon(i32);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            // SAFETY: a signal to a process this test started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let _daemon = Daemon(pid);
+    // SAFETY: getsid only reads.
+    assert_eq!(unsafe { libc::getsid(pid) }, pid, "a session of its own");
+    let mut c = None;
+    wait_for("the daemon to listen", 10, || {
+        c = std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok()
+            .then(|| Conn::connect(port));
+        c.is_some()
+    });
+    let mut c = c.unwrap();
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "daemonize"]),
+        b"*2\r\n$9\r\ndaemonize\r\n$3\r\nyes\r\n"
+    );
+    let log = std::fs::read_to_string(dir.path().join("kvstore.log")).unwrap();
+    assert!(log.contains(&format!("pid={pid}")), "{log}");
+    c.send(&[b"SHUTDOWN", b"NOSAVE"]);
+    wait_for("the daemon to exit", 10, || {
+        // SAFETY: signal 0 only checks that the process exists; it is not
+        // our child, so it is gone once it exits.
+        unsafe { libc::kill(pid, 0) != 0 }
+    });
+    assert!(!pidfile.exists(), "the PID file is removed at shutdown");
+}

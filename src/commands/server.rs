@@ -252,6 +252,10 @@ const DEBUG_HELP: &[&str] = &[
     "    Enable or disable the reply buffer resize cron job",
     "REPLICATE <string>",
     "    Replicates the provided string to replicas, allowing data divergence.",
+    "MALLCTL <key> [<val>]",
+    "    Get or set a malloc tuning integer.",
+    "MALLCTL-STR <key> [<val>]",
+    "    Get or set a malloc tuning string.",
     "ERROR <string>",
     "    Return a Redis protocol error with <string> as message. Useful for clients",
     "    unit tests to simulate Redis errors.",
@@ -479,6 +483,8 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("htstats-key", 3),
         ("replicate", -3),
         ("error", 3),
+        ("mallctl", -3),
+        ("mallctl-str", -3),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -498,6 +504,30 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.reply.ok();
         }
         "error" => c.cl.reply.error(&String::from_utf8_lossy(argv[2])),
+        "mallctl" | "mallctl-str" => {
+            use crate::memory::MallctlReply;
+            let answer = if sub == "mallctl" {
+                let new = match argv.get(3) {
+                    None => None,
+                    Some(v) => match crate::util::parse_i64(v) {
+                        Some(v) => Some(v),
+                        None => return c.cl.reply.error(super::ERR_NOT_INT),
+                    },
+                };
+                crate::memory::mallctl_int(argv[2], new)
+            } else {
+                crate::memory::mallctl_str(argv[2], argv.get(3).copied())
+            };
+            match answer {
+                MallctlReply::Int(v) => c.cl.reply.int(v),
+                MallctlReply::Str(s) => c.cl.reply.bulk(&s),
+                MallctlReply::Ok => c.cl.reply.ok(),
+                MallctlReply::Errno(e) => c
+                    .cl
+                    .reply
+                    .error(&format!("ERR {}", crate::memory::strerror(e))),
+            }
+        }
         "sleep" => {
             // DEBUG SLEEP is defined to block the server; it is a test tool.
             let secs = String::from_utf8_lossy(argv[2])
