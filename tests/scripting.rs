@@ -548,3 +548,131 @@ fn a_transaction_meeting_a_busy_script_fails_whole() {
         );
     }
 }
+
+/// A Lua debugger session (SCRIPT DEBUG, as `redis-cli --ldb` drives it):
+/// every reply of the session, byte for byte, and what it left in the
+/// dataset and on the connection.
+fn ldb_session(port: u16, mode: &str) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let script = "local a = 1\nredis.call('set', KEYS[1], a)\nlocal t = {1, 2, x = 'y'}\nredis.debug('a is', a, t)\nif redis.breakpoint() then a = 2 end\nreturn redis.call('get', KEYS[1])\n";
+    let mut c = Conn::connect(port);
+    c.cmd_str(&["DEL", "k1"]);
+    let mut replies = vec![c.cmd_str(&["SCRIPT", "DEBUG", mode])];
+    replies.push(c.cmd_str(&["EVALSHA", &"0".repeat(40), "0"]));
+    replies.push(c.cmd_str(&["EVAL", script, "1", "k1"]));
+    for cmd in [
+        &["step"][..],
+        &["print", "a"],
+        &["s"],
+        &["print"],
+        &["eval", "1+2"],
+        &["e", "bad syntax here"],
+        &["redis", "get", "k1"],
+        &["r", "incr", "nosuchcommand", "x"],
+        &["r", "nosuch"],
+        &["list"],
+        &["l", "2", "1"],
+        &["whole"],
+        &["break", "6"],
+        &["b"],
+        &["b", "-6", "-6", "x", "99"],
+        &["b", "6"],
+        &["maxlen", "10"],
+        &["eval", "string.rep('x', 100)"],
+        &["m", "0"],
+        &["trace"],
+        &["print", "KEYS"],
+        &["p", "nosuch"],
+        &["foo"],
+        &["redis"],
+        &["help"],
+        &["continue"],
+        &["print", "a"],
+    ] {
+        replies.push(c.cmd_str(cmd));
+    }
+    // The last continue: to the end, then <endsession>, the script's
+    // reply, and the connection closes.
+    c.send(&[b"c"]);
+    replies.push(c.read_reply());
+    replies.push(c.read_reply());
+    c.expect_closed();
+    let mut other = Conn::connect(port);
+    let value = other.cmd_str(&["GET", "k1"]);
+    (replies, value)
+}
+
+#[test]
+fn lua_debugger_sessions_run_as_on_redis() {
+    let redis = common::start_redis(&[]);
+    for engine in ["io_uring", "epoll"] {
+        let kv = start_kvstore(&["--io-engine", engine]);
+        for mode in ["sync", "yes"] {
+            let (replies, value) = ldb_session(kv.port, mode);
+            let text = |r: &[u8]| String::from_utf8_lossy(r).into_owned();
+            assert_eq!(replies[0], b"+OK\r\n");
+            assert_eq!(
+                text(&replies[1]),
+                "-ERR Please use EVAL instead of EVALSHA for debugging\r\n"
+            );
+            assert!(
+                text(&replies[2]).starts_with(
+                    "*2\r\n+* Stopped at 1, stop reason = step over\r\n+-> 1   local a = 1\r\n"
+                ),
+                "{}",
+                text(&replies[2])
+            );
+            let all: String = replies.iter().map(|r| text(r)).collect();
+            for expected in [
+                "+<value> 1\r\n",
+                "+<redis> set k1 1\r\n",
+                "+<reply> \"+OK\"\r\n",
+                "+<retval> 3\r\n",
+                "+<debug> line 4: \"a is\", 1, {[1]=1; [2]=2; [\"x\"]=\"y\"}\r\n",
+                "+* Stopped at 6, stop reason = redis.breakpoint() called\r\n",
+                "+<value> 2\r\n",
+                "+<endsession>\r\n",
+                "$1\r\n1\r\n",
+            ] {
+                assert!(all.contains(expected), "{expected:?} not in {all}");
+            }
+            // SYNC keeps the script's writes; a forked session's are gone
+            // with the child.
+            let kept = if mode == "sync" {
+                "$1\r\n1\r\n"
+            } else {
+                "$-1\r\n"
+            };
+            assert_eq!(text(&value), kept, "{engine} {mode}");
+            if let Some(redis) = &redis {
+                let (theirs, their_value) = ldb_session(redis.port, mode);
+                assert_eq!(replies.len(), theirs.len());
+                for (ours, theirs) in replies.iter().zip(&theirs) {
+                    assert_eq!(text(ours), text(theirs), "{engine} {mode}");
+                }
+                assert_eq!(value, their_value);
+            }
+        }
+        // A forked session leaves the server serving others meanwhile.
+        let mut c = Conn::connect(kv.port);
+        assert_eq!(c.cmd_str(&["SCRIPT", "DEBUG", "yes"]), b"+OK\r\n");
+        let stopped = c.cmd_str(&["EVAL", "return 1", "0"]);
+        assert!(stopped.starts_with(b"*2\r\n+* Stopped at 1"));
+        let mut other = Conn::connect(kv.port);
+        assert_eq!(other.cmd_str(&["PING"]), b"+PONG\r\n");
+        // A debugger command that is not RESP stops the script.
+        c.send_raw(b"step\r\n");
+        let (rest, closed) = c.read_available(std::time::Duration::from_secs(2));
+        assert!(closed);
+        assert!(
+            String::from_utf8_lossy(&rest).contains("protocol error"),
+            "{}",
+            String::from_utf8_lossy(&rest)
+        );
+        assert_eq!(
+            other.cmd_str(&["SCRIPT", "DEBUG", "maybe"]),
+            b"-ERR Use SCRIPT DEBUG YES/SYNC/NO\r\n"
+        );
+        assert_eq!(other.cmd_str(&["SCRIPT", "DEBUG", "no"]), b"+OK\r\n");
+        assert_eq!(other.cmd_str(&["EVAL", "return 7", "0"]), b":7\r\n");
+    }
+}

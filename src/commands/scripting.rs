@@ -17,7 +17,8 @@
 
 use super::*;
 use crate::protocol::reply::Proto;
-use crate::scripting::{Host, RunOptions, ScriptFlags, REPL_AOF, REPL_REPLICA};
+use crate::scripting::{Host, Ldb, LdbIo, RunOptions, ScriptFlags, REPL_AOF, REPL_REPLICA};
+use crate::state::client::LdbMode;
 
 const ERR_NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
@@ -64,6 +65,21 @@ fn eval_generic(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode) {
     if source == Source::Sha && argv[1].len() != 40 {
         return c.cl.reply.error(ERR_NOSCRIPT);
     }
+    if c.cl.ldb != LdbMode::Off {
+        if source == Source::Sha {
+            return c
+                .cl
+                .reply
+                .error("ERR Please use EVAL instead of EVALSHA for debugging");
+        }
+        return debug_session(c, argv, mode);
+    }
+    eval_checked(c, argv, source, mode, None);
+}
+
+/// EVAL once the debugger, if any, is set up: the arguments checked, the
+/// script compiled and run.
+fn eval_checked(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode, ldb: Option<&mut Ldb>) {
     let Some(numkeys) = parse_i64(argv[2]) else {
         return c.cl.reply.error(ERR_NOT_INT);
     };
@@ -91,7 +107,168 @@ fn eval_generic(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode) {
     }
     let numkeys = numkeys as usize;
     let (keys, args) = argv[3..].split_at(numkeys);
-    run_script(c, &sha, flags, mode, keys, args);
+    run_script(c, &sha, flags, mode, keys, args, ldb);
+}
+
+// ---- The Lua debugger (SCRIPT DEBUG) ----
+
+/// A debugged EVAL (Redis's evalGenericCommandWithDebugging): in a forked
+/// child that talks to the client and exits (YES; the parent closes its
+/// side of the connection), or here, with the server waiting (SYNC). The
+/// client is closed after the session.
+fn debug_session(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
+    let forked = c.cl.ldb == LdbMode::Fork;
+    if forked {
+        // SAFETY: fork; the child runs only the session and `_exit`s, the
+        // parent goes on as before.
+        let pid = unsafe { libc::fork() };
+        if pid == -1 {
+            let e = std::io::Error::last_os_error();
+            c.cl.ldb = LdbMode::Off;
+            return c.cl.reply.error(&format!(
+                "ERR Fork() failed: can't run EVAL in debugging mode: {}",
+                crate::config::os_error_text(&e)
+            ));
+        }
+        if pid > 0 {
+            c.srv.ldb_children.push(pid);
+            c.cl.ldb = LdbMode::Off;
+            c.cl.close_asap = true;
+            return;
+        }
+        // The child: the server's shutdown signals are the parent's.
+        // SAFETY: plain signal dispositions in a single-threaded child.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+        }
+        tracing::warn!("Redis forked for debugging eval");
+    } else {
+        tracing::warn!("Redis synchronous debugging eval session started");
+    }
+    let threshold = c.srv.config.busy_reply_threshold;
+    let limit = std::time::Duration::from_millis(if threshold > 0 {
+        threshold as u64
+    } else {
+        5000
+    });
+    let mut ldb = Ldb::new(Box::new(SocketIo { fd: c.cl.fd }), argv[1], limit);
+    eval_checked(c, argv, Source::Body, mode, Some(&mut ldb));
+    ldb.end();
+    if forked {
+        // The reply, straight to the socket, and the child is done: none of
+        // the loop's work (AOF, replicas) is the child's.
+        let reply = c.cl.reply.take_bytes();
+        SocketIo { fd: c.cl.fd }.write_all(&reply);
+        tracing::warn!("Lua debugging session child exiting");
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    tracing::warn!("Redis synchronous debugging eval session ended");
+    c.cl.ldb = LdbMode::Off;
+    c.cl.close_after_reply = true;
+}
+
+/// The debugging client's socket, read and written directly (it is off
+/// the event loop's engines meanwhile: see SCRIPT DEBUG).
+struct SocketIo {
+    fd: std::os::fd::RawFd,
+}
+
+impl SocketIo {
+    /// Wait for `events` on the socket, up to `timeout_ms` (-1: for ever).
+    fn wait(&self, events: libc::c_short, timeout_ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one pollfd, ours.
+            let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+            if n >= 0 {
+                return n > 0;
+            }
+            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                return false;
+            }
+        }
+    }
+}
+
+impl LdbIo for SocketIo {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            // SAFETY: reading into `buf`, within its length.
+            let n =
+                unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if n >= 0 {
+                return Ok(n as usize);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock => {
+                    self.wait(libc::POLLIN, -1);
+                }
+                std::io::ErrorKind::Interrupted => {}
+                _ => return Err(e),
+            }
+        }
+    }
+
+    fn write_all(&mut self, mut data: &[u8]) {
+        // As Redis's connSendTimeout: 5 seconds for the client to take it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !data.is_empty() {
+            // SAFETY: sending from `data`, within its length.
+            let n = unsafe {
+                libc::send(
+                    self.fd,
+                    data.as_ptr() as *const libc::c_void,
+                    data.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if n > 0 {
+                data = &data[n as usize..];
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => {}
+                std::io::ErrorKind::WouldBlock if !left.is_zero() => {
+                    self.wait(libc::POLLOUT, left.as_millis().max(1) as i32);
+                }
+                // Gone or stuck: the next read finds out.
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Reap the children of finished debugging sessions (from the cron).
+pub fn reap_debug_sessions(srv: &mut Server) {
+    srv.ldb_children.retain(|&pid| {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child, non-blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        r == 0
+    });
+}
+
+/// Kill the debugging sessions still running (at shutdown, as Redis's
+/// ldbKillForkedSessions).
+pub fn kill_debug_sessions(srv: &mut Server) {
+    for pid in std::mem::take(&mut srv.ldb_children) {
+        tracing::warn!("Killing debugging session {pid}");
+        // SAFETY: signalling and reaping our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+    }
 }
 
 /// Why a script may not start (Redis's scriptPrepareForRun): the checks a
@@ -153,6 +330,7 @@ fn run_script(
     mode: Mode,
     keys: &[&[u8]],
     args: &[&[u8]],
+    ldb: Option<&mut Ldb>,
 ) {
     // The engine leaves the server while it runs the script, whose
     // commands need the server (INFO inside a script sees a placeholder).
@@ -168,7 +346,7 @@ fn run_script(
         ),
     };
     with_script_host(c, flags, mode, run, |host, options, out| {
-        engine.run(sha, keys, args, options, host, out)
+        engine.run(sha, keys, args, options, host, out, ldb)
     });
     c.srv.scripts = engine;
 }
@@ -485,6 +663,40 @@ pub fn script(c: &mut Ctx, argv: &[&[u8]]) {
             c.srv.scripts.reset();
             c.cl.reply.ok();
         }
+        "debug" => {
+            if !c.cl.reply.is_empty() {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR SCRIPT DEBUG must be called outside a pipeline");
+            }
+            let mode = if eq_ic(argv[2], "no") {
+                LdbMode::Off
+            } else if eq_ic(argv[2], "yes") {
+                LdbMode::Fork
+            } else if eq_ic(argv[2], "sync") {
+                LdbMode::Sync
+            } else {
+                return c.cl.reply.error("ERR Use SCRIPT DEBUG YES/SYNC/NO");
+            };
+            if mode != LdbMode::Off && c.cl.is_tls {
+                // The session reads and writes the socket itself.
+                return c
+                    .cl
+                    .reply
+                    .error("ERR SCRIPT DEBUG is not available on TLS connections");
+            }
+            if mode != LdbMode::Off && c.cl.fd < 0 {
+                return c
+                    .cl
+                    .reply
+                    .error("ERR SCRIPT DEBUG needs a client connection");
+            }
+            c.cl.ldb = mode;
+            // The loop takes the socket off io_uring before the EVAL.
+            c.cl.ldb_detach = mode != LdbMode::Off;
+            c.cl.reply.ok();
+        }
         _ => kill_script(c, true),
     }
 }
@@ -523,6 +735,8 @@ pub const ERR_BUSY_FUNCTION: &str =
 
 const SCRIPT_HELP: &[&str] = &[
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
     "EXISTS <sha1> [<sha1> ...]",
     "    Return information about the existence of the scripts in the script cache.",
     "FLUSH [ASYNC|SYNC]",

@@ -522,10 +522,10 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 MallctlReply::Int(v) => c.cl.reply.int(v),
                 MallctlReply::Str(s) => c.cl.reply.bulk(&s),
                 MallctlReply::Ok => c.cl.reply.ok(),
-                MallctlReply::Errno(e) => c
-                    .cl
-                    .reply
-                    .error(&format!("ERR {}", crate::memory::strerror(e))),
+                MallctlReply::Errno(e) => {
+                    c.cl.reply
+                        .error(&format!("ERR {}", crate::memory::strerror(e)))
+                }
             }
         }
         "sleep" => {

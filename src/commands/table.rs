@@ -447,6 +447,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         m::SCRIPT,
         sc::script,
         [
+            m::SCRIPT_DEBUG,
             m::SCRIPT_EXISTS,
             m::SCRIPT_FLUSH,
             m::SCRIPT_HELP,

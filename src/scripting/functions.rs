@@ -228,14 +228,11 @@ impl Functions {
         if registered.is_empty() {
             return Err("ERR No functions registered".into());
         }
-        if let Some(f) = registered
-            .iter()
-            .find(|f| {
-                self.index
-                    .get(&f.name.to_ascii_lowercase())
-                    .is_some_and(|lib| *lib != meta.name)
-            })
-        {
+        if let Some(f) = registered.iter().find(|f| {
+            self.index
+                .get(&f.name.to_ascii_lowercase())
+                .is_some_and(|lib| *lib != meta.name)
+        }) {
             let err = format!("ERR Function {} already exists", f.name);
             release(self, registered);
             return Err(err);
@@ -346,6 +343,7 @@ impl Functions {
             options,
             host,
             out,
+            None,
         );
     }
 

@@ -37,7 +37,10 @@ mod cjson;
 mod cmsgpack;
 pub mod convert;
 pub mod functions;
+mod ldb;
 mod structlib;
+
+pub use ldb::{Ldb, LdbIo};
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr};
@@ -123,6 +126,8 @@ struct RunCtx<'a> {
     verbosity: i32,
     /// The generator behind `math.random` (Redis's rand48).
     rand: &'a mut u64,
+    /// The debugging session, when the script is debugged (SCRIPT DEBUG).
+    ldb: Option<&'a mut Ldb>,
 }
 
 thread_local! {
@@ -295,7 +300,9 @@ impl Engine {
     }
 
     /// Run the cached script `sha` (lower case) with `keys` and `args` as
-    /// KEYS and ARGV; its result, or its error, goes to `out`.
+    /// KEYS and ARGV; its result, or its error, goes to `out`. With `ldb`
+    /// the run is debugged (SCRIPT DEBUG).
+    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &mut self,
         sha: &str,
@@ -304,11 +311,22 @@ impl Engine {
         options: RunOptions,
         host: &mut dyn Host,
         out: &mut Reply,
+        ldb: Option<&mut Ldb>,
     ) {
         let Some(func) = self.scripts.get(sha).map(|s| s.func) else {
             return out.error("NOSCRIPT No matching script. Please use EVAL.");
         };
-        self.invoke(func, sha, CallStyle::Eval, keys, args, options, host, out);
+        self.invoke(
+            func,
+            sha,
+            CallStyle::Eval,
+            keys,
+            args,
+            options,
+            host,
+            out,
+            ldb,
+        );
     }
 
     /// Call the function at registry reference `func`, named `label` in
@@ -326,8 +344,10 @@ impl Engine {
         options: RunOptions,
         host: &mut dyn Host,
         out: &mut Reply,
+        ldb: Option<&mut Ldb>,
     ) {
         let l = self.lua;
+        let debugging = ldb.is_some();
         let mut ctx = RunCtx {
             host,
             sha: label,
@@ -337,13 +357,23 @@ impl Engine {
             resp: 2,
             verbosity: options.verbosity,
             rand: &mut self.rand,
+            ldb,
         };
         // SAFETY: the state is ours; `ctx` outlives the call, and the
         // thread-local pointer to it is cleared before it goes.
         unsafe {
             let ctx_ptr: *mut RunCtx = &mut ctx;
             RUN_CTX.with(|c| c.set(ctx_ptr.cast()));
-            if options.slow_after.is_some() {
+            if debugging {
+                // Every line stops at the debugger's hook, which also
+                // catches a loop left to run (Redis's luaLdbLineHook).
+                ffi::lua_sethook(
+                    l,
+                    Some(ldb::line_hook),
+                    ffi::LUA_MASKLINE | ffi::LUA_MASKCOUNT,
+                    HOOK_INSTRUCTIONS,
+                );
+            } else if options.slow_after.is_some() {
                 ffi::lua_sethook(
                     l,
                     Some(slow_script_hook),
@@ -379,7 +409,7 @@ impl Engine {
                 convert::lua_to_reply(l, out, ctx.resp == 3);
             }
             ffi::lua_pop(l, 1); // the error handler
-            if options.slow_after.is_some() {
+            if debugging || options.slow_after.is_some() {
                 ffi::lua_sethook(l, None, 0, 0);
             }
             RUN_CTX.with(|c| c.set(std::ptr::null_mut()));
@@ -643,7 +673,16 @@ unsafe fn generic_call(l: *mut lua_State, raise_errors: bool) -> c_int {
         ffi::lua_settop(l, 0);
         ok.then(|| {
             let refs: Vec<&[u8]> = argv.iter().map(|a| a.as_slice()).collect();
-            (*ctx).host.call(&refs, (*ctx).resp)
+            if let Some(ldb) = (*ctx).ldb.as_deref_mut().filter(|s| s.enabled()) {
+                ldb.log_command(&refs);
+            }
+            let outcome = (*ctx).host.call(&refs, (*ctx).resp);
+            if let (Some(ldb), Ok(reply)) =
+                ((*ctx).ldb.as_deref_mut().filter(|s| s.enabled()), &outcome)
+            {
+                ldb.log_reply(reply);
+            }
+            outcome
         })
     };
     let is_error = match outcome {
@@ -655,6 +694,7 @@ unsafe fn generic_call(l: *mut lua_State, raise_errors: bool) -> c_int {
             true
         }
         Some(Err(e)) => {
+            ldb::log_call_error(l, &e);
             push_error_table(l, &e);
             mark_error_counted(l);
             true
@@ -864,16 +904,6 @@ unsafe extern "C-unwind" fn redis_replicate_commands(l: *mut lua_State) -> c_int
     // Scripts always replicate their effects (Redis 7): nothing to turn on.
     ffi::lua_pushboolean(l, 1);
     1
-}
-
-unsafe extern "C-unwind" fn redis_breakpoint(l: *mut lua_State) -> c_int {
-    // No debugging session is ever active (SCRIPT DEBUG is not offered).
-    ffi::lua_pushboolean(l, 0);
-    1
-}
-
-unsafe extern "C-unwind" fn redis_debug(_l: *mut lua_State) -> c_int {
-    0
 }
 
 unsafe extern "C-unwind" fn redis_acl_check_cmd(l: *mut lua_State) -> c_int {
@@ -1275,8 +1305,8 @@ unsafe fn new_state() -> *mut lua_State {
     set_num(l, c"REPL_REPLICA", REPL_REPLICA as f64);
     set_num(l, c"REPL_ALL", (REPL_AOF | REPL_REPLICA) as f64);
     set_fn(l, c"acl_check_cmd", redis_acl_check_cmd);
-    set_fn(l, c"breakpoint", redis_breakpoint);
-    set_fn(l, c"debug", redis_debug);
+    set_fn(l, c"breakpoint", ldb::redis_breakpoint);
+    set_fn(l, c"debug", ldb::redis_debug);
     set_fn(l, c"replicate_commands", redis_replicate_commands);
     ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, c"redis".as_ptr());
 
@@ -1391,6 +1421,7 @@ mod tests {
                 },
                 &mut host,
                 &mut out,
+                None,
             ),
             Err(e) => out.error(&e),
         }
@@ -1546,7 +1577,7 @@ mod tests {
             verbosity: 2,
             slow_after: Some(std::time::Duration::from_millis(20)),
         };
-        engine.run(&sha, &[], &[], options, &mut host, &mut out);
+        engine.run(&sha, &[], &[], options, &mut host, &mut out, None);
         let got = String::from_utf8(out.take_bytes()).unwrap();
         assert!(
             got.starts_with("-ERR Script killed: the server is shutting down"),
@@ -1554,7 +1585,7 @@ mod tests {
         );
         // The interpreter is fine afterwards.
         let sha = engine.create(b"return 7").unwrap();
-        engine.run(&sha, &[], &[], options, &mut host, &mut out);
+        engine.run(&sha, &[], &[], options, &mut host, &mut out, None);
         assert_eq!(out.take_bytes(), b":7\r\n");
     }
 

@@ -47,6 +47,9 @@ impl EventLoop {
         if srv.tracking.clients > 0 {
             srv.tracking_limit_used_slots();
         }
+        if !srv.ldb_children.is_empty() {
+            commands::scripting::reap_debug_sessions(srv);
+        }
         if srv.loading.is_none() {
             if srv.active_expire_enabled {
                 // A replica's keys expire by its master's DELs, except those

@@ -998,6 +998,10 @@ impl EventLoop {
                 Some(&mut pump as *mut busy::Pump as *mut dyn crate::state::BusyPump);
             commands::execute(&mut self.srv, &mut client.st, &argv);
             self.srv.busy_pump = None;
+            if client.st.ldb_detach {
+                client.st.ldb_detach = false;
+                self.detach_from_uring(client);
+            }
             argv.clear();
             client.st.big_args.clear();
             if self.srv.dirty != dirty && !self.srv.blocked_keys.is_empty() {
@@ -1018,6 +1022,32 @@ impl EventLoop {
             self.srv.recent_max_input = qlen;
         }
         !client.st.close_after_reply
+    }
+
+    /// SCRIPT DEBUG: the debugging session will read the client's socket
+    /// itself (here, or in a forked child), so nothing else may: an
+    /// io_uring client's receive is cancelled and its socket goes to
+    /// epoll, whose readiness reads nothing. What the receive had taken
+    /// still reaches the query buffer (`absorb_received`).
+    fn detach_from_uring(&mut self, client: &mut Client) {
+        if !client.link.uring {
+            return;
+        }
+        let idx = client.st.slot;
+        let id = client.st.id;
+        let uring = self.uring.as_mut().expect("the io_uring engine");
+        let cancelled = uring.cancel_recv_now(idx, id);
+        let registered = cancelled.and_then(|()| {
+            self.poll
+                .registry()
+                .register(client.link.conn.source(), Token(idx), Interest::READABLE)
+        });
+        client.link.uring = false;
+        client.link.recv_armed = false;
+        if let Err(e) = registered {
+            warn!("Moving a client to epoll for SCRIPT DEBUG: {e}");
+            client.st.close_asap = true;
+        }
     }
 
     /// A pipeline's next commands are in the buffer: start fetching their
@@ -1386,6 +1416,7 @@ impl EventLoop {
     /// snapshot, without FORCE, cancels the shutdown and the server keeps
     /// running, as Redis does (returns false).
     fn finish_shutdown(&mut self, flags: ShutdownFlags) -> bool {
+        commands::scripting::kill_debug_sessions(&mut self.srv);
         let (mut replicas, mut lagging) = (0, 0);
         let offset = self.srv.repl.offset;
         for (c, l) in self.srv.replica_links() {
@@ -1707,7 +1738,8 @@ fn accept_from(
         // Logged in as the default user at once when it needs no password
         // (Redis's clientSetDefaultAuth).
         let authenticated = !srv.acl.auth_required();
-        let st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
+        let mut st = ClientState::new(id, conn.fd(), addr, laddr, is_unix, is_local, authenticated);
+        st.is_tls = conn.is_tls();
         // Register under the slot the client is about to take.
         let idx = srv.vacant_slot();
         let mut link = Link::new(conn, crate::protocol::QueryBuffer::new());
@@ -1781,6 +1813,8 @@ fn absorb_received(
         link.recv_armed = false;
     }
     let got = match (c.result, c.buffer()) {
+        // Cancelled for SCRIPT DEBUG (`detach_from_uring`).
+        (e, _) if e == -libc::ECANCELED => Received::Nothing,
         (n, Some(bid)) if n > 0 => {
             let n = n as usize;
             let mut data = uring.buffer(bid, n);
@@ -1818,7 +1852,7 @@ fn absorb_received(
         (e, _) if e < 0 => Received::Failed(io::Error::from_raw_os_error(-e)),
         _ => Received::Failed(io::Error::other("a receive without its buffer")),
     };
-    if !link.recv_armed && matches!(got, Received::Data | Received::Nothing) {
+    if link.uring && !link.recv_armed && matches!(got, Received::Data | Received::Nothing) {
         link.recv_armed = true;
         uring.rearm_recv(link.conn.fd(), c);
     }

@@ -265,6 +265,22 @@ impl UringNet {
         self.push(entry);
     }
 
+    /// Stop client `id`'s receive now (its socket is about to be read
+    /// directly: SCRIPT DEBUG). What was queued is submitted first, so a
+    /// receive armed again this turn is cancelled too; the cancelled
+    /// receive's last completion (`ECANCELED`, or bytes that arrived
+    /// before) comes with the next ones.
+    pub fn cancel_recv_now(&mut self, slot: usize, id: u64) -> io::Result<()> {
+        self.ring.submit()?;
+        let ts = types::Timespec::new().sec(1);
+        let target = types::CancelBuilder::user_data(user_data(Op::Recv, slot, id)).all();
+        match self.ring.submitter().register_sync_cancel(Some(ts), target) {
+            // ENOENT: none was in flight (the buffers had run out).
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Send `data` to client `id`: submitted by the next `wait`, done
     /// (in full, in part or not at all) within it.
     ///

@@ -10,6 +10,16 @@ use crate::protocol::{Proto, Reply};
 /// Everything about a client that command handlers may read or change. The
 /// query buffer is kept outside so that handlers can borrow arguments from it
 /// while writing replies here.
+/// How a client's EVAL is debugged (SCRIPT DEBUG).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LdbMode {
+    Off,
+    /// YES: in a forked child; the dataset's changes are thrown away.
+    Fork,
+    /// SYNC: in the server, which waits; changes are kept.
+    Sync,
+}
+
 pub struct ClientState {
     pub id: u64,
     /// Selected database.
@@ -95,6 +105,14 @@ pub struct ClientState {
     pub kind: ClientKind,
     /// Queued in the server's pending writes.
     pub pending_write: bool,
+    /// SCRIPT DEBUG YES or SYNC: the next EVAL is debugged.
+    pub ldb: LdbMode,
+    /// The event loop must move the socket off io_uring before the
+    /// debugging session reads it directly (set by SCRIPT DEBUG).
+    pub ldb_detach: bool,
+    /// A TLS connection (the debugger reads the socket itself, so it is
+    /// not offered there).
+    pub is_tls: bool,
     /// Running the commands of an EXEC, or replaying the AOF: blocking
     /// commands answer at once instead of blocking (Redis's
     /// CLIENT_DENY_BLOCKING).
@@ -320,6 +338,9 @@ impl ClientState {
             kind: ClientKind::Normal,
             pending_write: false,
             deny_blocking: false,
+            ldb: LdbMode::Off,
+            ldb_detach: false,
+            is_tls: false,
             holds: Default::default(),
             released: 0,
             aof_held: false,

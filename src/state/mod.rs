@@ -264,6 +264,9 @@ pub struct Server {
     /// running past `busy-reply-threshold` serves the other clients
     /// (`-BUSY`, SCRIPT KILL, SHUTDOWN NOSAVE) without returning to it.
     pub busy_pump: Option<*mut dyn BusyPump>,
+    /// Children running forked debugging sessions (SCRIPT DEBUG YES):
+    /// reaped by the cron, killed at shutdown.
+    pub ldb_children: Vec<libc::pid_t>,
     /// Commands run now come from clients served while a script is busy:
     /// only those allowed when busy may run.
     pub serving_busy: bool,
@@ -430,6 +433,7 @@ impl Server {
             stop_signal: Default::default(),
             script_run: None,
             busy_pump: None,
+            ldb_children: Vec::new(),
             serving_busy: false,
             in_exec: false,
             clients: Vec::new(),
