@@ -347,3 +347,57 @@ fn debug_set_skip_checksum_validation_lets_restore_meet_the_payload() {
         b"-ERR DUMP payload version or checksum are wrong\r\n"
     );
 }
+
+/// A refused payload is logged in Redis's words (its corrupt-dump tests
+/// and people reading logs look for them): payloads from Redis's own
+/// `tests/integration/corrupt-dump.tcl`.
+#[test]
+fn refused_payloads_are_logged_as_redis_logs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("kvstore.log");
+    let kv = common::start_kvstore_in(
+        dir,
+        &[
+            "--logfile",
+            log.to_str().unwrap(),
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1"]),
+        b"+OK\r\n"
+    );
+    let cases: [(&[u8], &str); 5] = [
+        (
+            b"\x0D\x1B\x1B\x00\x00\x00\x16\x00\x00\x00\x04\x00\x00\x02\x61\x00\x04\x02\x62\x00\x04\x02\x61\x00\x04\x02\x64\x00\xFF\x09\x00\xA1\x98\x36\x78\xCC\x8E\x93\x2E",
+            "Hash ziplist integrity check failed",
+        ),
+        (
+            b"\x09\x02\x00\xFF\x09\x00\xC0\xF1\xB8\x67\x4C\x16\xAC\xE3",
+            "Zipmap integrity check failed",
+        ),
+        (
+            b"\x0F\x00\x00\x00\x00\x01\x07\x6D\x79\x67\x72\x6F\x75\x70\x00\x00\x00\x02\x04\x6E\x61\x6D\x65\x2A\x4C\xAA\x9A\x7D\x01\x00\x00\x00\x04\x6E\x61\x6D\x65\x2B\x4C\xAA\x9A\x7D\x01\x00\x00\x00\x0A\x00\xCC\xED\x8C\xA7\x62\xEE\xC7\xC8",
+            "Duplicate stream consumer detected",
+        ),
+        (
+            b"\x10\x17\x17\x00\x00\x00\x04\x00\x82\x61\x00\x03\x82\x62\x00\x03\x82\x61\x00\x03\x82\x64\x00\x03\xff\x0a\x00\xc0\xcf\xa6\x87\xe5\xa7\xc5\xbe",
+            "listpack with dup elements",
+        ),
+        (
+            b"\x0F\x01\x10\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02\x40\x55\x5F\x00\x00\x00\x0F\x00\x01\x01\x00\x01\x02\x01\x88\x31\x00\x00\x00\x00\x00\x00\x00\x09\x88\x32\x00\x00\x00\x00\x00\x00\x00\x09\x00\x01\x00\x01\x00\x01\x00\x01\x02\x02\x88\x31\x00\x00\x00\x00\x00\x00\x00\x09\x88\x61\x00\x00\x00\x00\x00\x00\x00\x09\x88\x32\x00\x00\x00\x00\x00\x00\x00\x09\x88\x62\x00\x00\x00\x00\x00\x00\x00\x09\x08\x01\xFF\x0A\x01\x00\x00\x09\x00\x45\x91\x0A\x87\x2F\xA5\xF9\x2E",
+            "Stream listpack integrity check failed",
+        ),
+    ];
+    for (payload, logged) in cases {
+        assert_eq!(
+            c.cmd(&[b"RESTORE", b"key", b"0", payload]),
+            b"-ERR Bad data format\r\n"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains(logged), "{logged:?} not in the log:\n{text}");
+    }
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+}

@@ -419,6 +419,13 @@ fn corrupt_dumps_are_refused_cleanly() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Bad RDB file"), "stderr: {err}");
+    // The log ends as Redis's does (its tests and scripts look for it).
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.trim_end()
+            .ends_with("Terminating server after rdb file reading failure."),
+        "log: {log}"
+    );
 }
 
 #[test]

@@ -371,6 +371,7 @@ impl EventLoop {
             if self.srv.loading.is_some() {
                 // A full sync's dump: its end (or failure) is the link's.
                 let synced = self.srv.master.loads_sync();
+                let dump = self.srv.loading.as_ref().is_some_and(|l| !l.aof);
                 match crate::state::snapshot::continue_loading(
                     &mut self.srv,
                     commands::replay_aof_command,
@@ -385,6 +386,13 @@ impl EventLoop {
                     Err(e) if synced => {
                         self.srv.loading = None;
                         self.synced_load_done(Err(e));
+                    }
+                    Err(e) if dump => {
+                        // As Redis's rdbReportError for a file being loaded.
+                        error!("{e}");
+                        eprintln!("{e}");
+                        warn!("Terminating server after rdb file reading failure.");
+                        std::process::exit(1);
                     }
                     Err(e) => return Err(io::Error::other(e)),
                 }

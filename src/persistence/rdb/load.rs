@@ -193,6 +193,15 @@ fn type_name(t: u8) -> &'static str {
     }
 }
 
+/// A compact encoding's failed check, named as Redis's rdbLoadObject names
+/// it (`Zset ziplist integrity check failed`), with what was wrong.
+fn integrity(kind: &str, e: String) -> String {
+    let detail = e
+        .split_once("integrity check failed: ")
+        .map_or(e.as_str(), |(_, d)| d);
+    format!("{kind} integrity check failed: {detail}")
+}
+
 /// Read one value of type `t` into a boxed value or string.
 fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>> {
     let hash_lim = opts.hash_limits;
@@ -215,7 +224,7 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         let mut h = Hash::default();
         for p in pairs.chunks(2) {
             if !h.set(&p[0], &p[1], hash_lim.0, hash_lim.1) {
-                return Err("duplicate hash field".into());
+                return Err("Duplicate hash fields detected (listpack with dup elements)".into());
             }
         }
         Ok(Loaded::Value(Value::Hash(h)))
@@ -283,12 +292,33 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             }
             make_hash(items)
         }
-        T_SET_INTSET => make_set(intset_items(&r.string()?)?),
-        T_LIST_ZIPLIST => Ok(make_list(&mut ziplist_items(&r.string()?)?.into_iter())),
-        T_HASH_ZIPLIST => make_hash(ziplist_items(&r.string()?)?),
-        T_HASH_ZIPMAP => make_hash(zipmap_items(&r.string()?)?),
+        T_SET_INTSET => {
+            let blob = r.string()?;
+            make_set(intset_items(&blob).map_err(|e| integrity("Intset", e))?)
+        }
+        T_LIST_ZIPLIST => {
+            let blob = r.string()?;
+            let items = ziplist_items(&blob).map_err(|e| integrity("List ziplist", e))?;
+            Ok(make_list(&mut items.into_iter()))
+        }
+        T_HASH_ZIPLIST => {
+            let blob = r.string()?;
+            ziplist_items(&blob)
+                .and_then(make_hash)
+                .map_err(|e| integrity("Hash ziplist", e))
+        }
+        T_HASH_ZIPMAP => {
+            let blob = r.string()?;
+            let items = zipmap_items(&blob)?;
+            // Redis's zipmapValidateIntegrity refuses an empty zipmap.
+            if items.is_empty() {
+                return Err("Zipmap integrity check failed".into());
+            }
+            make_hash(items)
+        }
         T_ZSET_ZIPLIST => {
-            let items = ziplist_items(&r.string()?)?;
+            let blob = r.string()?;
+            let items = ziplist_items(&blob).map_err(|e| integrity("Zset ziplist", e))?;
             if !items.len().is_multiple_of(2) {
                 return Err("zset ziplist with an odd number of elements".into());
             }
@@ -317,10 +347,19 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             }
             Ok(Loaded::Value(Value::List(l)))
         }
-        T_HASH_LISTPACK => make_hash(listpack_items(&r.string()?)?),
-        T_SET_LISTPACK => make_set(listpack_items(&r.string()?)?),
+        T_HASH_LISTPACK => {
+            let blob = r.string()?;
+            listpack_items(&blob)
+                .and_then(make_hash)
+                .map_err(|e| integrity("Hash listpack", e))
+        }
+        T_SET_LISTPACK => {
+            let blob = r.string()?;
+            make_set(listpack_items(&blob).map_err(|e| integrity("Set listpack", e))?)
+        }
         T_ZSET_LISTPACK => {
-            let items = listpack_items(&r.string()?)?;
+            let blob = r.string()?;
+            let items = listpack_items(&blob).map_err(|e| integrity("Zset listpack", e))?;
             if !items.len().is_multiple_of(2) {
                 return Err("zset listpack with an odd number of elements".into());
             }
@@ -387,13 +426,13 @@ fn read_stream(r: &mut Reader, t: u8) -> R<crate::db::Stream> {
             .ok_or("stream node key entry is not the size of a stream ID")?;
         let node = r.string()?.into_owned();
         if !crate::db::listpack::validate(&node) {
-            return Err("stream listpack integrity check failed".into());
+            return Err("Stream listpack integrity check failed".into());
         }
         if crate::db::listpack::len(&node) == 0 {
-            return Err("empty listpack inside stream".into());
+            return Err("Empty listpack inside stream".into());
         }
         if s.nodes.insert(master, node).is_some() {
-            return Err("listpack re-added with existing key".into());
+            return Err("Listpack re-added with existing key".into());
         }
     }
     let id = |r: &mut Reader| -> R<StreamId> { Ok(StreamId::new(r.len()?, r.len()?)) };
@@ -440,7 +479,7 @@ fn read_stream(r: &mut Reader, t: u8) -> R<crate::db::Stream> {
                 consumer: Vec::new(),
             };
             if g.pel.insert(pid, nack).is_some() {
-                return Err("duplicated global PEL entry loading stream consumer group".into());
+                return Err("Duplicated global PEL entry loading stream consumer group".into());
             }
         }
         let consumers = r.count(9)?;
@@ -460,21 +499,21 @@ fn read_stream(r: &mut Reader, t: u8) -> R<crate::db::Stream> {
                 let raw = r.bytes(16, "consumer PEL entry")?;
                 let pid = StreamId::from_be_bytes(raw).expect("16 bytes");
                 let Some(nack) = g.pel.get_mut(&pid) else {
-                    return Err("consumer entry not found in group global PEL".into());
+                    return Err("Consumer entry not found in group global PEL".into());
                 };
                 nack.consumer = cname.clone();
                 if !c.pel.insert(pid) {
                     return Err(
-                        "duplicated consumer PEL entry loading a stream consumer group".into(),
+                        "Duplicated consumer PEL entry loading a stream consumer group".into(),
                     );
                 }
             }
             if g.consumers.insert(cname, c).is_some() {
-                return Err("duplicate stream consumer detected".into());
+                return Err("Duplicate stream consumer detected".into());
             }
         }
         if s.groups.insert(name, g).is_some() {
-            return Err("duplicated consumer group name".into());
+            return Err("Duplicated consumer group name".into());
         }
     }
     s.validate_groups()?;
