@@ -374,30 +374,9 @@ fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
                 o.extend_from_slice(b"NULL");
                 return rest;
             }
-            o.push(b'[');
-            let mut p = rest;
-            for j in 0..n {
-                p = resp_to_human(o, p);
-                if j != n - 1 {
-                    o.push(b',');
-                }
-            }
-            o.push(b']');
-            p
+            human_items(o, rest, n, b"[", b"]")
         }
-        b'~' => {
-            let n = count();
-            o.extend_from_slice(b"~(");
-            let mut p = rest;
-            for j in 0..n {
-                p = resp_to_human(o, p);
-                if j != n - 1 {
-                    o.push(b',');
-                }
-            }
-            o.push(b')');
-            p
-        }
+        b'~' => human_items(o, rest, count(), b"~(", b")"),
         b'%' => {
             let n = count();
             o.push(b'{');
@@ -436,6 +415,27 @@ fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
             rest
         }
     }
+}
+
+/// `n` replies from `reply` in human form, comma-separated between `open`
+/// and `close`; the rest of `reply` after them is returned.
+fn human_items<'a>(
+    o: &mut Vec<u8>,
+    reply: &'a [u8],
+    n: i64,
+    open: &[u8],
+    close: &[u8],
+) -> &'a [u8] {
+    o.extend_from_slice(open);
+    let mut p = reply;
+    for j in 0..n {
+        p = resp_to_human(o, p);
+        if j != n - 1 {
+            o.push(b',');
+        }
+    }
+    o.extend_from_slice(close);
+    p
 }
 
 /// The session of the script running, if it is being debugged.
