@@ -211,6 +211,9 @@ pub struct Config {
     /// `use-exit-on-panic`: a panic ends the process with exit(1) once its
     /// report is written (test harnesses; else it ends as a panic does).
     pub use_exit_on_panic: bool,
+    /// `watchdog-period` (ms, 0 off): Redis's software watchdog, a stack
+    /// trace in the log whenever the event loop is stuck this long.
+    pub watchdog_period: i64,
     /// Options of features this build does not have, kept as values
     /// (see their entries in [`OPTIONS`]).
     pub sanitize_dump_payload: String,
@@ -448,6 +451,7 @@ impl Default for Config {
             proc_title_template: String::new(),
             crash_log_enabled: true,
             use_exit_on_panic: false,
+            watchdog_period: 0,
             crash_memcheck_enabled: true,
             sanitize_dump_payload: String::new(),
             aof_disable_auto_gc: false,
@@ -2484,6 +2488,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A panic ends the process with exit(1) after its crash report (for test harnesses).",
         |c| yes_no(c.use_exit_on_panic),
         |c, v| c.use_exit_on_panic = parse_bool(v)?
+    ),
+    opt!(
+        "watchdog-period",
+        "0",
+        true,
+        "Milliseconds the event loop may be stuck before a stack trace is logged (Redis's software watchdog); 0 off.",
+        |c| c.watchdog_period.to_string(),
+        |c, v| c.watchdog_period = parse_int(v, 0, i32::MAX as i64)?
     ),
     opt!(
         "crash-memcheck-enabled",

@@ -173,6 +173,7 @@ pub fn init(loglevel: &str, logfile: &str, syslog: Option<Syslog<'_>>) -> io::Re
         Target::Stdout
     } else {
         let f = OpenOptions::new().create(true).append(true).open(logfile)?;
+        LOG_FD.store(std::os::fd::AsRawFd::as_raw_fd(&f), Ordering::Relaxed);
         Target::File(Arc::new(Mutex::new(f)))
     };
     if let Some(s) = &syslog {
@@ -199,6 +200,107 @@ pub fn init(loglevel: &str, logfile: &str, syslog: Option<Syslog<'_>>) -> io::Re
         })
         .try_init();
     Ok(())
+}
+
+/// The log's descriptor (standard output until a log file is opened), for
+/// what a signal handler writes itself (the watchdog).
+static LOG_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
+
+extern "C" {
+    // glibc's execinfo: async-signal-safe once loaded (see `watchdog`).
+    fn backtrace(buffer: *mut *mut libc::c_void, size: libc::c_int) -> libc::c_int;
+    fn backtrace_symbols_fd(buffer: *const *mut libc::c_void, size: libc::c_int, fd: libc::c_int);
+}
+
+/// The software watchdog's timer (a `timer_t`: the first is 0), valid
+/// while `WATCHDOG_ON`.
+static WATCHDOG_TIMER: std::sync::atomic::AtomicPtr<libc::c_void> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static WATCHDOG_ON: AtomicBool = AtomicBool::new(false);
+
+/// Redis's software watchdog (`watchdog-period`), armed again by every
+/// cron tick of the loop thread: a SIGALRM to that thread after `period_ms`
+/// without a tick, whose handler writes "--- WATCHDOG TIMER EXPIRED ---"
+/// and the thread's stack to the log; 0 turns it off. Only the handler's
+/// own system calls run in the signal (write, glibc's backtrace).
+pub fn watchdog(period_ms: u64) {
+    let timer = WATCHDOG_TIMER.load(Ordering::Relaxed);
+    let on = WATCHDOG_ON.load(Ordering::Relaxed);
+    if period_ms == 0 {
+        if on {
+            // SAFETY: the timer made below; SIGALRM is ignored again.
+            unsafe {
+                libc::timer_delete(timer);
+                libc::signal(libc::SIGALRM, libc::SIG_IGN);
+            }
+            WATCHDOG_ON.store(false, Ordering::Relaxed);
+            tracing::warn!("Watchdog disabled.");
+        }
+        return;
+    }
+    let timer = if !on {
+        // SAFETY: a zeroed sigaction with our handler; a timer whose
+        // signal goes to this thread only (SIGEV_THREAD_ID), so no other
+        // thread takes it; a first backtrace() loads what it needs (it may
+        // allocate then, never again in the handler).
+        unsafe {
+            let mut frames = [std::ptr::null_mut(); 4];
+            backtrace(frames.as_mut_ptr(), 4);
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = watchdog_signal as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_NODEFER;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(libc::SIGALRM, &act, std::ptr::null_mut());
+            let mut ev: libc::sigevent = std::mem::zeroed();
+            ev.sigev_notify = libc::SIGEV_THREAD_ID;
+            ev.sigev_signo = libc::SIGALRM;
+            ev.sigev_notify_thread_id = libc::gettid();
+            let mut t: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut t) != 0 {
+                tracing::warn!("Watchdog not set: {}", std::io::Error::last_os_error());
+                return;
+            }
+            WATCHDOG_TIMER.store(t, Ordering::Relaxed);
+            WATCHDOG_ON.store(true, Ordering::Relaxed);
+            tracing::warn!("Watchdog timer enabled (period: {period_ms} ms).");
+            t
+        }
+    } else {
+        timer
+    };
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (period_ms / 1000) as libc::time_t,
+            tv_nsec: ((period_ms % 1000) * 1_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: the live timer, a one-shot expiry.
+    unsafe { libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) };
+}
+
+extern "C" fn watchdog_signal(
+    _sig: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    let fd = LOG_FD.load(Ordering::Relaxed);
+    let write = |b: &[u8]| {
+        // SAFETY: write(2) of a static message, async-signal-safe.
+        unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
+    };
+    write(b"\n--- WATCHDOG TIMER EXPIRED ---\n");
+    let mut frames = [std::ptr::null_mut(); 100];
+    // SAFETY: glibc's backtrace into a stack array, symbols written to the
+    // descriptor without allocating (loaded at `watchdog`'s first call).
+    unsafe {
+        let n = backtrace(frames.as_mut_ptr(), frames.len() as libc::c_int);
+        backtrace_symbols_fd(frames.as_ptr(), n, fd);
+    }
+    write(b"--------\n");
 }
 
 /// `crash-log-enabled`, read by the panic hook (which runs where the

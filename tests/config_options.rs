@@ -1238,3 +1238,44 @@ fn daemonize_runs_the_server_in_the_background_with_a_pid_file() {
     });
     assert!(!pidfile.exists(), "the PID file is removed at shutdown");
 }
+
+/// `watchdog-period` (Redis's software watchdog): a loop stuck longer than
+/// the period leaves "--- WATCHDOG TIMER EXPIRED ---" and its stack in the
+/// log; a loop that turns never does; 0 turns it off.
+#[test]
+fn the_watchdog_logs_a_stuck_loop() {
+    let srv = start(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(srv.port);
+    let expiries = |srv: &ServerProcess| {
+        log_of(srv)
+            .matches("--- WATCHDOG TIMER EXPIRED ---")
+            .count()
+    };
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "watchdog-period", "200"]),
+        b"+OK\r\n"
+    );
+    wait_for("the watchdog", 5, || {
+        log_of(&srv).contains("Watchdog timer enabled")
+    });
+    // A loop that keeps turning (the cron arms it again) never fires it.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(expiries(&srv), 0, "{}", log_of(&srv));
+    assert_eq!(c.cmd_str(&["DEBUG", "SLEEP", "1"]), b"+OK\r\n");
+    assert_eq!(expiries(&srv), 1, "{}", log_of(&srv));
+    assert!(log_of(&srv).contains("--------"));
+    assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "watchdog-period", "0"]),
+        b"+OK\r\n"
+    );
+    wait_for("the watchdog off", 5, || {
+        log_of(&srv).contains("Watchdog disabled.")
+    });
+    assert_eq!(c.cmd_str(&["DEBUG", "SLEEP", "0.5"]), b"+OK\r\n");
+    assert_eq!(expiries(&srv), 1);
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "watchdog-period"]),
+        b"*2\r\n$15\r\nwatchdog-period\r\n$1\r\n0\r\n"
+    );
+}
