@@ -2899,6 +2899,9 @@ pub const HIDDEN_OPTIONS: &[&str] = &[
     "loading-process-events-interval-bytes",
 ];
 
+/// Options redis-server 7.0 does not have.
+pub const KVSTORE_ONLY_OPTIONS: &[&str] = &["io-engine", "repl-rdma", "set-max-listpack-entries"];
+
 pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
     let lower = name.to_ascii_lowercase();
     OPTIONS
