@@ -582,3 +582,123 @@ fn a_lower_maxmemory_evicts_at_once() {
     assert_eq!(c.info_field("stats", "evicted_keys"), "1");
     assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
 }
+
+/// Attach to a server as a replica (SYNC) and skip its snapshot; the link.
+fn attach_replica(port: u16) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    let mut repl = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    repl.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    repl.write_all(b"SYNC\r\n").unwrap();
+    let mut byte = [0u8; 1];
+    let mut header = Vec::new();
+    loop {
+        repl.read_exact(&mut byte).unwrap();
+        if header.is_empty() && byte[0] == b'\n' {
+            continue;
+        }
+        header.push(byte[0]);
+        if header.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    let len: usize = String::from_utf8_lossy(&header[1..header.len() - 2])
+        .parse()
+        .unwrap();
+    let mut rdb = vec![0u8; len];
+    repl.read_exact(&mut rdb).unwrap();
+    repl
+}
+
+/// The commands streamed on `repl` until it is quiet, PINGs and SELECTs
+/// left out, each as its words joined by spaces.
+fn streamed(repl: &mut std::net::TcpStream) -> Vec<String> {
+    use std::io::Read;
+    repl.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = repl.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = common::value_end(&bytes, i);
+        let (_, items) = common::aggregate_items(&bytes[i..end]).expect("an array");
+        let words: Vec<String> = items
+            .iter()
+            .map(|b| String::from_utf8_lossy(common::bulk_payload(b).unwrap()).into_owned())
+            .collect();
+        if !matches!(words[0].as_str(), "PING" | "SELECT" | "select") {
+            out.push(words.join(" ").to_ascii_lowercase());
+        }
+        i = end;
+    }
+    out
+}
+
+/// Redis 7.0's unit/maxmemory "propagation with eviction (in MULTI)":
+/// CONFIG SET maxmemory evicts after the command, not inside it (so not
+/// between the commands of an EXEC), and the DELs go to replicas one by
+/// one, never wrapped in MULTI with the command's own writes.
+fn eviction_after_config_set(port: u16) -> (Vec<u8>, Vec<String>) {
+    let mut repl = attach_replica(port);
+    let mut c = Conn::connect(port);
+    for k in ["asdf1", "asdf2", "asdf3"] {
+        c.cmd_str(&["SET", k, "1"]);
+    }
+    c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["INCR", "x"]);
+    c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);
+    c.cmd_str(&["INCR", "x"]);
+    let exec = c.cmd_str(&["EXEC"]);
+    common::wait_for("every key evicted", 10, || {
+        c.cmd_str(&["DBSIZE"]) == b":0\r\n"
+    });
+    c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]);
+    c.cmd_str(&["SET", "asdf4", "4"]);
+    let mut stream = streamed(&mut repl);
+    // The DELs' order is the eviction policy's.
+    let dels = stream
+        .iter()
+        .position(|s| s.starts_with("del"))
+        .unwrap_or(0);
+    let end = stream[dels..]
+        .iter()
+        .position(|s| !s.starts_with("del"))
+        .map_or(stream.len(), |n| dels + n);
+    stream[dels..end].sort();
+    (exec, stream)
+}
+
+#[test]
+fn eviction_started_by_config_set_runs_after_the_command() {
+    let kv = start_kvstore(&[]);
+    let (exec, stream) = eviction_after_config_set(kv.port);
+    assert_eq!(exec, b"*3\r\n:1\r\n+OK\r\n:2\r\n");
+    assert_eq!(
+        stream,
+        [
+            "set asdf1 1",
+            "set asdf2 1",
+            "set asdf3 1",
+            "multi",
+            "incr x",
+            "incr x",
+            "exec",
+            "del asdf1",
+            "del asdf2",
+            "del asdf3",
+            "del x",
+            "set asdf4 4"
+        ]
+    );
+    if let Some(redis) = common::start_redis(&[]) {
+        assert_eq!(eviction_after_config_set(redis.port), (exec, stream));
+    }
+}

@@ -176,8 +176,10 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     }
     if c.srv.config.maxmemory != backup.maxmemory {
         c.srv.update_growth_ceiling();
-        // A new limit is enforced at once (Redis's updateMaxmemory), not at
-        // the next command.
+        // A new limit is enforced before the loop sleeps, outside this
+        // command (Redis 7.0's updateMaxmemory starts its eviction time
+        // event): not in the middle of an EXEC, and the DELs go out on
+        // their own, not wrapped with the command's.
         let max = c.srv.config.maxmemory;
         if max != 0 {
             let used = c
@@ -187,7 +189,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             if max < used as u64 {
                 tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
             }
-            c.srv.perform_evictions();
+            c.srv.evictor.pending = true;
         }
     }
     // TLS: certificates and settings load again whenever a tls- option is
