@@ -676,3 +676,33 @@ fn lua_debugger_sessions_run_as_on_redis() {
         assert_eq!(other.cmd_str(&["EVAL", "return 7", "0"]), b":7\r\n");
     }
 }
+
+/// A forked debugging session dies with its server: it would otherwise
+/// keep the server's listening socket, and a server restarted at once
+/// could not bind its port.
+#[test]
+fn a_forked_debugging_session_dies_with_its_server() {
+    let mut kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["SCRIPT", "DEBUG", "yes"]), b"+OK\r\n");
+    let stopped = c.cmd_str(&["EVAL", "return 1", "0"]);
+    assert!(stopped.starts_with(b"*2\r\n+* Stopped at 1"));
+    let server = kv.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{server}/task/{server}/children"))
+        .unwrap_or_default();
+    let session: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("the session's child")
+        .parse()
+        .unwrap();
+    kv.child.kill().unwrap();
+    kv.child.wait().unwrap();
+    // Gone, or a zombie waiting for a reaper: either way it holds nothing.
+    common::wait_for("the session to end", 10, || {
+        std::fs::read_to_string(format!("/proc/{session}/stat")).map_or(true, |s| {
+            s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z'))
+        })
+    });
+    assert!(std::net::TcpListener::bind(("0.0.0.0", kv.port)).is_ok());
+}

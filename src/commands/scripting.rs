@@ -119,6 +119,8 @@ fn eval_checked(c: &mut Ctx, argv: &[&[u8]], source: Source, mode: Mode, ldb: Op
 fn debug_session(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
     let forked = c.cl.ldb == LdbMode::Fork;
     if forked {
+        // SAFETY: getpid has no memory effects.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork; the child runs only the session and `_exit`s, the
         // parent goes on as before.
         let pid = unsafe { libc::fork() };
@@ -136,11 +138,19 @@ fn debug_session(c: &mut Ctx, argv: &[&[u8]], mode: Mode) {
             c.cl.close_asap = true;
             return;
         }
-        // The child: the server's shutdown signals are the parent's.
-        // SAFETY: plain signal dispositions in a single-threaded child.
+        // The child: the server's shutdown signals are the parent's. It
+        // dies with the parent, as the background children do: one that
+        // outlived a killed server would keep its listening sockets, and a
+        // restarted server could not bind them.
+        // SAFETY: plain signal dispositions in a single-threaded child;
+        // prctl/getppid have no memory effects.
         unsafe {
             libc::signal(libc::SIGTERM, libc::SIG_IGN);
             libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
         }
         tracing::warn!("Redis forked for debugging eval");
     } else {
