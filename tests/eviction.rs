@@ -583,33 +583,6 @@ fn a_lower_maxmemory_evicts_at_once() {
     assert_eq!(c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]), b"+OK\r\n");
 }
 
-/// Attach to a server as a replica (SYNC) and skip its snapshot; the link.
-fn attach_replica(port: u16) -> std::net::TcpStream {
-    use std::io::{Read, Write};
-    let mut repl = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    repl.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    repl.write_all(b"SYNC\r\n").unwrap();
-    let mut byte = [0u8; 1];
-    let mut header = Vec::new();
-    loop {
-        repl.read_exact(&mut byte).unwrap();
-        if header.is_empty() && byte[0] == b'\n' {
-            continue;
-        }
-        header.push(byte[0]);
-        if header.ends_with(b"\r\n") {
-            break;
-        }
-    }
-    let len: usize = String::from_utf8_lossy(&header[1..header.len() - 2])
-        .parse()
-        .unwrap();
-    let mut rdb = vec![0u8; len];
-    repl.read_exact(&mut rdb).unwrap();
-    repl
-}
-
 /// The commands streamed on `repl` until it is quiet, PINGs and SELECTs
 /// left out, each as its words joined by spaces.
 fn streamed(repl: &mut std::net::TcpStream) -> Vec<String> {
@@ -646,7 +619,7 @@ fn streamed(repl: &mut std::net::TcpStream) -> Vec<String> {
 /// between the commands of an EXEC), and the DELs go to replicas one by
 /// one, never wrapped in MULTI with the command's own writes.
 fn eviction_after_config_set(port: u16) -> (Vec<u8>, Vec<String>) {
-    let mut repl = attach_replica(port);
+    let mut repl = common::attach_as_replica(port);
     let mut c = Conn::connect(port);
     for k in ["asdf1", "asdf2", "asdf3"] {
         c.cmd_str(&["SET", k, "1"]);

@@ -360,29 +360,7 @@ fn normalize(cmds: Vec<Vec<Vec<u8>>>) -> Vec<String> {
 /// Attach to redis-server as a replica (SYNC), run the workload on two
 /// clients, and return the commands it streamed to the replica.
 fn redis_stream(port: u16) -> Vec<Vec<Vec<u8>>> {
-    let mut repl = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    repl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    std::io::Write::write_all(&mut repl, b"SYNC\r\n").unwrap();
-    // Newlines keep the link alive while the snapshot is made; then the
-    // snapshot as `$<len>\r\n<bytes>` (no trailing CRLF).
-    let mut byte = [0u8; 1];
-    let mut header = Vec::new();
-    loop {
-        repl.read_exact(&mut byte).unwrap();
-        if header.is_empty() && byte[0] == b'\n' {
-            continue;
-        }
-        header.push(byte[0]);
-        if header.ends_with(b"\r\n") {
-            break;
-        }
-    }
-    let len: usize = std::str::from_utf8(&header[1..header.len() - 2])
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut rdb = vec![0u8; len];
-    repl.read_exact(&mut rdb).unwrap();
+    let mut repl = common::attach_as_replica(port);
     let mut clients = [common::Conn::connect(port), common::Conn::connect(port)];
     for (who, args, wait) in WORKLOAD {
         if *who == 1 && args[0].starts_with('B') {

@@ -582,3 +582,31 @@ fn read_value(r: &mut impl BufRead, out: &mut Vec<u8>) -> std::io::Result<()> {
         _ => Ok(()),
     }
 }
+
+/// Attach to a server as a replica (SYNC) and read past its snapshot: the
+/// link then carries the command stream it propagates.
+pub fn attach_as_replica(port: u16) -> TcpStream {
+    let mut repl = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    repl.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    repl.write_all(b"SYNC\r\n").unwrap();
+    // Newlines keep the link alive while the snapshot is made; then the
+    // snapshot as `$<len>\r\n<bytes>` (no trailing CRLF).
+    let mut byte = [0u8; 1];
+    let mut header = Vec::new();
+    loop {
+        repl.read_exact(&mut byte).unwrap();
+        if header.is_empty() && byte[0] == b'\n' {
+            continue;
+        }
+        header.push(byte[0]);
+        if header.ends_with(b"\r\n") {
+            break;
+        }
+    }
+    let len: usize = String::from_utf8_lossy(&header[1..header.len() - 2])
+        .parse()
+        .unwrap();
+    let mut rdb = vec![0u8; len];
+    repl.read_exact(&mut rdb).unwrap();
+    repl
+}
