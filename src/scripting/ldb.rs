@@ -349,18 +349,18 @@ fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
     let line = &reply[1.min(reply.len())..eol];
     let rest = reply.get(eol + 2..).unwrap_or_default();
     let count = || atoi(line);
+    // A null bulk string or array.
+    if matches!(kind, b'$' | b'*') && count() < 0 {
+        o.extend_from_slice(b"NULL");
+        return rest;
+    }
     match kind {
         b':' => {
             o.extend_from_slice(line);
             rest
         }
         b'$' => {
-            let len = count();
-            if len < 0 {
-                o.extend_from_slice(b"NULL");
-                return rest;
-            }
-            let len = (len as usize).min(rest.len());
+            let len = (count() as usize).min(rest.len());
             cat_repr(o, &rest[..len]);
             rest.get(len + 2..).unwrap_or_default()
         }
@@ -368,14 +368,7 @@ fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
             cat_repr(o, &reply[..eol]);
             rest
         }
-        b'*' => {
-            let n = count();
-            if n < 0 {
-                o.extend_from_slice(b"NULL");
-                return rest;
-            }
-            human_items(o, rest, n, b"[", b"]")
-        }
+        b'*' => human_items(o, rest, count(), b"[", b"]"),
         b'~' => human_items(o, rest, count(), b"~(", b")"),
         b'%' => {
             let n = count();

@@ -48,13 +48,11 @@ impl EventLoop {
             srv.tracking_limit_used_slots();
         }
         // The software watchdog: armed again at every tick (Redis's
-        // watchdogScheduleSignal), never shorter than two ticks.
-        if srv.config.watchdog_period > 0 || srv.watchdog_on {
-            let period = srv.config.watchdog_period as u64;
-            let floor = 2000 / srv.config.hz.max(1) as u64;
-            crate::logging::watchdog(if period == 0 { 0 } else { period.max(floor) });
-            srv.watchdog_on = period > 0;
-        }
+        // watchdogScheduleSignal), never shorter than two ticks; 0 turns it
+        // off (nothing to do when it is off already).
+        let period = srv.config.watchdog_period as u64;
+        let floor = 2000 / srv.config.hz.max(1) as u64;
+        crate::logging::watchdog(if period == 0 { 0 } else { period.max(floor) });
         if !srv.ldb_children.is_empty() {
             commands::scripting::reap_debug_sessions(srv);
         }

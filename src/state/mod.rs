@@ -267,8 +267,6 @@ pub struct Server {
     /// Children running forked debugging sessions (SCRIPT DEBUG YES):
     /// reaped by the cron, killed at shutdown.
     pub ldb_children: Vec<libc::pid_t>,
-    /// The software watchdog is armed (`watchdog-period`).
-    pub watchdog_on: bool,
     /// Commands run now come from clients served while a script is busy:
     /// only those allowed when busy may run.
     pub serving_busy: bool,
@@ -436,7 +434,6 @@ impl Server {
             script_run: None,
             busy_pump: None,
             ldb_children: Vec::new(),
-            watchdog_on: false,
             serving_busy: false,
             in_exec: false,
             clients: Vec::new(),
