@@ -708,3 +708,56 @@ fn client_no_evict_is_a_flag_in_client_list() {
         b"-ERR syntax error\r\n"
     );
 }
+
+/// LOLWUT's random pictures (the differential cases cover the fixed
+/// ones): Schotter is 49 rows of 66 Braille cells by default, the skyline
+/// 20 rows of 80 coloured cells, each ends with its credit line, and two
+/// drawings differ.
+#[test]
+fn lolwut_draws_random_art_of_redis_shape() {
+    let srv = start_kvstore(&[]);
+    let mut c = Conn::connect(srv.port);
+    let text = |c: &mut Conn, args: &[&str]| -> String {
+        let raw = c.cmd_str(args);
+        String::from_utf8(common::bulk_payload(&raw).expect("a bulk reply").to_vec()).unwrap()
+    };
+
+    let a = text(&mut c, &["LOLWUT", "VERSION", "5"]);
+    let b = text(&mut c, &["LOLWUT", "VERSION", "5"]);
+    assert_ne!(a, b, "two drawings came out the same");
+    assert!(a.ends_with("\nGeorg Nees - schotter, plotter on paper, 1968. Redis ver. 7.0.15\n"));
+    let rows: Vec<&str> = a.split('\n').collect();
+    assert_eq!(rows.len(), 49 + 3, "{a}");
+    for row in &rows[..49] {
+        assert_eq!(row.chars().count(), 66, "{row}");
+        assert!(row.chars().all(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch)));
+    }
+    // The lower rows are turned: some dots lie off the grid of the first
+    // two rows' squares, so the picture is not a repeat of its top.
+    assert_ne!(rows[40], rows[8]);
+
+    let a = text(&mut c, &["LOLWUT", "VERSION", "6"]);
+    let b = text(&mut c, &["LOLWUT", "VERSION", "6"]);
+    assert_ne!(a, b, "two skylines came out the same");
+    let credit = "\nDedicated to the 8 bit game developers of past and present.\n\
+                  Original 8 bit image from Plaguemon by hikikomori. Redis ver. 7.0.15\n";
+    assert!(a.ends_with(credit));
+    let picture = &a[..a.len() - credit.len()];
+    let rows: Vec<&str> = picture.split('\n').collect();
+    assert_eq!(rows.len(), 20);
+    let mut seen = std::collections::HashSet::new();
+    for row in rows {
+        let cells: Vec<&str> = row.split("\x1b[0m").filter(|s| !s.is_empty()).collect();
+        assert_eq!(cells.len(), 80, "{row:?}");
+        for cell in cells {
+            assert!(
+                ["\x1b[0;30;40m ", "\x1b[0;90;100m ", "\x1b[0;37;47m ", "\x1b[0;97;107m "]
+                    .contains(&cell),
+                "{cell:?}"
+            );
+            seen.insert(cell);
+        }
+    }
+    // Sky, two greys of buildings behind, black ones in front.
+    assert_eq!(seen.len(), 4, "{seen:?}");
+}

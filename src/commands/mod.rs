@@ -28,6 +28,7 @@ pub mod info;
 pub mod keys;
 pub mod latency;
 pub mod list;
+pub mod lolwut;
 pub mod lookup;
 pub mod memory;
 pub mod meta;

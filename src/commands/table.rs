@@ -5,10 +5,10 @@ use super::meta::{self as m, CommandMeta};
 use super::*;
 use super::{
     bitmap as bm, command as cmd, config_cmd as cfg, connection as conn, expire as ex, geo as g,
-    hash as h, hyperloglog as hl, info as inf, keys as k, latency as lat, list as l, memory as mem,
-    migrate as mig, monitor as mon, pubsub as ps, replication as repl, scripting as sc,
-    server as srvc, set as se, slowlog as sl, sort as so, stream as xs, string as st,
-    transaction as tx, zset as z,
+    hash as h, hyperloglog as hl, info as inf, keys as k, latency as lat, list as l, lolwut as lw,
+    memory as mem, migrate as mig, monitor as mon, pubsub as ps, replication as repl,
+    scripting as sc, server as srvc, set as se, slowlog as sl, sort as so, stream as xs,
+    string as st, transaction as tx, zset as z,
 };
 
 pub type Handler = fn(&mut Ctx, &[&[u8]]);
@@ -408,6 +408,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!(m::FLUSHALL, srvc::flushall),
     cmd!(m::INFO, inf::info),
     cmd!(m::TIME, srvc::time),
+    cmd!(m::LOLWUT, lw::lolwut),
     cmd!(
         m::COMMAND,
         cmd::command,
