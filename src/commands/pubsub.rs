@@ -263,7 +263,8 @@ pub fn pubsub(c: &mut Ctx, argv: &[&[u8]]) {
                 .iter()
                 .map(|ch| map.get(*ch).map_or(0, |s| s.len()))
                 .collect();
-            c.cl.reply.map(counts.len());
+            // A flat array in RESP3 too: Redis 7.0 replies so (7.2 made it a map).
+            c.cl.reply.array(counts.len() * 2);
             for (ch, n) in argv[2..].iter().zip(counts) {
                 c.cl.reply.bulk(ch);
                 c.cl.reply.int(n as i64);
