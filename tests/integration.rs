@@ -761,3 +761,39 @@ fn lolwut_draws_random_art_of_redis_shape() {
     // Sky, two greys of buildings behind, black ones in front.
     assert_eq!(seen.len(), 4, "{seen:?}");
 }
+
+/// ZSCAN walks a large sorted set a few members at a time, as SSCAN and
+/// HSCAN walk theirs (it returned the whole set in one reply): every
+/// member present throughout is returned, with the score it has when it
+/// is returned.
+#[test]
+fn zscan_of_a_large_sorted_set_is_incremental() {
+    let srv = start_kvstore(&[]);
+    let mut c = client(srv.port);
+    let members: Vec<(f64, String)> = (0..600).map(|i| (i as f64 / 4.0, format!("m{i:03}"))).collect();
+    let _: i64 = c.zadd_multiple("zs", &members).unwrap();
+    let (mut cursor, first): (u64, Vec<(String, String)>) =
+        redis::cmd("ZSCAN").arg("zs").arg(0).arg("COUNT").arg(10).query(&mut c).unwrap();
+    assert_ne!(cursor, 0, "the whole set came back in one call");
+    assert!(first.len() < 100, "{} members for COUNT 10", first.len());
+    let mut seen: std::collections::HashMap<String, String> = first.into_iter().collect();
+    let unseen = members.iter().map(|(_, m)| m.clone()).find(|m| !seen.contains_key(m)).unwrap();
+    let _: i64 = c.zadd("zs", &unseen, 5000.5).unwrap();
+    let mut calls = 1;
+    while cursor != 0 {
+        let (next, batch): (u64, Vec<(String, String)>) =
+            redis::cmd("ZSCAN").arg("zs").arg(cursor).arg("COUNT").arg(100).query(&mut c).unwrap();
+        seen.extend(batch);
+        cursor = next;
+        calls += 1;
+    }
+    assert!(calls > 2);
+    assert_eq!(seen.len(), 600);
+    assert_eq!(seen[&unseen], "5000.5");
+    for (score, m) in &members {
+        if *m != unseen {
+            let want: f64 = *score;
+            assert_eq!(seen[m].parse::<f64>().unwrap(), want, "{m}");
+        }
+    }
+}

@@ -1128,35 +1128,49 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
     reply_scored(&mut c.cl.reply, &picked, withscores);
 }
 
-/// `ZSCAN key cursor [MATCH pattern] [COUNT count]` — sorted sets are
-/// returned whole in one call (cursor 0), which SCAN's contract allows.
+/// `ZSCAN key cursor [MATCH pattern] [COUNT count]` — a packed sorted set
+/// is returned whole in one call (cursor 0), the large encoding a few
+/// buckets of its member table at a time, as Redis scans its dict.
 pub fn zscan(c: &mut Ctx, argv: &[&[u8]]) {
-    if super::keys::parse_cursor(argv[2]).is_none() {
+    let Some(cursor) = super::keys::parse_cursor(argv[2]) else {
         return c.cl.reply.error("ERR invalid cursor");
-    }
-    let items: Vec<(Vec<u8>, f64)> = match zset_read(c, argv[1]) {
-        Err(()) => return,
-        Ok(None) => Vec::new(),
-        Ok(Some(z)) => z
-            .items()
-            .into_iter()
-            .map(|(m, s)| (m.to_vec(), s))
-            .collect(),
     };
-    let opts = match super::keys::parse_scan_options(argv, 3, false) {
+    // As Redis: a missing key is an empty scan and a wrong type an error,
+    // whatever the options say.
+    let opts = super::keys::parse_scan_options(argv, 3, false);
+    let z = match zset_read(c, argv[1]) {
+        Err(()) => return,
+        Ok(None) => {
+            c.cl.reply.array(2);
+            c.cl.reply.bulk(b"0");
+            return c.cl.reply.array(0);
+        }
+        Ok(Some(z)) => z,
+    };
+    let opts = match opts {
         Ok(o) => o,
         Err(e) => return c.cl.reply.error(e),
     };
-    let items: Vec<&(Vec<u8>, f64)> = items
-        .iter()
-        .filter(|(m, _)| opts.pattern.is_none_or(|p| glob_match(p, m, false)))
-        .collect();
+    let mut items: Vec<(Vec<u8>, f64)> = Vec::new();
+    let next = match z.members_table() {
+        Some(t) => super::keys::scan_table(t, cursor, opts.count, &mut |e| {
+            items.push((e.key().to_vec(), ZSet::table_entry_score(e)));
+            items.len()
+        }),
+        None => {
+            items = z.items().into_iter().map(|(m, s)| (m.to_vec(), s)).collect();
+            0
+        }
+    };
+    if let Some(p) = opts.pattern {
+        items.retain(|(m, _)| glob_match(p, m, false));
+    }
     let out = &mut c.cl.reply;
     out.array(2);
-    out.bulk(b"0");
+    out.bulk(next.to_string().as_bytes());
     out.array(items.len() * 2);
     for (m, s) in items {
-        out.bulk(m);
-        out.bulk(crate::protocol::reply::format_double(*s).as_bytes());
+        out.bulk(&m);
+        out.bulk(crate::protocol::reply::format_double(s).as_bytes());
     }
 }

@@ -285,6 +285,20 @@ impl ZSet {
         }
     }
 
+    /// The member table of the large encoding, for a cursor scan (ZSCAN);
+    /// `None` for a packed set, which is returned whole.
+    pub fn members_table(&self) -> Option<&Table> {
+        match self {
+            ZSet::Packed(_) => None,
+            ZSet::Tree(t) => Some(&t.members),
+        }
+    }
+
+    /// The score an entry of `members_table` holds.
+    pub fn table_entry_score(e: &Entry) -> f64 {
+        entry_score(e)
+    }
+
     /// A uniformly random member, without materialising the set (a rehash
     /// step first).
     pub fn random_member(&mut self, rand: &mut dyn FnMut() -> u64) -> Option<Vec<u8>> {
