@@ -343,8 +343,6 @@ impl ZSet {
 
     /// Insert or update a member's score.
     pub fn insert(&mut self, member: &[u8], score: f64, max_entries: usize, max_value: usize) {
-        // -0 and 0 are the same score (Redis replies "0" for both).
-        let score = score + 0.0;
         self.remove(member);
         if let ZSet::Packed(p) = self {
             if p.len() / 2 + 1 > max_entries || member.len() > max_value {
@@ -353,6 +351,10 @@ impl ZSet {
         }
         match self {
             ZSet::Packed(p) => {
+                // A listpack keeps -0 as the integer 0 (Redis's "-0" entry
+                // reads back as 0); the large encoding keeps the double,
+                // sign and all, as Redis's skiplist does.
+                let score = score + 0.0;
                 let mut idx = 0;
                 let mut it = p.iter();
                 while let (Some(m), Some(s)) = (it.next(), it.next()) {
