@@ -730,7 +730,9 @@ fn lolwut_draws_random_art_of_redis_shape() {
     assert_eq!(rows.len(), 49 + 3, "{a}");
     for row in &rows[..49] {
         assert_eq!(row.chars().count(), 66, "{row}");
-        assert!(row.chars().all(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch)));
+        assert!(row
+            .chars()
+            .all(|ch| ('\u{2800}'..='\u{28ff}').contains(&ch)));
     }
     // The lower rows are turned: some dots lie off the grid of the first
     // two rows' squares, so the picture is not a repeat of its top.
@@ -751,8 +753,13 @@ fn lolwut_draws_random_art_of_redis_shape() {
         assert_eq!(cells.len(), 80, "{row:?}");
         for cell in cells {
             assert!(
-                ["\x1b[0;30;40m ", "\x1b[0;90;100m ", "\x1b[0;37;47m ", "\x1b[0;97;107m "]
-                    .contains(&cell),
+                [
+                    "\x1b[0;30;40m ",
+                    "\x1b[0;90;100m ",
+                    "\x1b[0;37;47m ",
+                    "\x1b[0;97;107m "
+                ]
+                .contains(&cell),
                 "{cell:?}"
             );
             seen.insert(cell);
@@ -770,19 +777,35 @@ fn lolwut_draws_random_art_of_redis_shape() {
 fn zscan_of_a_large_sorted_set_is_incremental() {
     let srv = start_kvstore(&[]);
     let mut c = client(srv.port);
-    let members: Vec<(f64, String)> = (0..600).map(|i| (i as f64 / 4.0, format!("m{i:03}"))).collect();
+    let members: Vec<(f64, String)> = (0..600)
+        .map(|i| (i as f64 / 4.0, format!("m{i:03}")))
+        .collect();
     let _: i64 = c.zadd_multiple("zs", &members).unwrap();
-    let (mut cursor, first): (u64, Vec<(String, String)>) =
-        redis::cmd("ZSCAN").arg("zs").arg(0).arg("COUNT").arg(10).query(&mut c).unwrap();
+    let (mut cursor, first): (u64, Vec<(String, String)>) = redis::cmd("ZSCAN")
+        .arg("zs")
+        .arg(0)
+        .arg("COUNT")
+        .arg(10)
+        .query(&mut c)
+        .unwrap();
     assert_ne!(cursor, 0, "the whole set came back in one call");
     assert!(first.len() < 100, "{} members for COUNT 10", first.len());
     let mut seen: std::collections::HashMap<String, String> = first.into_iter().collect();
-    let unseen = members.iter().map(|(_, m)| m.clone()).find(|m| !seen.contains_key(m)).unwrap();
+    let unseen = members
+        .iter()
+        .map(|(_, m)| m.clone())
+        .find(|m| !seen.contains_key(m))
+        .unwrap();
     let _: i64 = c.zadd("zs", &unseen, 5000.5).unwrap();
     let mut calls = 1;
     while cursor != 0 {
-        let (next, batch): (u64, Vec<(String, String)>) =
-            redis::cmd("ZSCAN").arg("zs").arg(cursor).arg("COUNT").arg(100).query(&mut c).unwrap();
+        let (next, batch): (u64, Vec<(String, String)>) = redis::cmd("ZSCAN")
+            .arg("zs")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(100)
+            .query(&mut c)
+            .unwrap();
         seen.extend(batch);
         cursor = next;
         calls += 1;

@@ -109,6 +109,8 @@ impl Canvas {
     /// A square of side `size` centred on (x, y), turned by `angle`, as
     /// lwDrawSquare computes it (float variables, double arithmetic).
     fn square(&mut self, x: i32, y: i32, size: f32, angle: f32, color: u8) {
+        // lolwut5.c's truncated constant, kept so the rounding matches.
+        #[allow(clippy::approx_constant)]
         let size = (size as f64 / 1.4142135623) as f32;
         let size = (size as f64).round() as f32;
         let mut px = [0i32; 4];

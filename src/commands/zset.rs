@@ -1158,7 +1158,11 @@ pub fn zscan(c: &mut Ctx, argv: &[&[u8]]) {
             items.len()
         }),
         None => {
-            items = z.items().into_iter().map(|(m, s)| (m.to_vec(), s)).collect();
+            items = z
+                .items()
+                .into_iter()
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect();
             0
         }
     };
