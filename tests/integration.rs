@@ -170,6 +170,40 @@ fn keys_expire_lazily_and_actively() {
     assert!(info.contains("expired_keys:500"), "{info}");
 }
 
+/// A key lives through the last millisecond of its TTL: Redis deletes it
+/// only once the clock has passed its deadline (`now > when`), so a key set
+/// with PX 30 is never gone to a client less than 30 ms after it sent the
+/// SET. (It vanished up to a millisecond early; pottery's Redlock doctest
+/// caught it.) The check holds whatever the scheduling: a reply saying the
+/// key is gone was produced at a server time past the deadline.
+#[test]
+fn a_key_outlives_its_ttl_to_the_millisecond() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    for round in 0..20 {
+        let sent = Instant::now();
+        let _: () = redis::cmd("SET")
+            .arg("lock")
+            .arg("v")
+            .arg("PX")
+            .arg(30)
+            .query(&mut c)
+            .unwrap();
+        loop {
+            let exists: i64 = redis::cmd("EXISTS").arg("lock").query(&mut c).unwrap();
+            let seen = sent.elapsed();
+            if exists == 0 {
+                assert!(
+                    seen >= Duration::from_millis(30),
+                    "round {round}: a key set with PX 30 was gone after {seen:?}"
+                );
+                break;
+            }
+            assert!(seen < Duration::from_secs(5), "the key never expired");
+        }
+    }
+}
+
 #[test]
 fn requirepass_gates_commands() {
     let s = start_kvstore(&["--requirepass", "s3cret"]);

@@ -98,9 +98,10 @@ impl Db {
         }
     }
 
-    /// Is the key logically expired at `now_ms`?
+    /// Is the key logically expired at `now_ms`? Only once its deadline has
+    /// passed: as in Redis, a key lives through its last millisecond.
     pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
-        matches!(self.get_expire(key), Some(t) if t <= now_ms)
+        matches!(self.get_expire(key), Some(t) if t < now_ms)
     }
 
     /// Store `entry` (overwriting any previous value). When `keep_ttl` the
