@@ -204,6 +204,44 @@ fn a_key_outlives_its_ttl_to_the_millisecond() {
     }
 }
 
+/// A TTL counts from the time the command was read, not from the start of
+/// the loop's turn: here the SET's last bytes arrive while another client's
+/// DEBUG SLEEP holds the turn in which the SET is read, and its key must
+/// still live its 200 ms afterwards (it was born expired). With epoll the
+/// read in that turn takes bytes that came after the turn began.
+#[test]
+fn a_ttl_counts_from_when_its_command_was_read() {
+    let s = start_kvstore(&["--enable-debug-command", "yes", "--io-engine", "epoll"]);
+    let (mut busy, mut sleeper, mut setter) = (
+        Conn::connect(s.port),
+        Conn::connect(s.port),
+        Conn::connect(s.port),
+    );
+    let set = common::encode(&[b"SET", b"lock", b"v", b"PX", b"200"]);
+    // The loop is held while the sleeper and the setter's first bytes
+    // arrive, so both are read in the turn after it.
+    busy.send(&[b"DEBUG", b"SLEEP", b"0.2"]);
+    std::thread::sleep(Duration::from_millis(50));
+    sleeper.send(&[b"DEBUG", b"SLEEP", b"0.3"]);
+    std::thread::sleep(Duration::from_millis(20));
+    setter.send_raw(&set[..4]);
+    std::thread::sleep(Duration::from_millis(250));
+    // The sleeper's turn now runs; the SET's rest arrives during it.
+    setter.send_raw(&set[4..]);
+    assert_eq!(setter.read_reply(), b"+OK\r\n");
+    let pttl = setter.cmd_str(&["PTTL", "lock"]);
+    let ms: i64 = String::from_utf8_lossy(&pttl[1..pttl.len() - 2])
+        .parse()
+        .unwrap();
+    assert!(
+        (100..=200).contains(&ms),
+        "a key set with PX 200 has PTTL {}",
+        String::from_utf8_lossy(&pttl)
+    );
+    assert_eq!(busy.read_reply(), b"+OK\r\n");
+    assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+}
+
 #[test]
 fn requirepass_gates_commands() {
     let s = start_kvstore(&["--requirepass", "s3cret"]);

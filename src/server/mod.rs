@@ -941,6 +941,11 @@ impl EventLoop {
     /// client's pending output reaches `output_limit`. Returns false when
     /// the client stops accepting input (QUIT, protocol error).
     fn process_input(&mut self, client: &mut Client, output_limit: usize) -> bool {
+        // The clock the commands see is read after their bytes were: a TTL
+        // counts from no earlier than the client sent it, though a slow
+        // command earlier in the turn held the loop (Redis reads it per
+        // call). A script or a transaction still runs at one time.
+        self.srv.update_time();
         let limits = |c: &Client, srv: &Server| ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
             authenticated: c.st.authenticated || !srv.acl.auth_required(),
