@@ -199,7 +199,7 @@ pub fn expire_replica_keys(srv: &mut Server) {
             let Some(when) = srv.dbs[db].get_expire(&key) else {
                 continue;
             };
-            if when < now {
+            if crate::db::deadline_passed(when, now) {
                 delete_expired(srv, db, &key);
             } else {
                 not_due += 1;
@@ -253,7 +253,7 @@ pub fn active_expire_cycle(srv: &mut Server) {
                 cursor = d.expires.scan(cursor, &mut |e| {
                     sampled += 1;
                     if let ValueRef::Int(when) = e.value() {
-                        if when < now {
+                        if crate::db::deadline_passed(when, now) {
                             expired.push(e.key().to_vec());
                         } else if when > now {
                             ttl_sum += when - now;

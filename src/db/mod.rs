@@ -98,10 +98,10 @@ impl Db {
         }
     }
 
-    /// Is the key logically expired at `now_ms`? Only once its deadline has
-    /// passed: as in Redis, a key lives through its last millisecond.
+    /// Is the key logically expired at `now_ms`?
     pub fn is_expired(&self, key: &[u8], now_ms: i64) -> bool {
-        matches!(self.get_expire(key), Some(t) if t < now_ms)
+        self.get_expire(key)
+            .is_some_and(|t| deadline_passed(t, now_ms))
     }
 
     /// Store `entry` (overwriting any previous value). When `keep_ttl` the
@@ -201,6 +201,13 @@ impl Db {
 }
 
 /// Rebuild `entry` for a different key name (RENAME, COPY).
+/// Has a key with deadline `when` (ms) expired at `now_ms`? Only once the
+/// clock has passed it: as in Redis (keyIsExpired, the active cycle, the
+/// RDB loader), a key lives through its last millisecond.
+pub fn deadline_passed(when: i64, now_ms: i64) -> bool {
+    now_ms > when
+}
+
 pub fn entry_with_key(entry: &Entry, key: &[u8]) -> Entry {
     let mut e = match entry.value() {
         ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), entry.is_raw()),

@@ -966,7 +966,7 @@ fn load_record(
             }
             let ttl = st.expire.take();
             let (idle, freq) = (st.idle.take(), st.freq.take());
-            if !opts.keep_expired && ttl.is_some_and(|t| t < st.now) {
+            if !opts.keep_expired && ttl.is_some_and(|t| crate::db::deadline_passed(t, st.now)) {
                 st.stats.expired_skipped += 1;
                 if opts.collect_expired {
                     st.stats.expired_keys.push((st.db, key.into_owned()));
