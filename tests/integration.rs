@@ -242,6 +242,75 @@ fn a_ttl_counts_from_when_its_command_was_read() {
     assert_eq!(sleeper.read_reply(), b"+OK\r\n");
 }
 
+/// The integer of a `:n` reply.
+fn int_reply(reply: &[u8]) -> i64 {
+    String::from_utf8_lossy(&reply[1..reply.len() - 2])
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an integer: {}", String::from_utf8_lossy(reply)))
+}
+
+#[test]
+fn a_ttl_in_a_pipeline_counts_from_its_own_command() {
+    // Redis reads the clock as each command starts: a SET PX behind a slow
+    // command of the same pipeline gets its whole TTL.
+    let s = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(s.port);
+    let mut pipeline = common::encode(&[b"DEBUG", b"SLEEP", b"0.2"]);
+    pipeline.extend(common::encode(&[b"SET", b"lock", b"v", b"PX", b"300"]));
+    c.send_raw(&pipeline);
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+    let ms = int_reply(&c.cmd_str(&["PTTL", "lock"]));
+    assert!(
+        (200..=300).contains(&ms),
+        "PX 300 behind a 200 ms command left a PTTL of {ms}"
+    );
+    // And a key's expiry is judged at the time its command starts: a GET
+    // behind a slow command finds a 100 ms key gone.
+    let mut pipeline = common::encode(&[b"SET", b"short", b"v", b"PX", b"100"]);
+    pipeline.extend(common::encode(&[b"DEBUG", b"SLEEP", b"0.2"]));
+    pipeline.extend(common::encode(&[b"GET", b"short"]));
+    c.send_raw(&pipeline);
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+    assert_eq!(c.read_reply(), b"+OK\r\n");
+    assert_eq!(c.read_reply(), b"$-1\r\n");
+}
+
+#[test]
+fn a_ttl_set_late_in_a_script_counts_from_when_it_was_set() {
+    // A script runs at one time for expiry, but as in Redis 7.0 a relative
+    // TTL is added to the clock when the command runs and PTTL reads the
+    // clock: a key a 150 ms script sets with PX 100 near its end outlives it.
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    let script = "local t = redis.call('TIME') \
+        local start = t[1] * 1000000 + t[2] \
+        repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= 150000 \
+        redis.call('SET', KEYS[1], 'v', 'PX', 100) \
+        redis.call('SET', KEYS[2], 'v') \
+        redis.call('PEXPIRE', KEYS[2], 100) \
+        return {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}";
+    let reply = c.cmd_str(&["EVAL", script, "2", "a", "b"]);
+    let text = String::from_utf8_lossy(&reply).to_string();
+    let inside: Vec<i64> = text
+        .split("\r\n")
+        .filter_map(|l| l.strip_prefix(':'))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(inside.len(), 2, "{text}");
+    for ms in inside {
+        assert!((90..=100).contains(&ms), "PTTL inside the script: {text}");
+    }
+    for key in ["a", "b"] {
+        let ms = int_reply(&c.cmd_str(&["PTTL", key]));
+        assert!(
+            (1..=100).contains(&ms),
+            "{key}, set with a 100 ms TTL at the end of a 150 ms script, has PTTL {ms} after it"
+        );
+    }
+}
+
 #[test]
 fn requirepass_gates_commands() {
     let s = start_kvstore(&["--requirepass", "s3cret"]);

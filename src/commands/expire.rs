@@ -104,13 +104,13 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
 
 /// `EXPIRE key seconds [NX | XX | GT | LT]`
 pub fn expire(c: &mut Ctx, argv: &[&[u8]]) {
-    let now = c.srv.now_ms;
+    let now = c.clock_ms();
     expire_generic(c, argv, now, Unit::Seconds);
 }
 
 /// `PEXPIRE key milliseconds [NX | XX | GT | LT]`
 pub fn pexpire(c: &mut Ctx, argv: &[&[u8]]) {
-    let now = c.srv.now_ms;
+    let now = c.clock_ms();
     expire_generic(c, argv, now, Unit::Millis);
 }
 
@@ -140,7 +140,7 @@ fn ttl_generic(c: &mut Ctx, key: &[u8], ms: bool, absolute: bool) {
     let ttl = if absolute {
         when
     } else {
-        (when - c.srv.now_ms).max(0)
+        (when - c.clock_ms()).max(0)
     };
     c.cl.reply.int(if ms { ttl } else { (ttl + 500) / 1000 });
 }

@@ -596,7 +596,7 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let deleted = replace && c.srv.dbs[db].delete(key);
     if ttl != 0 && !absttl {
-        ttl = ttl.saturating_add(c.now_ms());
+        ttl = ttl.saturating_add(c.clock_ms());
     }
     if ttl != 0 && c.srv.already_expired(ttl) && c.srv.may_delete_expired() {
         // Already expired: nothing is added (what it replaced is gone).

@@ -238,8 +238,18 @@ impl<'a> Ctx<'a> {
         self.notify(class, event, key);
     }
 
+    /// The time the command runs at: read as it started, and for a script
+    /// or a transaction, as it started (what expiry is judged by).
     pub fn now_ms(&self) -> i64 {
         self.srv.now_ms
+    }
+
+    /// The clock itself, read now (Redis's `mstime()`): what a relative
+    /// TTL is added to and a remaining TTL measured from, so a key that a
+    /// long script or transaction sets with PX lives its time from when it
+    /// was set, and PTTL there counts down as in Redis.
+    pub fn clock_ms(&self) -> i64 {
+        crate::util::unix_time_ms()
     }
 }
 
@@ -840,7 +850,9 @@ pub fn call(
         }
     }
     srv.feed.end_unit();
-    let duration_us = crate::util::cycles::elapsed_us(started, crate::util::cycles::now());
+    let ended = crate::util::cycles::now();
+    srv.last_command_end = ended;
+    let duration_us = crate::util::cycles::elapsed_us(started, ended);
     let served = retry && client.reply.len() != reply_before;
     // The latency monitor sees every run, a blocking one included; serving
     // a blocked client is its own event (Redis's updateStatsOnUnblock).

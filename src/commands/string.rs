@@ -189,7 +189,7 @@ fn expire_ms(c: &Ctx, arg: &[u8], relative: bool, unit: ExpireUnit) -> Result<i6
         ms *= 1000;
     }
     if relative {
-        ms = ms.wrapping_add(c.srv.now_ms);
+        ms = ms.wrapping_add(c.clock_ms());
     }
     if ms <= 0 {
         return Err(invalid());

@@ -943,8 +943,7 @@ impl EventLoop {
     fn process_input(&mut self, client: &mut Client, output_limit: usize) -> bool {
         // The clock the commands see is read after their bytes were: a TTL
         // counts from no earlier than the client sent it, though a slow
-        // command earlier in the turn held the loop (Redis reads it per
-        // call). A script or a transaction still runs at one time.
+        // command earlier in the turn held the loop.
         self.srv.update_time();
         let limits = |c: &Client, srv: &Server| ParseLimits {
             max_bulk_len: srv.config.proto_max_bulk_len,
@@ -998,6 +997,11 @@ impl EventLoop {
                     .query
                     .argv_detached(&mut argv, &mut client.st.big_args)
             };
+            // And read again behind a slow command of the same pipeline, so
+            // expiry is judged at the time each command starts, as in Redis.
+            if self.srv.clock_is_stale() {
+                self.srv.update_time();
+            }
             let dirty = self.srv.dirty;
             // A script that runs too long serves the other clients through
             // the loop's sockets (see busy.rs) while this command runs.
