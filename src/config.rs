@@ -211,6 +211,9 @@ pub struct Config {
     /// `use-exit-on-panic`: a panic ends the process with exit(1) once its
     /// report is written (test harnesses; else it ends as a panic does).
     pub use_exit_on_panic: bool,
+    /// `lua-enable-deprecated-api`: offer scripts `setfenv`, `getfenv` and
+    /// `newproxy`, which Redis withholds since CVE-2025-46818.
+    pub lua_enable_deprecated_api: bool,
     /// `watchdog-period` (ms, 0 off): Redis's software watchdog, a stack
     /// trace in the log whenever the event loop is stuck this long.
     pub watchdog_period: i64,
@@ -451,6 +454,7 @@ impl Default for Config {
             proc_title_template: String::new(),
             crash_log_enabled: true,
             use_exit_on_panic: false,
+            lua_enable_deprecated_api: false,
             watchdog_period: 0,
             crash_memcheck_enabled: true,
             sanitize_dump_payload: String::new(),
@@ -2488,6 +2492,14 @@ pub static OPTIONS: &[OptionSpec] = &[
         "A panic ends the process with exit(1) after its crash report (for test harnesses).",
         |c| yes_no(c.use_exit_on_panic),
         |c, v| c.use_exit_on_panic = parse_bool(v)?
+    ),
+    opt!(
+        "lua-enable-deprecated-api",
+        "no",
+        false,
+        "Offer scripts Lua's setfenv, getfenv and newproxy, withheld by default: with them a script can leave code behind (a __gc handler) that runs later inside another user's script (CVE-2025-46818).",
+        |c| yes_no(c.lua_enable_deprecated_api),
+        |c, v| c.lua_enable_deprecated_api = parse_bool(v)?
     ),
     opt!(
         "watchdog-period",

@@ -706,3 +706,86 @@ fn a_forked_debugging_session_dies_with_its_server() {
     });
     assert!(std::net::TcpListener::bind(("0.0.0.0", kv.port)).is_ok());
 }
+
+/// Lua's setfenv, getfenv and newproxy: withheld unless
+/// `lua-enable-deprecated-api yes`, as Redis since CVE-2025-46818 (a
+/// newproxy's `__gc` is code that would run later inside another user's
+/// script). The option is fixed at startup and hidden from CONFIG GET *.
+#[test]
+fn deprecated_lua_builtins_are_withheld_unless_enabled() {
+    let scripts: [&[u8]; 4] = [
+        b"local f = function() return 1 end setfenv(f, {}) return 0",
+        b"local f = function() return 1 end getfenv(f) return 0",
+        b"getmetatable(newproxy(true)).__gc = function() return 1 end return 0",
+        b"return {type(setfenv), type(getfenv), type(newproxy)}",
+    ];
+    let exchange = |port: u16| -> Vec<Vec<u8>> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut out: Vec<Vec<u8>> = scripts
+            .iter()
+            .map(|body| raw_exchange(&mut s, &[b"EVAL", body, b"0"]))
+            .collect();
+        // Functions run on an interpreter of their own, with the same rule.
+        let lib = b"#!lua name=deprecated\nredis.register_function('probe', function() return type(newproxy) end)";
+        out.push(raw_exchange(&mut s, &[b"FUNCTION", b"LOAD", lib]));
+        out.push(raw_exchange(&mut s, &[b"FCALL", b"probe", b"0"]));
+        out.push(raw_exchange(
+            &mut s,
+            &[b"CONFIG", b"GET", b"lua-enable-deprecated-api"],
+        ));
+        out.push(raw_exchange(
+            &mut s,
+            &[b"CONFIG", b"SET", b"lua-enable-deprecated-api", b"yes"],
+        ));
+        let all = raw_exchange(&mut s, &[b"CONFIG", b"GET", b"*"]);
+        assert!(!String::from_utf8_lossy(&all).contains("deprecated-api"));
+        out
+    };
+    let kv = start_kvstore(&[]);
+    let withheld = exchange(kv.port);
+    for (i, name) in ["setfenv", "getfenv", "newproxy"].iter().enumerate() {
+        let reply = String::from_utf8_lossy(&withheld[i]);
+        assert!(
+            reply.starts_with(&format!(
+                "-ERR user_script:1: Script attempted to access nonexistent global variable '{name}' script: "
+            )),
+            "{reply}"
+        );
+    }
+    assert_eq!(withheld[5], b"-ERR user_function:2: Script attempted to access nonexistent global variable 'newproxy' script: probe, on @user_function:2.\r\n");
+    assert_eq!(
+        withheld[6],
+        b"*2\r\n$25\r\nlua-enable-deprecated-api\r\n$2\r\nno\r\n"
+    );
+    assert!(withheld[7].starts_with(b"-ERR CONFIG SET failed (possibly related to argument 'lua-enable-deprecated-api') - can't set immutable config"));
+
+    let kv = start_kvstore(&["--lua-enable-deprecated-api", "yes"]);
+    let offered = exchange(kv.port);
+    for reply in &offered[..3] {
+        assert_eq!(reply, b":0\r\n");
+    }
+    assert_eq!(
+        offered[3],
+        b"*3\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n"
+    );
+    assert_eq!(offered[5], b"$8\r\nfunction\r\n");
+    assert_eq!(
+        offered[6],
+        b"*2\r\n$25\r\nlua-enable-deprecated-api\r\n$3\r\nyes\r\n"
+    );
+
+    // The same replies as redis-server's, both ways.
+    for (args, ours) in [
+        (vec![], withheld),
+        (vec!["--lua-enable-deprecated-api", "yes"], offered),
+    ] {
+        let Some(redis) = common::start_redis(&args) else {
+            return;
+        };
+        let theirs = exchange(redis.port);
+        assert_eq!(ours.len(), theirs.len());
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert_eq!(String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+        }
+    }
+}

@@ -44,6 +44,7 @@ pub use ldb::{Ldb, LdbIo};
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ffi::lua_State;
 use mlua_sys as ffi;
@@ -1242,6 +1243,19 @@ getmetatable_of.string = view(smt)
 return globals
 "#;
 
+/// `lua-enable-deprecated-api`, read by every interpreter made after it is
+/// set (the option is fixed at startup).
+static DEPRECATED_API: AtomicBool = AtomicBool::new(false);
+
+/// Offer scripts (and functions) `setfenv`, `getfenv` and `newproxy` in the
+/// interpreters made from now on. Redis withholds them by default
+/// (CVE-2025-46818): a `__gc` handler on a `newproxy` object is code a
+/// script leaves behind that runs later, inside whichever script the
+/// collector happens to run in, as that script's user.
+pub fn offer_deprecated_api(offer: bool) {
+    DEPRECATED_API.store(offer, Ordering::Relaxed);
+}
+
 /// A fresh interpreter with Redis's libraries, `redis` API and sandbox.
 ///
 /// # Safety
@@ -1260,8 +1274,14 @@ unsafe fn new_state() -> *mut lua_State {
         ffi::lua_pushstring(l, name.as_ptr());
         ffi::lua_call(l, 1, 0);
     }
-    // Not offered to scripts (Redis's deny list).
-    for name in [c"print", c"dofile", c"loadfile"] {
+    // Not offered to scripts (Redis's deny list), nor, unless
+    // `lua-enable-deprecated-api` says so, Redis's deprecated builtins.
+    let deprecated: &[&CStr] = if DEPRECATED_API.load(Ordering::Relaxed) {
+        &[]
+    } else {
+        &[c"setfenv", c"getfenv", c"newproxy"]
+    };
+    for name in [c"print", c"dofile", c"loadfile"].iter().chain(deprecated) {
         ffi::lua_pushnil(l);
         ffi::lua_setfield(l, ffi::LUA_GLOBALSINDEX, name.as_ptr());
     }

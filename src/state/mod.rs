@@ -427,6 +427,7 @@ impl Server {
     pub fn new(config: Config) -> Server {
         crate::db::table::set_growth_guard(evict::table_growth_allowed);
         crate::util::cycles::init();
+        crate::scripting::offer_deprecated_api(config.lua_enable_deprecated_api);
         let seed = random_u64();
         let dbs = (0..config.databases).map(|i| Db::new(i, seed)).collect();
         let now = unix_time_ms();
