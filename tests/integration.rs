@@ -229,14 +229,10 @@ fn a_ttl_counts_from_when_its_command_was_read() {
     // The sleeper's turn now runs; the SET's rest arrives during it.
     setter.send_raw(&set[4..]);
     assert_eq!(setter.read_reply(), b"+OK\r\n");
-    let pttl = setter.cmd_str(&["PTTL", "lock"]);
-    let ms: i64 = String::from_utf8_lossy(&pttl[1..pttl.len() - 2])
-        .parse()
-        .unwrap();
+    let ms = int_reply(&setter.cmd_str(&["PTTL", "lock"]));
     assert!(
         (100..=200).contains(&ms),
-        "a key set with PX 200 has PTTL {}",
-        String::from_utf8_lossy(&pttl)
+        "a key set with PX 200 has PTTL {ms}"
     );
     assert_eq!(busy.read_reply(), b"+OK\r\n");
     assert_eq!(sleeper.read_reply(), b"+OK\r\n");
