@@ -200,7 +200,6 @@ impl Db {
     }
 }
 
-/// Rebuild `entry` for a different key name (RENAME, COPY).
 /// Has a key with deadline `when` (ms) expired at `now_ms`? Only once the
 /// clock has passed it: as in Redis (keyIsExpired, the active cycle, the
 /// RDB loader), a key lives through its last millisecond.
@@ -208,6 +207,7 @@ pub fn deadline_passed(when: i64, now_ms: i64) -> bool {
     now_ms > when
 }
 
+/// Rebuild `entry` for a different key name (RENAME, COPY).
 pub fn entry_with_key(entry: &Entry, key: &[u8]) -> Entry {
     let mut e = match entry.value() {
         ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), entry.is_raw()),

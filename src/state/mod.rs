@@ -194,8 +194,8 @@ pub struct Server {
     pub dirty: u64,
     pub start: Instant,
     pub start_unix_ms: i64,
-    /// Time of the command being run (ms since the epoch): read before a
-    /// client's commands run and again before any of them that follows
+    /// Time of the command being run (ms since the epoch): read when the
+    /// loop wakes and again before any command that follows
     /// [`Self::clock_is_stale`] (a script or a transaction runs at one time).
     pub now_ms: i64,
     /// `util::cycles` ticks when `now_ms` was read, and when the last
