@@ -401,3 +401,46 @@ fn refused_payloads_are_logged_as_redis_logs_them() {
     }
     assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+/// A zipmap length under 254 written in the five-byte form is refused:
+/// the three payloads of Redis 7.0.15's fix for CVE-2026-25243 (its
+/// `corrupt-dump.tcl`), each with a right checksum. A small field, a small
+/// value, and a small field ahead of a huge one.
+#[test]
+fn zipmap_lengths_in_the_wrong_form_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("kvstore.log");
+    let kv = common::start_kvstore_in(dir, &["--logfile", log.to_str().unwrap()]);
+    let mut c = Conn::connect(kv.port);
+    let mut huge_field = b"\x09\x41\x15\x02\x04\x6b\x65\x79\x31\x04\x00\x76\x61\x6c\x31\xfe\x04\x00\x00\x00\xfe\xff\xff\xff\xfd\x00".to_vec();
+    huge_field.extend(std::iter::repeat_n(0x42, 253));
+    huge_field.extend_from_slice(b"\xff\x09\x00\x54\x2f\x0a\xca\x4e\x5c\x49\x9f");
+    let payloads: [&[u8]; 3] = [
+        b"\x09\x11\x01\xfe\x04\x00\x00\x00\x01\x00\xff\x00\x04\x00\x76\x61\x6c\x31\xff\x09\x00\xf9\xd5\xa4\xf7\x7d\x00\x3f\x1b",
+        b"\x09\x0e\x01\x01\x6b\xfe\x04\x00\x00\x00\x00\x76\x61\x6c\x31\xff\x09\x00\xd0\xf9\xe4\x1d\xe4\xfb\x11\x4c",
+        &huge_field,
+    ];
+    for (i, payload) in payloads.into_iter().enumerate() {
+        assert_eq!(
+            c.cmd(&[b"RESTORE", b"key", b"0", payload]),
+            b"-ERR Bad data format\r\n",
+            "payload {i}"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        let logged = text.matches("Zipmap integrity check failed").count();
+        assert_eq!(logged, i + 1, "payload {i}; the log:\n{text}");
+    }
+    assert_eq!(c.cmd_str(&["EXISTS", "key"]), b":0\r\n");
+    // The same pairs in the right form are restored.
+    let good = b"\x01\x04key1\x04\x00val1\xff";
+    let mut payload = vec![0x09, good.len() as u8];
+    payload.extend_from_slice(good);
+    payload.extend_from_slice(&[0x09, 0x00]);
+    let crc = kvstore::persistence::crc64::crc64(0, &payload);
+    payload.extend_from_slice(&crc.to_le_bytes());
+    assert_eq!(c.cmd(&[b"RESTORE", b"key", b"0", &payload]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["HGETALL", "key"]),
+        b"*2\r\n$4\r\nkey1\r\n$4\r\nval1\r\n"
+    );
+}

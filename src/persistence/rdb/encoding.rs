@@ -212,11 +212,21 @@ pub(super) fn ziplist_items(zl: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-/// Decode a zipmap (the oldest compact hash encoding) into field, value, ….
+/// Decode a zipmap (the oldest compact hash encoding) into field, value, …,
+/// with the checks of Redis's zipmapValidateIntegrity: the last byte is the
+/// end marker, every length stays inside the blob, a length under 254 is
+/// in its one-byte form (a five-byte one is refused, as Redis 7.0.15's fix
+/// for CVE-2026-25243), the map is not empty, and the header's count, when
+/// it is not 254 ("count them"), is the number of pairs.
 pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     let bad = || Err("Zipmap integrity check failed".to_string());
+    if zm.len() < 2 || zm[zm.len() - 1] != 0xFF {
+        return bad();
+    }
     let mut out = Vec::new();
     let mut p = 1;
+    // A length, in one byte below 254 or 254 and four bytes (a length
+    // that would fit in one is refused).
     let read_len = |p: &mut usize| -> Option<usize> {
         let b = *zm.get(*p)?;
         if b < 254 {
@@ -225,17 +235,12 @@ pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         } else if b == 254 {
             let n = u32::from_le_bytes(zm.get(*p + 1..*p + 5)?.try_into().ok()?) as usize;
             *p += 5;
-            Some(n)
+            (n >= 254).then_some(n)
         } else {
             None
         }
     };
-    loop {
-        match zm.get(p) {
-            None => return bad(),
-            Some(0xFF) => break,
-            _ => {}
-        }
+    while zm[p] != 0xFF {
         let Some(klen) = read_len(&mut p) else {
             return bad();
         };
@@ -254,6 +259,14 @@ pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         p += vlen + free as usize;
         out.push(key.to_vec());
         out.push(val.to_vec());
+        // The next entry (or the end marker) must be inside the blob.
+        if p >= zm.len() {
+            return bad();
+        }
+    }
+    let pairs = out.len() / 2;
+    if pairs == 0 || (zm[0] != 254 && zm[0] as usize != pairs) {
+        return bad();
     }
     Ok(out)
 }

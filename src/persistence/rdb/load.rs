@@ -309,12 +309,7 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         }
         T_HASH_ZIPMAP => {
             let blob = r.string()?;
-            let items = zipmap_items(&blob)?;
-            // Redis's zipmapValidateIntegrity refuses an empty zipmap.
-            if items.is_empty() {
-                return Err("Zipmap integrity check failed".into());
-            }
-            make_hash(items)
+            make_hash(zipmap_items(&blob)?)
         }
         T_ZSET_ZIPLIST => {
             let blob = r.string()?;

@@ -285,6 +285,31 @@ mod tests {
             vec![b"f".to_vec(), b"vv".to_vec()]
         );
         assert!(zipmap_items(&zm[..5]).is_err());
+        // A header count of 254 means "count them"; any other must match.
+        let mut unknown = zm;
+        unknown[0] = 254;
+        assert_eq!(zipmap_items(&unknown).unwrap().len(), 2);
+        let mut wrong = zm;
+        wrong[0] = 2;
+        assert!(zipmap_items(&wrong).is_err());
+        // The last byte must be the end marker, even after an early one.
+        let mut trailing = zm.to_vec();
+        trailing.push(0);
+        assert!(zipmap_items(&trailing).is_err());
+        // A length under 254 in the five-byte form is refused (Redis
+        // 7.0.15's fix for CVE-2026-25243), for a field and for a value.
+        let long_field = [1, 254, 1, 0, 0, 0, b'f', 2, 1, b'v', b'v', 0, 0xFF];
+        assert!(zipmap_items(&long_field).is_err());
+        let long_value = [1, 1, b'f', 254, 2, 0, 0, 0, 0, b'v', b'v', 0xFF];
+        assert!(zipmap_items(&long_value).is_err());
+        // The five-byte form of a length of 254 or more is the right one.
+        let mut big = vec![1, 1, b'f', 254];
+        big.extend_from_slice(&300u32.to_le_bytes());
+        big.push(0);
+        big.extend(std::iter::repeat_n(b'x', 300));
+        big.push(0xFF);
+        let items = zipmap_items(&big).unwrap();
+        assert_eq!(items[1].len(), 300);
     }
 
     /// A dump holding a stream with several nodes, deleted entries and
