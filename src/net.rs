@@ -10,6 +10,31 @@ use tracing::info;
 
 use crate::config::Config;
 
+/// Should accepting go on after `err`? These are the errors of a connection
+/// that failed on its way in (Linux's accept(2) reports a new socket's
+/// pending network error as its own, and the connection is gone), as Redis
+/// 7.0.15's anetAcceptFailureNeedsRetry (its fix for CVE-2025-48367): the
+/// next connection in the queue is accepted, so a peer that can make
+/// connections fail cannot stop the server from accepting others. Any
+/// other error (out of descriptors or memory) leaves the connection queued
+/// and stops accepting for now.
+pub fn accept_failure_needs_retry(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::ECONNABORTED
+                | libc::ENETDOWN
+                | libc::EPROTO
+                | libc::ENOPROTOOPT
+                | libc::EHOSTDOWN
+                | libc::ENONET
+                | libc::EHOSTUNREACH
+                | libc::EOPNOTSUPP
+                | libc::ENETUNREACH
+        )
+    )
+}
+
 /// Listen on `port` at every `bind` address (none when the port is 0), as
 /// Redis 7.0 reads them: `*` is any IPv4 address and `::*` any IPv6 one
 /// (IPv6 sockets are v6-only, so both can be bound), a leading `-` makes an

@@ -1175,3 +1175,89 @@ fn an_unauthenticated_client_that_does_not_read_is_closed() {
     );
     assert_eq!(c.info_field("clients", "connected_clients"), "1");
 }
+
+/// Accepting goes on past a connection that failed on its way in, and
+/// comes back by itself after it stopped for want of file descriptors, as
+/// Redis 7.0.15's fix for CVE-2025-48367. The listeners are
+/// edge-triggered: a stop at the first error would leave the connections
+/// queued behind it waiting for the next one to arrive. The faults come
+/// from a preloaded `accept4` (tests/fixtures/accept_fault.c); both
+/// connections are queued while the server sleeps, so the listener's one
+/// event finds both.
+#[test]
+fn accepting_survives_failed_connections_and_running_out_of_descriptors() {
+    let cc = common::find_tool("cc").expect("a C compiler (cargo links with one)");
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("accept_fault.so");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/accept_fault.c");
+    let built = Command::new(cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(src)
+        .arg("-ldl")
+        .status()
+        .unwrap();
+    assert!(built.success(), "building {src}");
+    let faults = dir.path().join("accept-faults");
+    let log = dir.path().join("kvstore.log");
+    let kv = common::start_kvstore_env(
+        dir,
+        &[
+            "--enable-debug-command",
+            "yes",
+            "--logfile",
+            log.to_str().unwrap(),
+        ],
+        &[
+            ("LD_PRELOAD", lib.to_str().unwrap()),
+            ("KVSTORE_TEST_ACCEPT_FAULTS", faults.to_str().unwrap()),
+        ],
+    );
+    let connect = || {
+        let s = TcpStream::connect(("127.0.0.1", kv.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Conn {
+            reader: std::io::BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+        }
+    };
+    let mut sleeper = Conn::connect(kv.port);
+    // Accepted before any fault is armed.
+    assert_eq!(sleeper.cmd_str(&["PING"]), b"+PONG\r\n");
+    // (fault, whether the first connection is lost to it)
+    let cases = [
+        (format!("1 {} taken", libc::EPROTO), true),
+        (format!("1 {} taken", libc::ECONNABORTED), true),
+        (format!("2 {} queued", libc::EMFILE), false),
+    ];
+    for (fault, first_lost) in cases {
+        std::fs::write(&faults, &fault).unwrap();
+        sleeper.send(&[b"DEBUG", b"SLEEP", b"0.3"]);
+        std::thread::sleep(Duration::from_millis(100));
+        let mut first = connect();
+        let mut second = connect();
+        assert_eq!(sleeper.read_reply(), b"+OK\r\n");
+        let started = Instant::now();
+        assert_eq!(
+            second.try_cmd_str(&["PING"]),
+            Ok(b"+PONG\r\n".to_vec()),
+            "{fault}: the connection queued after the failed one"
+        );
+        if first_lost {
+            first.expect_closed();
+        } else {
+            assert_eq!(first.cmd_str(&["PING"]), b"+PONG\r\n", "{fault}");
+            // Two failures, 100 ms apart, then served.
+            assert!(started.elapsed() < Duration::from_secs(2), "{fault}");
+        }
+        assert!(!faults.exists(), "{fault}: the fault was not used");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("Accepting client connection: Too many open files")
+            .count(),
+        1,
+        "two failures within a second are one line:\n{text}"
+    );
+    assert!(!text.contains("Protocol error"), "{text}");
+}

@@ -47,6 +47,9 @@ const AOF_URING_TOKEN: Token = Token(usize::MAX - 3);
 /// the loop sleeps; the event only wakes it).
 const RDB_PIPE_TOKEN: Token = Token(usize::MAX - 5);
 const LISTENER_TOKEN_BASE: usize = usize::MAX - 64;
+/// How soon accepting is tried again after it stopped at an error that left
+/// the connection queued (out of file descriptors, say).
+const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Reads of one client per loop turn before others get their turn.
 const MAX_READS_PER_TURN: usize = 16;
 /// Bytes read from one client per loop turn: a 500 MB value arrives over
@@ -341,6 +344,12 @@ impl EventLoop {
                 next_cron = now + period;
             }
             self.close_marked();
+            if self.srv.accept_retry_at.is_some_and(|t| now >= t) {
+                self.srv.accept_retry_at = None;
+                for li in 0..self.listeners.len() {
+                    self.accept(li);
+                }
+            }
             if let Some(tcp) = self.srv.new_tcp_listeners.take() {
                 self.swap_tcp_listeners(tcp, false);
             }
@@ -414,6 +423,9 @@ impl EventLoop {
             }
             if let Some(wait) = self.srv.shutdown_wait {
                 wake = wake.min(wait.deadline);
+            }
+            if let Some(retry) = self.srv.accept_retry_at {
+                wake = wake.min(retry);
             }
             // Wake when a pause that holds commands back runs out.
             if let Some(pause) = self
@@ -1699,32 +1711,48 @@ fn accept_from(
 ) {
     loop {
         let accepted = match listener {
-            Listener::Tcp(l) | Listener::Tls(l) => l.accept().and_then(|(s, a)| {
+            Listener::Tcp(l) | Listener::Tls(l) => l.accept().map(|(s, a)| {
                 let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
                 let _ = s.set_nodelay(true);
                 set_keepalive(s.as_raw_fd(), srv.config.tcp_keepalive);
                 let conn = match (listener, &srv.tls) {
                     (Listener::Tls(_), Some(tls)) => {
-                        Conn::Tls(Box::new(crate::tls::TlsStream::accept(s, &tls.server)?))
+                        match crate::tls::TlsStream::accept(s, &tls.server) {
+                            Ok(t) => Conn::Tls(Box::new(t)),
+                            Err(e) => {
+                                warn!("Accepting a TLS connection: {e}");
+                                return None;
+                            }
+                        }
                     }
-                    (Listener::Tls(_), None) => {
-                        return Err(io::Error::other("TLS is not configured"));
-                    }
+                    // The TLS port closed while this one waited.
+                    (Listener::Tls(_), None) => return None,
                     _ => Conn::Tcp(s),
                 };
-                Ok((conn, a.to_string(), laddr, false, is_loopback_peer(&a)))
+                Some((conn, a.to_string(), laddr, false, is_loopback_peer(&a)))
             }),
             Listener::Unix(l) => l.accept().map(|(s, _)| {
                 let path = srv.config.unixsocket.clone();
-                (Conn::Unix(s), format!("{path}:0"), path, true, true)
+                Some((Conn::Unix(s), format!("{path}:0"), path, true, true))
             }),
         };
         let (mut conn, addr, laddr, is_unix, is_local) = match accepted {
-            Ok(x) => x,
+            Ok(Some(x)) => x,
+            // Accepted, but it could not be set up: closed, and on to the next.
+            Ok(None) => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if crate::net::accept_failure_needs_retry(&e) => continue,
             Err(e) => {
-                warn!("Accepting client connection: {e}");
+                // The connection is still queued; the loop tries again.
+                let now = Instant::now();
+                srv.accept_retry_at = Some(now + ACCEPT_RETRY_DELAY);
+                if let Some(skipped) = srv.log_limits.accept.allow(now) {
+                    warn!(
+                        "Accepting client connection: {e}{}",
+                        crate::logging::suppressed_note(skipped)
+                    );
+                }
                 return;
             }
         };

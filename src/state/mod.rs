@@ -325,6 +325,10 @@ pub struct Server {
     pub recent_max_output: usize,
     /// Budgets for log lines that clients can trigger at will.
     pub log_limits: LogLimits,
+    /// When to accept again after accepting stopped at an error that
+    /// leaves the connection queued (out of descriptors or memory): the
+    /// listeners are edge-triggered, so nothing else would wake them.
+    pub accept_retry_at: Option<Instant>,
     /// TCP listeners bound by CONFIG SET port, for the loop to swap in.
     pub new_tcp_listeners: Option<Vec<TcpListener>>,
     /// The TCP listeners open now, with their addresses (kept by the loop,
@@ -407,6 +411,8 @@ pub struct LogLimits {
     pub auth: crate::logging::RateLimit,
     pub protocol: crate::logging::RateLimit,
     pub denied: crate::logging::RateLimit,
+    /// Accepting a connection failed (out of descriptors, say).
+    pub accept: crate::logging::RateLimit,
     /// A replica applying its master's writes while it cannot persist.
     pub disk_error: crate::logging::RateLimit,
 }
@@ -418,6 +424,7 @@ impl Default for LogLimits {
             auth: per_sec(5),
             protocol: per_sec(5),
             denied: per_sec(5),
+            accept: per_sec(1),
             disk_error: crate::logging::RateLimit::new(1, Duration::from_secs(10)),
         }
     }
@@ -502,6 +509,7 @@ impl Server {
             recent_max_input: 0,
             recent_max_output: 0,
             log_limits: LogLimits::default(),
+            accept_retry_at: None,
             new_tcp_listeners: None,
             tcp_listeners: Vec::new(),
             new_tls_listeners: None,
