@@ -43,6 +43,11 @@ enum End {
     Right,
 }
 
+/// Whether `arg` is LEFT or RIGHT (LMPOP's `<where>`).
+fn is_end(arg: &[u8]) -> bool {
+    parse_end(arg).is_some()
+}
+
 fn parse_end(arg: &[u8]) -> Option<End> {
     if eq_ic(arg, "left") {
         Some(End::Left)
@@ -485,7 +490,7 @@ pub fn lmpop(c: &mut Ctx, argv: &[&[u8]]) {
 /// The engine behind LMPOP and BLMPOP: `argv[1]` is numkeys. When nothing
 /// could be popped and `blocking`, nothing is replied (the caller blocks).
 fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let args = match parse_mpop(argv, |s| parse_end(s).is_some()) {
+    let args = match parse_mpop(argv, is_end) {
         Ok(a) => a,
         Err(e) => return c.cl.reply.error(e),
     };
@@ -626,5 +631,5 @@ pub fn brpoplpush(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]`
 pub fn blmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    super::blocking::block_mpop(c, argv, lmpop_generic);
+    super::blocking::block_mpop(c, argv, is_end, lmpop_generic);
 }

@@ -602,7 +602,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
                 stats_of(srv, cmd).rejected_calls += 1;
                 if cmd.name == "exec" {
                     // Redis's execCommandAbort: the transaction is gone.
+                    // The errors Redis words itself (rejectCommandFormat:
+                    // arity, ACL defaults, subscribed context, replicas)
+                    // carry no code there, so none shows after "because of".
                     transaction::discard_transaction(srv, client);
+                    let err = err.strip_prefix("ERR ").unwrap_or(&err);
                     client.reply.error(&format!(
                         "EXECABORT Transaction discarded because of: {err}"
                     ));

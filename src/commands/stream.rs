@@ -428,15 +428,16 @@ pub fn xadd(c: &mut Ctx, argv: &[&[u8]]) {
 /// `XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]`
 pub fn xtrim(c: &mut Ctx, argv: &[&[u8]]) {
     let key = argv[1];
+    // The arguments are checked before the key is looked up, as Redis.
+    let a = match parse_add_or_trim(c, argv, false) {
+        Ok((a, _)) => a,
+        Err(e) => return c.cl.reply.error(&e),
+    };
     match write_stream(c, key) {
         Err(e) => return c.cl.reply.error(e),
         Ok(None) => return c.cl.reply.int(0),
         Ok(Some(_)) => {}
     }
-    let a = match parse_add_or_trim(c, argv, false) {
-        Ok((a, _)) => a,
-        Err(e) => return c.cl.reply.error(&e),
-    };
     let s = write_stream(c, key).ok().flatten().expect("stream");
     let removed = s.trim(a.maxlen, a.minid, a.approx, a.limit);
     if removed > 0 && a.approx {

@@ -724,10 +724,15 @@ pub fn zpopmax(c: &mut Ctx, argv: &[&[u8]]) {
     zpop_generic(c, argv, true);
 }
 
+/// Whether `arg` is MIN or MAX (ZMPOP's `<where>`).
+fn is_min_or_max(arg: &[u8]) -> bool {
+    eq_ic(arg, "min") || eq_ic(arg, "max")
+}
+
 /// The engine behind ZMPOP and BZMPOP: `argv[1]` is numkeys. Replies nothing
 /// when `blocking` and nothing could be popped.
 fn zmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let args = match parse_mpop(argv, |s| eq_ic(s, "min") || eq_ic(s, "max")) {
+    let args = match parse_mpop(argv, is_min_or_max) {
         Ok(a) => a,
         Err(e) => return c.cl.reply.error(e),
     };
@@ -776,7 +781,7 @@ pub fn zmpop(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`
 pub fn bzmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    super::blocking::block_mpop(c, argv, zmpop_generic);
+    super::blocking::block_mpop(c, argv, is_min_or_max, zmpop_generic);
 }
 
 /// The engine behind BZPOPMIN and BZPOPMAX: `[key, member, score]`.
