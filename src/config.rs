@@ -555,7 +555,8 @@ fn format_buffer_limits(limits: &[BufferLimit; 3]) -> String {
 /// error texts); classes not named keep their limits.
 fn parse_buffer_limits(v: &str, limits: &mut [BufferLimit; 3]) -> Result<(), String> {
     let parts: Vec<&str> = v.split_whitespace().collect();
-    if parts.is_empty() || !parts.len().is_multiple_of(4) {
+    // No groups at all is no change, as in Redis.
+    if !parts.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     let mut out = *limits;
@@ -1069,40 +1070,43 @@ fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
     Ok(n)
 }
 
+/// A memory amount read exactly as Redis's `memtoull` reads it: digits,
+/// then a unit (`b`, `k` = 1000, `kb` = 1024, `m`, `mb`, `g`, `gb`, any
+/// case) or none. No digits read as 0 (so `""` and `"k"` are 0); a number
+/// too big for 64 bits saturates and the unit then multiplies with
+/// wrap-around, as C's strtoull and unsigned arithmetic do there.
+fn memtoull(v: &str) -> Option<u64> {
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    let mul: u64 = match v[digits..].to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1_000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    // Redis copies the digits into a 128-byte buffer first.
+    if digits >= 128 {
+        return None;
+    }
+    let n = if digits == 0 {
+        0
+    } else {
+        v[..digits].parse::<u64>().unwrap_or(u64::MAX)
+    };
+    Some(n.wrapping_mul(mul))
+}
+
 /// Parse a memory amount the way Redis's `memtoull` does: `1gb` = 2^30,
 /// `1g` = 10^9, `1kb` = 1024, `1k` = 1000; plain numbers are bytes.
 pub fn parse_memory(v: &str) -> Result<u64, String> {
-    // Redis's memtoull reads an empty string as 0.
-    if v.is_empty() {
-        return Ok(0);
-    }
-    let lower = v.to_ascii_lowercase();
-    let units: [(&str, u64); 8] = [
-        ("gb", 1 << 30),
-        ("mb", 1 << 20),
-        ("kb", 1 << 10),
-        ("g", 1_000_000_000),
-        ("m", 1_000_000),
-        ("k", 1_000),
-        ("b", 1),
-        ("", 1),
-    ];
-    for (suffix, mul) in units {
-        if let Some(num) = lower.strip_suffix(suffix) {
-            if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let n: u64 = num
-                .parse()
-                .map_err(|_| "argument must be a memory value".to_string())?;
-            return n
-                .checked_mul(mul)
-                .ok_or_else(|| "argument must be a memory value".to_string());
-        }
-    }
-    Err("argument must be a memory value".into())
+    memtoull(v).ok_or_else(|| "argument must be a memory value".to_string())
 }
 
+/// A memory option whose Redis type is unsigned (size_t, unsigned long
+/// long): the amount is compared with the bounds as an unsigned number.
 fn memory_in_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
     let n = parse_memory(v)?;
     if n < min || n > max {
@@ -1113,6 +1117,21 @@ fn memory_in_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
     Ok(n)
 }
 
+/// A memory option whose Redis type is signed (long long, off_t): the
+/// amount is read as unsigned, then compared as signed, so 2^63 and above
+/// are below the minimum, as in Redis's numericBoundaryCheck.
+fn signed_memory_in_range(v: &str, min: i64, max: i64) -> Result<i64, String> {
+    let n = parse_memory(v)? as i64;
+    if n < min || n > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(n)
+}
+
+/// One of `allowed` (any case), which the error lists in the order given:
+/// Redis's order for that option.
 fn parse_enum(v: &str, allowed: &[&str]) -> Result<String, String> {
     let lower = v.to_ascii_lowercase();
     if allowed.contains(&lower.as_str()) {
@@ -1381,7 +1400,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "Maximum simultaneous clients.",
         |c| c.maxclients.to_string(),
-        |c, v| c.maxclients = parse_int(v, 1, i32::MAX as i64)?
+        |c, v| c.maxclients = parse_int(v, 1, u32::MAX as i64)?
     ),
     opt!(
         "maxmemory",
@@ -1449,19 +1468,21 @@ pub static OPTIONS: &[OptionSpec] = &[
             c.maxmemory_clients.to_string()
         },
         |c, v| {
-            // Redis's numericParseString: a memory value, else "N%"
-            // (stored negative), and a percentage above 100 is refused.
-            let bad = || "argument must be a memory or percent value".to_string();
-            c.maxmemory_clients = match parse_memory(v) {
-                Ok(n) => i64::try_from(n).map_err(|_| bad())?,
-                Err(_) => match v.strip_suffix('%').and_then(|p| crate::util::parse_i64(p.as_bytes())) {
-                    Some(p) if p > 100 => {
-                        return Err("percentage argument must be less or equal to 100".into())
-                    }
+            // Redis's numericParseString: a memory value (read unsigned,
+            // kept signed), else "N%" (stored negative); then its
+            // numericBoundaryCheck: a negative value is a percentage, at
+            // most 100.
+            let n = match memtoull(v) {
+                Some(n) => n as i64,
+                None => match v.strip_suffix('%').and_then(|p| crate::util::parse_i64(p.as_bytes())) {
                     Some(p) if p >= 0 => -p,
-                    _ => return Err(bad()),
+                    _ => return Err("argument must be a memory or percent value".into()),
                 },
+            };
+            if n < -100 {
+                return Err("percentage argument must be less or equal to 100".into());
             }
+            c.maxmemory_clients = n
         }
     ),
     opt!(
@@ -1470,7 +1491,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "Largest bulk string a client may send.",
         |c| c.proto_max_bulk_len.to_string(),
-        |c, v| c.proto_max_bulk_len = memory_in_range(v, 1024 * 1024, i64::MAX as u64)? as i64
+        |c, v| c.proto_max_bulk_len = signed_memory_in_range(v, 1024 * 1024, i64::MAX)?
     ),
     opt!(
         "client-query-buffer-limit",
@@ -1574,7 +1595,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "No automatic AOF rewrite below this size.",
         |c| c.auto_aof_rewrite_min_size.to_string(),
-        |c, v| c.auto_aof_rewrite_min_size = parse_memory(v)?
+        |c, v| c.auto_aof_rewrite_min_size = signed_memory_in_range(v, 0, i64::MAX)? as u64
     ),
     opt!(
         "aof-load-truncated",
@@ -1623,7 +1644,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         "always, everysec or no.",
         |c| c.appendfsync.name().to_string(),
         |c, v| {
-            c.appendfsync = match parse_enum(v, &["always", "everysec", "no"])?.as_str() {
+            c.appendfsync = match parse_enum(v, &["everysec", "always", "no"])?.as_str() {
                 "always" => FsyncPolicy::Always,
                 "everysec" => FsyncPolicy::Everysec,
                 _ => FsyncPolicy::No,
@@ -1716,7 +1737,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     opt!(
         "rdbchecksum",
         "yes",
-        true,
+        false,
         "Write and verify the CRC64 trailer of snapshots.",
         |c| yes_no(c.rdbchecksum),
         |c, v| c.rdbchecksum = parse_bool(v)?
@@ -1739,7 +1760,7 @@ pub static OPTIONS: &[OptionSpec] = &[
             true,
             "Hashes whose fields and values are at most this long stay compact.",
             |c| c.hash_max_listpack_value.to_string(),
-            |c, v| c.hash_max_listpack_value = parse_int(v, 0, i64::MAX)?
+            |c, v| c.hash_max_listpack_value = memory_in_range(v, 0, i64::MAX as u64)? as i64
         ),
         "hash-max-ziplist-value",
     ),
@@ -1792,7 +1813,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "A stream node (a listpack of entries) grows to at most this many bytes.",
         |c| c.stream_node_max_bytes.to_string(),
-        |c, v| c.stream_node_max_bytes = parse_memory(v)?
+        |c, v| c.stream_node_max_bytes = memory_in_range(v, 0, i64::MAX as u64)?
     ),
     opt!(
         "stream-node-max-entries",
@@ -1820,7 +1841,7 @@ pub static OPTIONS: &[OptionSpec] = &[
             true,
             "Sorted sets whose members are at most this long stay compact.",
             |c| c.zset_max_listpack_value.to_string(),
-            |c, v| c.zset_max_listpack_value = parse_int(v, 0, i64::MAX)?
+            |c, v| c.zset_max_listpack_value = memory_in_range(v, 0, i64::MAX as u64)? as i64
         ),
         "zset-max-ziplist-value",
     ),
@@ -1846,7 +1867,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "Channels a new ACL user may use: resetchannels (none) or allchannels.",
         |c| if c.acl_pubsub_default_all { "allchannels" } else { "resetchannels" }.to_string(),
-        |c, v| c.acl_pubsub_default_all = parse_enum(v, &["resetchannels", "allchannels"])? == "allchannels"
+        |c, v| c.acl_pubsub_default_all = parse_enum(v, &["allchannels", "resetchannels"])? == "allchannels"
     ),
     opt!(
         "aclfile",
@@ -2188,13 +2209,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "Bytes of the replication stream kept for replicas that reconnect (PSYNC).",
         |c| c.repl_backlog_size.to_string(),
-        |c, v| {
-            let n = parse_memory(v)?;
-            if n < 1 {
-                return Err("argument must be between 1 and 9223372036854775807 inclusive".into());
-            }
-            c.repl_backlog_size = n
-        }
+        |c, v| c.repl_backlog_size = signed_memory_in_range(v, 1, i64::MAX)? as u64
     ),
     opt!(
         "repl-backlog-ttl",
@@ -2202,7 +2217,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         true,
         "Seconds the backlog is kept after the last replica left (0: forever).",
         |c| c.repl_backlog_ttl.to_string(),
-        |c, v| c.repl_backlog_ttl = parse_int(v, 0, i32::MAX as i64)?
+        |c, v| c.repl_backlog_ttl = parse_int(v, 0, i64::MAX)?
     ),
     aliased(
         opt!(
@@ -3546,6 +3561,21 @@ mod tests {
         assert_eq!(parse_memory("2gb"), Ok(2 << 30));
         assert!(parse_memory("-1").is_err());
         assert!(parse_memory("abc").is_err());
+        // As Redis's memtoull: no digits are 0, a unit alone too; spaces,
+        // fractions and signs are errors; an overflowing number saturates
+        // and the unit wraps it.
+        assert_eq!(parse_memory(""), Ok(0));
+        assert_eq!(parse_memory("k"), Ok(0));
+        assert_eq!(parse_memory("1B"), Ok(1));
+        assert!(parse_memory("1.5mb").is_err());
+        assert!(parse_memory(" 1").is_err());
+        assert!(parse_memory("+1").is_err());
+        assert_eq!(parse_memory("99999999999999999999"), Ok(u64::MAX));
+        assert_eq!(
+            parse_memory("99999999999999999999kb"),
+            Ok(u64::MAX.wrapping_mul(1024))
+        );
+        assert!(parse_memory(&"1".repeat(128)).is_err());
     }
 
     #[test]

@@ -22,6 +22,15 @@ use crate::config::{Config, OomClass, OomScoreAdj, SupervisedMode};
 /// AOF, pipes (Redis's CONFIG_MIN_RESERVED_FDS).
 pub const RESERVED_FDS: u64 = 32;
 
+/// The most descriptors any process may have (`/proc/sys/fs/nr_open`).
+fn nr_open() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Raise the open-files limit so that `maxclients` clients fit, as far as
 /// the system allows (Redis's adjustOpenFilesLimit). Returns the
 /// `maxclients` that fits; below 1 the server cannot start (an error).
@@ -46,7 +55,18 @@ pub fn adjust_open_files_limit(maxclients: i64) -> Result<i64, String> {
     // same value, which would stop a later CONFIG SET maxclients from
     // raising it again without privileges).
     let mut best = wanted;
+    // Nothing above the kernel's nr_open can be granted to anyone: start
+    // from the first limit of the same series (wanted − 16k) at or below
+    // it, so a huge maxclients costs a few thousand refused calls, not
+    // hundreds of millions (the answer is the same).
     let mut error = None;
+    if let Some(cap) = nr_open().map(|n| n.max(limit.rlim_max)) {
+        if best > cap {
+            best -= (best - cap).div_ceil(16) * 16;
+            // What each of the calls skipped would have answered.
+            error = Some(std::io::Error::from_raw_os_error(libc::EPERM));
+        }
+    }
     while best > old {
         let try_limit = libc::rlimit {
             rlim_cur: best,

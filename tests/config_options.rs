@@ -1155,6 +1155,29 @@ fn the_open_files_limit_fits_maxclients() {
         maxclients == 1000 || soft < 1032,
         "maxclients lowered though the limit fits"
     );
+    // A maxclients no system grants is answered at once with the number
+    // that fits (it used to take one refused setrlimit per 16 descriptors
+    // short: half a minute for 4 billion, the server deaf meanwhile).
+    let asked = Instant::now();
+    let reply = c.cmd_str(&["CONFIG", "SET", "maxclients", "4000000000"]);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.contains("not able to handle the specified number of clients, try with"),
+        "{text}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "GET", "maxclients"]),
+        format!(
+            "*2\r\n$10\r\nmaxclients\r\n${}\r\n{maxclients}\r\n",
+            maxclients.to_string().len()
+        )
+        .into_bytes()
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -75,6 +75,10 @@ pub fn config(c: &mut Ctx, argv: &[&[u8]]) {
     }
 }
 
+/// The smallest backlog CONFIG SET leaves (Redis's
+/// CONFIG_REPL_BACKLOG_MIN_SIZE).
+const REPL_BACKLOG_MIN_SIZE: u64 = 16 * 1024;
+
 /// Options CONFIG SET refuses while a dataset loads.
 const DENY_WHILE_LOADING: &[&str] = &["appendonly", "repl-diskless-load", "dir"];
 
@@ -173,6 +177,11 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
                 return c.cl.reply.error(&format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fits}"));
             }
         }
+    }
+    // A backlog set smaller than 16 KB gets 16 KB (Redis's
+    // resizeReplicationBacklog, run when CONFIG SET changes the size).
+    if c.srv.config.repl_backlog_size != backup.repl_backlog_size {
+        c.srv.config.repl_backlog_size = c.srv.config.repl_backlog_size.max(REPL_BACKLOG_MIN_SIZE);
     }
     if c.srv.config.maxmemory != backup.maxmemory {
         c.srv.update_growth_ceiling();
