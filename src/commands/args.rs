@@ -3,6 +3,19 @@
 
 use super::*;
 
+/// An argument as Redis's C formats (`%s`) and parsers (strtod, strtoul)
+/// see it: up to its first NUL byte.
+pub fn c_bytes(a: &[u8]) -> &[u8] {
+    let end = a.iter().position(|&b| b == 0).unwrap_or(a.len());
+    &a[..end]
+}
+
+/// An argument as Redis prints it with `%s` in a reply: up to its first
+/// NUL byte.
+pub fn c_str(a: &[u8]) -> String {
+    String::from_utf8_lossy(c_bytes(a)).into_owned()
+}
+
 /// The optional count of LPOP/RPOP/SPOP/ZPOPMIN/ZPOPMAX at `argv[idx]`
 /// (Redis's getPositiveLongFromObjectOrReply wording).
 pub fn optional_pop_count(argv: &[&[u8]], idx: usize) -> Result<Option<usize>, &'static str> {

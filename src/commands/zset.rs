@@ -49,8 +49,9 @@ fn parse_bound(arg: &[u8]) -> Option<(f64, bool)> {
     } else {
         (false, arg)
     };
-    // zslParseRange: strtod over the whole bound, only NaN refused.
-    let (v, _) = crate::util::strtod(rest)?;
+    // zslParseRange: strtod over the whole bound (a C string: up to a NUL
+    // byte), only NaN refused.
+    let (v, _) = crate::util::strtod(c_bytes(rest))?;
     if v.is_nan() {
         return None;
     }
@@ -94,20 +95,53 @@ struct LexRange {
 }
 
 impl LexRange {
-    fn contains(&self, m: &[u8]) -> bool {
-        let above_min = match &self.min {
+    fn gte_min(&self, m: &[u8]) -> bool {
+        match &self.min {
             LexBound::NegInf => true,
             LexBound::PosInf => false,
             LexBound::Incl(v) => m >= v.as_slice(),
             LexBound::Excl(v) => m > v.as_slice(),
-        };
-        let below_max = match &self.max {
+        }
+    }
+
+    fn lte_max(&self, m: &[u8]) -> bool {
+        match &self.max {
             LexBound::NegInf => false,
             LexBound::PosInf => true,
             LexBound::Incl(v) => m <= v.as_slice(),
             LexBound::Excl(v) => m < v.as_slice(),
-        };
-        above_min && below_max
+        }
+    }
+
+    /// No member can be inside: min above max, or equal with either bound
+    /// exclusive (Redis's zslIsInLexRange; `-` and `+` are exclusive).
+    fn is_empty(&self) -> bool {
+        use LexBound::*;
+        match (&self.min, &self.max) {
+            (NegInf, NegInf) | (PosInf, PosInf) | (PosInf, _) | (_, NegInf) => true,
+            (NegInf, _) | (_, PosInf) => false,
+            (Incl(a) | Excl(a), Incl(b) | Excl(b)) => match a.cmp(b) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Equal => {
+                    matches!(self.min, Excl(_)) || matches!(self.max, Excl(_))
+                }
+                std::cmp::Ordering::Less => false,
+            },
+        }
+    }
+
+    /// The members of `z` in this range, as Redis walks it.
+    fn walk(&self, z: &ZSet, rev: bool, offset: usize, limit: Option<usize>) -> Scored {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        z.lex_range(
+            &|m| self.gte_min(m),
+            &|m| self.lte_max(m),
+            rev,
+            offset,
+            limit,
+        )
     }
 }
 
@@ -347,8 +381,7 @@ pub fn zcount(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let Ok(z) = zset_read(c, argv[1]) else { return };
     let n = z.map_or(0, |z| {
-        z.score_range(range.min, range.minex, range.max, range.maxex, false)
-            .len()
+        z.count_score_range(range.min, range.minex, range.max, range.maxex)
     });
     c.cl.reply.int(n as i64);
 }
@@ -360,9 +393,10 @@ pub fn zlexcount(c: &mut Ctx, argv: &[&[u8]]) {
         Err(e) => return c.cl.reply.error(e),
     };
     let Ok(z) = zset_read(c, argv[1]) else { return };
-    let n = z.map_or(0, |z| {
-        z.items().iter().filter(|(m, _)| range.contains(m)).count()
-    });
+    let n = match z {
+        Some(z) if !range.is_empty() => z.lex_count(&|m| range.gte_min(m), &|m| range.lte_max(m)),
+        _ => 0,
+    };
     c.cl.reply.int(n as i64);
 }
 
@@ -460,12 +494,18 @@ fn zrange_generic(
                 Some((s, e)) => z.range_by_rank(s, e, rev),
                 None => Vec::new(),
             },
-            R::Score(r) => apply_limit(
-                z.score_range(r.min, r.minex, r.max, r.maxex, rev),
-                offset,
-                limit,
+            // A negative offset gives nothing, a negative count no limit.
+            _ if offset < 0 => Vec::new(),
+            R::Score(r) => z.score_range(
+                r.min,
+                r.minex,
+                r.max,
+                r.maxex,
+                rev,
+                offset as usize,
+                usize::try_from(limit).ok(),
             ),
-            R::Lex(r) => apply_limit(z.filter(rev, &|m, _| r.contains(m)), offset, limit),
+            R::Lex(r) => r.walk(z, rev, offset as usize, usize::try_from(limit).ok()),
         },
     };
     match store {
@@ -491,18 +531,6 @@ pub(super) fn build_zset(c: &Ctx, items: &[(Vec<u8>, f64)]) -> Value {
         z.insert(m, *s, me, mv);
     }
     Value::ZSet(z)
-}
-
-fn apply_limit(items: Vec<(Vec<u8>, f64)>, offset: i64, limit: i64) -> Vec<(Vec<u8>, f64)> {
-    if offset < 0 {
-        return Vec::new();
-    }
-    let it = items.into_iter().skip(offset as usize);
-    if limit < 0 {
-        it.collect()
-    } else {
-        it.take(limit as usize).collect()
-    }
 }
 
 /// `ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count] [WITHSCORES]`
@@ -616,12 +644,12 @@ fn zremrange(c: &mut Ctx, argv: &[&[u8]], ty: RangeType) {
                     None => Vec::new(),
                 },
                 R::Score(r) => z
-                    .score_range(r.min, r.minex, r.max, r.maxex, false)
+                    .score_range(r.min, r.minex, r.max, r.maxex, false, 0, None)
                     .into_iter()
                     .map(|(m, _)| m)
                     .collect(),
-                R::Lex(r) => z
-                    .filter(false, &|m, _| r.contains(m))
+                R::Lex(r) => r
+                    .walk(z, false, 0, None)
                     .into_iter()
                     .map(|(m, _)| m)
                     .collect(),

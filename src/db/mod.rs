@@ -16,6 +16,7 @@ pub mod quicklist;
 pub mod stream;
 pub mod table;
 pub mod value;
+mod zorder;
 pub mod zset;
 
 pub use entry::{Entry, NewValue, ValueRef};

@@ -3,16 +3,15 @@
 //! Small sets are packed (`listpack`): member, score (8 raw bytes), … kept in
 //! order, so ranges are slices of one allocation. Past
 //! `zset-max-listpack-entries` members or `zset-max-listpack-value` bytes they
-//! become a B-tree ordered by (score, member) plus a member → score map
-//! (Redis's skiplist + dict; the B-tree answers score and lex ranges in
-//! O(log n), rank-based access walks from the nearer end).
-
-use std::collections::BTreeSet;
+//! become an order-statistic list ordered by (score, member) plus a member
+//! → score map (Redis's skiplist + dict): score and lex ranges, ranks and
+//! positions in O(log n), as the skiplist's spans give Redis.
 
 use super::entry::{Entry, NewValue, ValueRef};
 use super::table::Table;
 
 use super::packed::Packed;
+use super::zorder::OrderList;
 
 /// A score with the total order Redis uses (scores are never NaN).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,17 +88,17 @@ impl Ord for OrderKey {
 }
 
 /// The large encoding: member → score in a keyspace-style table (the score
-/// lives in the entry), and the (score, member) order in a B-tree of
-/// pointers to those entries.
+/// lives in the entry), and the (score, member) order in an order-statistic
+/// list of pointers to those entries.
 pub struct Tree {
-    order: BTreeSet<OrderKey>,
+    order: OrderList<OrderKey>,
     members: Table,
 }
 
 impl Default for Tree {
     fn default() -> Self {
         Tree {
-            order: BTreeSet::new(),
+            order: OrderList::default(),
             members: Table::new(crate::util::random_u64()),
         }
     }
@@ -156,14 +155,36 @@ impl Tree {
             score: entry_score(e),
             entry: e.as_raw(),
         };
-        Some(self.order.range(..key).count())
+        self.order.rank(&key)
     }
+}
+
+impl Tree {
+    /// Positions `lo..hi` of the scores inside `min..max` in the order.
+    fn score_span(&self, min: f64, minex: bool, max: f64, maxex: bool) -> (usize, usize) {
+        let lo = self
+            .order
+            .partition_point(|k| if minex { k.score <= min } else { k.score < min });
+        let hi = self
+            .order
+            .partition_point(|k| if maxex { k.score < max } else { k.score <= max });
+        (lo, hi.max(lo))
+    }
+}
+
+/// A tree key as the (member, score) the commands reply with.
+fn owned(k: &OrderKey) -> (Vec<u8>, f64) {
+    (k.member().to_vec(), k.score)
+}
+
+fn score_inside(s: f64, min: f64, minex: bool, max: f64, maxex: bool) -> bool {
+    (if minex { s > min } else { s >= min }) && (if maxex { s < max } else { s <= max })
 }
 
 impl Clone for Tree {
     fn clone(&self) -> Tree {
         let mut t = Tree::default();
-        for k in &self.order {
+        for k in self.order.iter() {
             t.insert(k.member(), k.score);
         }
         t
@@ -251,7 +272,7 @@ impl ZSet {
         match self {
             ZSet::Packed(p) => p.heap_size(),
             ZSet::Tree(t) => {
-                t.order.len() * 24
+                t.order.heap_bytes()
                     + t.members.overhead_bytes()
                     + t.order.iter().map(|k| k.member().len() + 16).sum::<usize>()
             }
@@ -269,7 +290,7 @@ impl ZSet {
                     .take(samples)
                     .map(|k| k.member().len() + 16)
                     .sum();
-                t.order.len() * 24
+                t.order.heap_bytes()
                     + t.members.overhead_bytes()
                     + seen / samples.max(1) * t.order.len()
             }
@@ -398,25 +419,17 @@ impl ZSet {
         }
     }
 
-    /// Elements by rank `start..=end` (0-based, ascending; already clamped),
-    /// reversed ranks when `rev`.
+    /// Elements by rank `start..=end` (0-based; already clamped), ranks
+    /// counted from the highest when `rev`.
     pub fn range_by_rank(&self, start: usize, end: usize, rev: bool) -> Vec<(Vec<u8>, f64)> {
         let n = end + 1 - start;
         match self {
-            ZSet::Tree(t) if !rev => t
-                .order
-                .iter()
-                .skip(start)
-                .take(n)
-                .map(|k| (k.member().to_vec(), k.score))
-                .collect(),
+            ZSet::Tree(t) if !rev => t.order.iter_from(start).take(n).map(owned).collect(),
             ZSet::Tree(t) => t
                 .order
-                .iter()
-                .rev()
-                .skip(start)
+                .iter_back_from(t.order.len() - 1 - start)
                 .take(n)
-                .map(|k| (k.member().to_vec(), k.score))
+                .map(owned)
                 .collect(),
             ZSet::Packed(_) => {
                 let items = self.items();
@@ -442,7 +455,9 @@ impl ZSet {
     }
 
     /// Elements with scores in `min..max` (bounds exclusive when flagged),
-    /// ascending or descending; the B-tree jumps straight to the range.
+    /// ascending or descending, `offset` of them skipped and at most
+    /// `limit` returned; the large encoding goes straight to the first.
+    #[allow(clippy::too_many_arguments)]
     pub fn score_range(
         &self,
         min: f64,
@@ -450,35 +465,57 @@ impl ZSet {
         max: f64,
         maxex: bool,
         rev: bool,
+        offset: usize,
+        limit: Option<usize>,
     ) -> Vec<(Vec<u8>, f64)> {
-        let inside = |s: f64| {
-            (if minex { s > min } else { s >= min }) && (if maxex { s < max } else { s <= max })
-        };
+        let limit = limit.unwrap_or(usize::MAX);
         match self {
             ZSet::Tree(t) => {
-                let lo = OrderKey {
-                    score: min,
-                    entry: if minex { MAX_PTR } else { std::ptr::null() },
-                };
-                let hi = OrderKey {
-                    score: max,
-                    entry: if maxex { std::ptr::null() } else { MAX_PTR },
-                };
-                if lo > hi {
+                let (lo, hi) = t.score_span(min, minex, max, maxex);
+                let n = (hi - lo).saturating_sub(offset).min(limit);
+                if n == 0 {
                     return Vec::new();
                 }
-                let it = t
-                    .order
-                    .range(lo..=hi)
-                    .filter(|k| inside(k.score))
-                    .map(|k| (k.member().to_vec(), k.score));
                 if rev {
-                    it.rev().collect()
+                    t.order
+                        .iter_back_from(hi - 1 - offset)
+                        .take(n)
+                        .map(owned)
+                        .collect()
                 } else {
-                    it.collect()
+                    t.order.iter_from(lo + offset).take(n).map(owned).collect()
                 }
             }
-            ZSet::Packed(_) => self.filter(rev, &|_, s| inside(s)),
+            ZSet::Packed(_) => {
+                let inside = |s: f64| score_inside(s, min, minex, max, maxex);
+                let items = self.items();
+                let iter: Box<dyn Iterator<Item = &(&[u8], f64)>> = if rev {
+                    Box::new(items.iter().rev())
+                } else {
+                    Box::new(items.iter())
+                };
+                iter.filter(|(_, s)| inside(*s))
+                    .skip(offset)
+                    .take(limit)
+                    .map(|(m, s)| (m.to_vec(), *s))
+                    .collect()
+            }
+        }
+    }
+
+    /// How many scores are in `min..max` (ZCOUNT), without visiting them
+    /// in the large encoding.
+    pub fn count_score_range(&self, min: f64, minex: bool, max: f64, maxex: bool) -> usize {
+        match self {
+            ZSet::Tree(t) => {
+                let (lo, hi) = t.score_span(min, minex, max, maxex);
+                hi - lo
+            }
+            ZSet::Packed(_) => self
+                .items()
+                .iter()
+                .filter(|(_, s)| score_inside(*s, min, minex, max, maxex))
+                .count(),
         }
     }
 
@@ -492,24 +529,15 @@ impl ZSet {
         max: f64,
         mut visit: impl FnMut(f64, MemberRef<'a>) -> bool,
     ) {
-        // An empty (or NaN) range: B-tree ranges must not run backwards.
+        // An empty (or NaN) range.
         if min.partial_cmp(&max) != Some(std::cmp::Ordering::Less) {
             return;
         }
         match self {
             ZSet::Tree(t) => {
-                use std::ops::Bound::{Excluded, Included};
-                // A null entry sorts before every member of its score.
-                let lo = OrderKey {
-                    score: min,
-                    entry: std::ptr::null(),
-                };
-                let hi = OrderKey {
-                    score: max,
-                    entry: std::ptr::null(),
-                };
-                for k in t.order.range((Included(lo), Excluded(hi))) {
-                    if !visit(k.score, MemberRef(MemberAt::Key(k))) {
+                let lo = t.order.partition_point(|k| k.score < min);
+                for k in t.order.iter_from(lo) {
+                    if k.score >= max || !visit(k.score, MemberRef(MemberAt::Key(k))) {
                         return;
                     }
                 }
@@ -529,16 +557,109 @@ impl ZSet {
         }
     }
 
-    /// Elements matching `keep`, ascending (or descending when `rev`).
-    pub fn filter(&self, rev: bool, keep: &dyn Fn(&[u8], f64) -> bool) -> Vec<(Vec<u8>, f64)> {
-        let items = self.items();
-        let iter: Box<dyn Iterator<Item = &(&[u8], f64)>> = if rev {
-            Box::new(items.iter().rev())
-        } else {
-            Box::new(items.iter())
+    /// A lex range walked as Redis walks it (zzlFirstInLexRange /
+    /// zslFirstInLexRange and the loops after them), which decides what
+    /// a set whose scores differ answers: nothing unless the last member
+    /// is at or above the minimum and the first at or below the maximum;
+    /// the start is the first member at or above the minimum (from the
+    /// highest: the last at or below the maximum) and must be inside the
+    /// other bound too; `offset` members after it are skipped unchecked;
+    /// then members are taken while inside the far bound, `limit` at most.
+    /// `gte_min`/`lte_max` test a member against the bounds; the caller
+    /// has checked that the range is not empty (min above max).
+    pub fn lex_range(
+        &self,
+        gte_min: &dyn Fn(&[u8]) -> bool,
+        lte_max: &dyn Fn(&[u8]) -> bool,
+        rev: bool,
+        offset: usize,
+        limit: Option<usize>,
+    ) -> Vec<(Vec<u8>, f64)> {
+        let limit = limit.unwrap_or(usize::MAX);
+        let take = |it: &mut dyn Iterator<Item = (&[u8], f64)>| -> Vec<(Vec<u8>, f64)> {
+            let far: &dyn Fn(&[u8]) -> bool = if rev { gte_min } else { lte_max };
+            it.skip(offset)
+                .take_while(|(m, _)| far(m))
+                .take(limit)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect()
         };
-        iter.filter(|(m, s)| keep(m, *s))
-            .map(|(m, s)| (m.to_vec(), *s))
-            .collect()
+        match self {
+            ZSet::Packed(_) => {
+                let items = self.items();
+                let (Some(first), Some(last)) = (items.first(), items.last()) else {
+                    return Vec::new();
+                };
+                if !gte_min(last.0) || !lte_max(first.0) {
+                    return Vec::new();
+                }
+                if rev {
+                    let Some(start) = items.iter().rposition(|(m, _)| lte_max(m)) else {
+                        return Vec::new();
+                    };
+                    if !gte_min(items[start].0) {
+                        return Vec::new();
+                    }
+                    take(&mut items[..=start].iter().rev().copied())
+                } else {
+                    let Some(start) = items.iter().position(|(m, _)| gte_min(m)) else {
+                        return Vec::new();
+                    };
+                    if !lte_max(items[start].0) {
+                        return Vec::new();
+                    }
+                    take(&mut items[start..].iter().copied())
+                }
+            }
+            ZSet::Tree(t) => {
+                let (Some(first), Some(last)) = (t.order.get(0), t.order.last()) else {
+                    return Vec::new();
+                };
+                if !gte_min(last.member()) || !lte_max(first.member()) {
+                    return Vec::new();
+                }
+                if rev {
+                    let end = t.order.partition_point(|k| lte_max(k.member()));
+                    let Some(start) = end.checked_sub(1) else {
+                        return Vec::new();
+                    };
+                    match t.order.get(start) {
+                        Some(k) if gte_min(k.member()) => {}
+                        _ => return Vec::new(),
+                    }
+                    take(&mut t.order.iter_back_from(start).map(|k| (k.member(), k.score)))
+                } else {
+                    let start = t.order.partition_point(|k| !gte_min(k.member()));
+                    match t.order.get(start) {
+                        Some(k) if lte_max(k.member()) => {}
+                        _ => return Vec::new(),
+                    }
+                    take(&mut t.order.iter_from(start).map(|k| (k.member(), k.score)))
+                }
+            }
+        }
+    }
+
+    /// How many members a lex range holds (ZLEXCOUNT): [`ZSet::lex_range`]'s
+    /// walk from the lowest, counted by position in the large encoding.
+    pub fn lex_count(
+        &self,
+        gte_min: &dyn Fn(&[u8]) -> bool,
+        lte_max: &dyn Fn(&[u8]) -> bool,
+    ) -> usize {
+        match self {
+            ZSet::Packed(_) => self.lex_range(gte_min, lte_max, false, 0, None).len(),
+            ZSet::Tree(t) => {
+                let (Some(first), Some(last)) = (t.order.get(0), t.order.last()) else {
+                    return 0;
+                };
+                if !gte_min(last.member()) || !lte_max(first.member()) {
+                    return 0;
+                }
+                let start = t.order.partition_point(|k| !gte_min(k.member()));
+                let end = t.order.partition_point(|k| lte_max(k.member()));
+                end.saturating_sub(start)
+            }
+        }
     }
 }
