@@ -36,10 +36,10 @@ fn expire_generic(c: &mut Ctx, argv: &[&[u8]], basetime: i64, unit: Unit) {
         } else if eq_ic(opt, "lt") {
             lt = true;
         } else {
-            return c.cl.reply.error(&format!(
-                "ERR Unsupported option {}",
-                String::from_utf8_lossy(opt)
-            ));
+            return c
+                .cl
+                .reply
+                .error(&format!("ERR Unsupported option {}", c_str(opt)));
         }
     }
     if nx && (xx || gt || lt) {

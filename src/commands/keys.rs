@@ -278,8 +278,10 @@ pub fn keys(c: &mut Ctx, argv: &[&[u8]]) {
 }
 
 /// Parse a SCAN cursor like `strtoul`: optional sign, decimal digits, the
-/// whole argument; a negative number wraps as in C.
+/// whole argument (a C string to Redis: up to a NUL byte, so "\0…" is 0);
+/// a negative number wraps as in C.
 pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let arg = c_bytes(arg);
     if arg.first().is_some_and(|b| b.is_ascii_whitespace()) {
         return None;
     }

@@ -62,7 +62,7 @@ pub fn latency_cmd(c: &mut Ctx, argv: &[&[u8]]) {
         "graph" => match c.srv.latency.get(argv[2]) {
             None => c.cl.reply.error(&format!(
                 "ERR No samples available for event '{}'",
-                c_string(argv[2])
+                c_str(argv[2])
             )),
             Some((event, ts)) => {
                 let text = latency::graph(event, ts, unix_now());
@@ -99,12 +99,6 @@ pub fn latency_cmd(c: &mut Ctx, argv: &[&[u8]]) {
         "histogram" => reply_histograms(c, &argv[2..]),
         _ => reply_help(c, LATENCY_HELP),
     }
-}
-
-/// An argument as a C format prints it: up to its first NUL.
-fn c_string(arg: &[u8]) -> String {
-    let end = arg.iter().position(|&b| b == 0).unwrap_or(arg.len());
-    String::from_utf8_lossy(&arg[..end]).into_owned()
 }
 
 /// HISTOGRAM: every command with a histogram, or those named (a container

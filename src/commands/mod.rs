@@ -330,18 +330,17 @@ pub fn lookup_command_by_full_name(name: &[u8]) -> Option<&'static CommandSpec> 
 /// Redis's unknown-command error, with up to 128 bytes of arguments.
 fn unknown_command_error(argv: &[&[u8]]) -> String {
     // Redis prints these with C string formats, which stop at a NUL byte.
-    let c_str = |a: &[u8]| -> Vec<u8> { a.iter().take_while(|&&b| b != 0).copied().collect() };
     let mut args = String::new();
     for a in &argv[1..] {
         if args.len() >= 128 {
             break;
         }
         let room = 128 - args.len();
-        let a = c_str(a);
+        let a = c_bytes(a);
         let s = String::from_utf8_lossy(&a[..a.len().min(room)]);
         args.push_str(&format!("'{s}' "));
     }
-    let name = c_str(argv[0]);
+    let name = c_bytes(argv[0]);
     let name = String::from_utf8_lossy(&name[..name.len().min(128)]);
     format!("ERR unknown command '{name}', with args beginning with: {args}")
 }

@@ -30,10 +30,11 @@ fn lookup_by_pattern(srv: &mut Server, db: usize, pattern: &[u8], elem: &[u8]) -
     }
 }
 
-/// A sort key as a number: C's strtod over the whole string; like Redis,
-/// any range error (overflow or underflow) fails the sort.
+/// A sort key as a number: C's strtod over the whole string (up to a NUL
+/// byte, where Redis's C string ends, so "\0…" is 0); like Redis, any
+/// range error (overflow or underflow) fails the sort.
 fn strtod_all(v: &[u8]) -> Option<f64> {
-    match crate::util::strtod(v)? {
+    match crate::util::strtod(c_bytes(v))? {
         (d, false) if !d.is_nan() => Some(d),
         _ => None,
     }

@@ -188,12 +188,6 @@ fn nogroup_key_or_group(key: &[u8], group: &[u8]) -> String {
     )
 }
 
-/// How Redis prints an argument with `%s`: up to a NUL byte.
-fn c_str(a: &[u8]) -> String {
-    let end = a.iter().position(|&b| b == 0).unwrap_or(a.len());
-    String::from_utf8_lossy(&a[..end]).into_owned()
-}
-
 /// The stream at `key` for reading: Ok(None) when missing.
 fn read_stream<'s>(c: &'s mut Ctx, key: &[u8]) -> Result<Option<&'s mut Stream>, &'static str> {
     let db = c.cl.db;

@@ -46,10 +46,7 @@ impl CommandSpec {
         }
         // Redis prints these with C string formats (cut at a NUL byte),
         // and keeps newlines out of an error line.
-        let c_str = |a: &[u8]| -> String {
-            let a: Vec<u8> = a.iter().take_while(|&&b| b != 0).copied().collect();
-            String::from_utf8_lossy(&a).replace(['\r', '\n'], " ")
-        };
+        let c_str = |a: &[u8]| c_str(a).replace(['\r', '\n'], " ");
         let sub = c_str(argv[1]);
         let sub: String = sub.chars().take(128).collect();
         Err(format!(
