@@ -295,9 +295,9 @@ def same_data(R, K):
     return R.call("DEBUG", "DIGEST")[0] == K.call("DEBUG", "DIGEST")[0]
 
 
-def show_keys(conn, cmd):
+def show_keys(conn, cmd, selected):
     """What the keys hold before `cmd` (on the redis-server side)."""
-    print(f"before {cmd!r}:")
+    print(f"before {cmd!r} (database {selected} selected):")
     for db in ("0", "1"):
         conn.call("SELECT", db)
         for k in KEYS:
@@ -308,7 +308,7 @@ def show_keys(conn, cmd):
             if read:
                 enc = plain(conn.call("OBJECT", "ENCODING", k)[1])
                 print(f"  db{db} {k} {t} {enc}: {plain(conn.call(*read)[1])!r}")
-    print("  (the selected database is not known here)")
+    conn.call("SELECT", selected)
 
 
 def fuzz_commands(R, K, args):
@@ -318,17 +318,19 @@ def fuzz_commands(R, K, args):
     if args.resp3:
         R.call("HELLO", "3")
         K.call("HELLO", "3")
-    seen, differ, history = {}, 0, []
+    seen, differ, history, selected = {}, 0, [], "0"
     for i in range(args.count):
         name, cmd = gen.command()
         if i == args.show_at:
-            show_keys(R, cmd)
+            show_keys(R, cmd, selected)
         history.append(cmd)
         R.send(cmd)
         K.send(cmd)
         (rr, rp), (kr, kp) = R.read(), K.read()
         t = tips.get(name, [])
         same = rr == kr
+        if same and name == "select" and rr == b"+OK\r\n":
+            selected = cmd[1]
         if not same and "nondeterministic_output" in t:
             same = rr.startswith(b"-") == kr.startswith(b"-")
         elif not same and not rr.startswith(b"-") and not kr.startswith(b"-"):

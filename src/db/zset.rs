@@ -157,9 +157,7 @@ impl Tree {
         };
         self.order.rank(&key)
     }
-}
 
-impl Tree {
     /// Positions `lo..hi` of the scores inside `min..max` in the order.
     fn score_span(&self, min: f64, minex: bool, max: f64, maxex: bool) -> (usize, usize) {
         let lo = self
