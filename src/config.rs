@@ -1062,6 +1062,11 @@ fn yes_no(b: bool) -> String {
 fn parse_int(v: &str, min: i64, max: i64) -> Result<i64, String> {
     let n = crate::util::parse_i64(v.as_bytes())
         .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?;
+    bounded(n, min, max)
+}
+
+/// `n` when within `min..=max`, else Redis's numericBoundaryCheck error.
+fn bounded<T: PartialOrd + std::fmt::Display>(n: T, min: T, max: T) -> Result<T, String> {
     if n < min || n > max {
         return Err(format!(
             "argument must be between {min} and {max} inclusive"
@@ -1109,12 +1114,7 @@ pub fn parse_memory(v: &str) -> Result<u64, String> {
 /// long): the amount is compared with the bounds as an unsigned number.
 fn memory_in_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
     let n = parse_memory(v)?;
-    if n < min || n > max {
-        return Err(format!(
-            "argument must be between {min} and {max} inclusive"
-        ));
-    }
-    Ok(n)
+    bounded(n, min, max)
 }
 
 /// A memory option whose Redis type is signed (long long, off_t): the
@@ -1122,12 +1122,7 @@ fn memory_in_range(v: &str, min: u64, max: u64) -> Result<u64, String> {
 /// are below the minimum, as in Redis's numericBoundaryCheck.
 fn signed_memory_in_range(v: &str, min: i64, max: i64) -> Result<i64, String> {
     let n = parse_memory(v)? as i64;
-    if n < min || n > max {
-        return Err(format!(
-            "argument must be between {min} and {max} inclusive"
-        ));
-    }
-    Ok(n)
+    bounded(n, min, max)
 }
 
 /// One of `allowed` (any case), which the error lists in the order given:

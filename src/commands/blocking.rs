@@ -81,30 +81,28 @@ pub fn block(c: &mut Ctx, keys: &[&[u8]], deadline: Option<Instant>, argv: &[&[u
 }
 
 /// The shared shape of BLMPOP and BZMPOP (`timeout numkeys key … <where>
-/// [COUNT n]`): try the non-blocking `pop` on `argv[1..]`, which replies
-/// nothing when every key is empty, and block on the keys in that case.
+/// [COUNT n]`): try the non-blocking `pop`, which replies nothing when
+/// every key is empty, and block on the keys in that case.
 pub fn block_mpop(
     c: &mut Ctx,
     argv: &[&[u8]],
     side_ok: fn(&[u8]) -> bool,
-    pop: fn(&mut Ctx, &[&[u8]], bool),
+    pop: fn(&mut Ctx, &MpopArgs, bool),
 ) {
     // numkeys, the side and COUNT are checked before the timeout, as Redis
     // parses them before its blocking pop reads the timeout.
-    if let Err(e) = parse_mpop(&argv[1..], side_ok) {
-        return c.cl.reply.error(e);
-    }
+    let args = match parse_mpop(&argv[1..], side_ok) {
+        Ok(a) => a,
+        Err(e) => return c.cl.reply.error(e),
+    };
     let deadline = match parse_timeout(argv[1], Instant::now()) {
         Ok(d) => d,
         Err(e) => return c.cl.reply.error(e),
     };
     let before = c.cl.reply.len();
-    pop(c, &argv[1..], true);
+    pop(c, &args, true);
     if c.cl.reply.len() == before {
-        // `pop` validated numkeys against argv before finding nothing.
-        let numkeys = parse_i64(argv[2]).unwrap_or(0).max(0) as usize;
-        let keys: Vec<&[u8]> = argv[3..3 + numkeys].to_vec();
-        block(c, &keys, deadline, argv);
+        block(c, &args.keys, deadline, argv);
     }
 }
 

@@ -484,20 +484,17 @@ pub fn rpoplpush(c: &mut Ctx, argv: &[&[u8]]) {
 
 /// `LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]`
 pub fn lmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    lmpop_generic(c, argv, false);
+    match parse_mpop(argv, is_end) {
+        Ok(args) => lmpop_generic(c, &args, false),
+        Err(e) => c.cl.reply.error(e),
+    }
 }
 
-/// The engine behind LMPOP and BLMPOP: `argv[1]` is numkeys. When nothing
-/// could be popped and `blocking`, nothing is replied (the caller blocks).
-fn lmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let args = match parse_mpop(argv, is_end) {
-        Ok(a) => a,
-        Err(e) => return c.cl.reply.error(e),
-    };
-    // The side is checked before COUNT's value, as Redis does.
-    let Some(end) = parse_end(args.side) else {
-        return c.cl.reply.error(ERR_SYNTAX);
-    };
+/// The engine behind LMPOP and BLMPOP, on arguments `parse_mpop` checked.
+/// When nothing could be popped and `blocking`, nothing is replied (the
+/// caller blocks).
+fn lmpop_generic(c: &mut Ctx, args: &MpopArgs, blocking: bool) {
+    let end = parse_end(args.side).unwrap_or(End::Left);
     let count = args.count;
     let db = c.cl.db;
     for key in &args.keys {

@@ -46,12 +46,12 @@ impl CommandSpec {
         }
         // Redis prints these with C string formats (cut at a NUL byte),
         // and keeps newlines out of an error line.
-        let c_str = |a: &[u8]| c_str(a).replace(['\r', '\n'], " ");
-        let sub = c_str(argv[1]);
+        let printable = |a: &[u8]| c_str(a).replace(['\r', '\n'], " ");
+        let sub = printable(argv[1]);
         let sub: String = sub.chars().take(128).collect();
         Err(format!(
             "ERR unknown subcommand '{sub}'. Try {} HELP.",
-            c_str(argv[0]).to_ascii_uppercase()
+            printable(argv[0]).to_ascii_uppercase()
         ))
     }
 }

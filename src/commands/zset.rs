@@ -757,20 +757,10 @@ fn is_min_or_max(arg: &[u8]) -> bool {
     eq_ic(arg, "min") || eq_ic(arg, "max")
 }
 
-/// The engine behind ZMPOP and BZMPOP: `argv[1]` is numkeys. Replies nothing
-/// when `blocking` and nothing could be popped.
-fn zmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
-    let args = match parse_mpop(argv, is_min_or_max) {
-        Ok(a) => a,
-        Err(e) => return c.cl.reply.error(e),
-    };
-    let max = if eq_ic(args.side, "min") {
-        false
-    } else if eq_ic(args.side, "max") {
-        true
-    } else {
-        return c.cl.reply.error(ERR_SYNTAX);
-    };
+/// The engine behind ZMPOP and BZMPOP, on arguments `parse_mpop` checked.
+/// Replies nothing when `blocking` and nothing could be popped.
+fn zmpop_generic(c: &mut Ctx, args: &MpopArgs, blocking: bool) {
+    let max = eq_ic(args.side, "max");
     let count = args.count;
     for key in &args.keys {
         match pop_members(c, key, count, max) {
@@ -804,7 +794,10 @@ fn zmpop_generic(c: &mut Ctx, argv: &[&[u8]], blocking: bool) {
 
 /// `ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]`
 pub fn zmpop(c: &mut Ctx, argv: &[&[u8]]) {
-    zmpop_generic(c, argv, false);
+    match parse_mpop(argv, is_min_or_max) {
+        Ok(args) => zmpop_generic(c, &args, false),
+        Err(e) => c.cl.reply.error(e),
+    }
 }
 
 /// `BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]`

@@ -222,11 +222,6 @@ impl<K: Ord + Copy> OrderList<K> {
         self.chunks[c].get(at)
     }
 
-    /// The highest element.
-    pub fn last(&self) -> Option<&K> {
-        self.chunks.last().and_then(|c| c.last())
-    }
-
     /// All elements in order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &K> + '_ {
         self.chunks.iter().flat_map(|c| c.iter())
@@ -247,22 +242,17 @@ impl<K: Ord + Copy> OrderList<K> {
 
     /// The elements from position `pos` down to the first, in reverse.
     pub fn iter_back_from(&self, pos: usize) -> impl Iterator<Item = &K> + '_ {
-        let (c, at) = if pos < self.len {
-            self.locate(pos)
+        let (chunks, at) = if pos < self.len {
+            let (c, at) = self.locate(pos);
+            (&self.chunks[..=c], at)
         } else {
-            (0, 0)
+            (&self.chunks[..0], 0)
         };
-        let chunks = if pos < self.len {
-            &self.chunks[..=c]
-        } else {
-            &[][..]
-        };
-        let last = chunks.len().saturating_sub(1);
         chunks
             .iter()
-            .enumerate()
             .rev()
-            .flat_map(move |(i, ch)| ch[..if i == last { at + 1 } else { ch.len() }].iter().rev())
+            .enumerate()
+            .flat_map(move |(i, ch)| ch[..if i == 0 { at + 1 } else { ch.len() }].iter().rev())
     }
 }
 
@@ -301,7 +291,7 @@ mod tests {
             assert_eq!(list.iter_back_from(i).copied().collect::<Vec<_>>(), back);
         }
         assert_eq!(list.get(all.len()), None);
-        assert_eq!(list.last(), all.last());
+        assert_eq!(list.get(all.len().wrapping_sub(1)), all.last());
         assert_eq!(list.iter_from(all.len()).count(), 0);
         assert_eq!(list.iter_back_from(all.len()).count(), 0);
         for probe in [0u16, 1, 999, 1500, 2999, 3000] {

@@ -34,16 +34,13 @@ impl Ord for Score {
 }
 
 /// A position in the order: a score and the member's entry in
-/// `Tree::members` (null sorts before every member of that score, `MAX_PTR`
-/// after, for range bounds). The member bytes are read through the pointer,
-/// so each member is stored once.
+/// `Tree::members`. The member bytes are read through the pointer, so each
+/// member is stored once.
 #[derive(Clone, Copy, Debug)]
 struct OrderKey {
     score: f64,
     entry: *const u8,
 }
-
-const MAX_PTR: *const u8 = usize::MAX as *const u8;
 
 impl OrderKey {
     fn member(&self) -> &[u8] {
@@ -77,13 +74,7 @@ impl Ord for OrderKey {
         if self.entry == other.entry {
             return Equal;
         }
-        match (self.entry, other.entry) {
-            (a, _) if a.is_null() => Less,
-            (_, b) if b.is_null() => Greater,
-            (a, _) if a == MAX_PTR => Greater,
-            (_, b) if b == MAX_PTR => Less,
-            _ => self.member().cmp(other.member()),
-        }
+        self.member().cmp(other.member())
     }
 }
 
@@ -168,6 +159,59 @@ impl Tree {
             .partition_point(|k| if maxex { k.score < max } else { k.score <= max });
         (lo, hi.max(lo))
     }
+
+    /// [`lex_start`] in the order, the candidate found by bisection (which
+    /// is Redis's answer whenever the members in range share a score).
+    fn lex_start(
+        &self,
+        gte_min: &dyn Fn(&[u8]) -> bool,
+        lte_max: &dyn Fn(&[u8]) -> bool,
+        rev: bool,
+    ) -> Option<usize> {
+        let order = &self.order;
+        let member = |i: usize| order.get(i).map_or(&[][..], |k| k.member());
+        let find = || {
+            if rev {
+                order
+                    .partition_point(|k| lte_max(k.member()))
+                    .checked_sub(1)
+            } else {
+                Some(order.partition_point(|k| !gte_min(k.member())))
+            }
+        };
+        lex_start(order.len(), member, gte_min, lte_max, rev, find)
+    }
+}
+
+/// `items` ascending, or descending when `rev`.
+fn ordered<T>(items: &[T], rev: bool) -> Box<dyn Iterator<Item = &T> + '_> {
+    if rev {
+        Box::new(items.iter().rev())
+    } else {
+        Box::new(items.iter())
+    }
+}
+
+/// Where Redis's lex walk starts (zzlFirstInLexRange / zzlLastInLexRange
+/// and their skiplist twins), over `len` members read by position: nowhere
+/// when the last member is below the minimum or the first above the
+/// maximum; else `find`'s candidate (the first member at or above the
+/// minimum; from the highest, the last at or below the maximum), which must
+/// be inside the other bound too.
+fn lex_start<'a>(
+    len: usize,
+    member: impl Fn(usize) -> &'a [u8],
+    gte_min: &dyn Fn(&[u8]) -> bool,
+    lte_max: &dyn Fn(&[u8]) -> bool,
+    rev: bool,
+    find: impl FnOnce() -> Option<usize>,
+) -> Option<usize> {
+    if len == 0 || !gte_min(member(len - 1)) || !lte_max(member(0)) {
+        return None;
+    }
+    let start = find().filter(|&p| p < len)?;
+    let other_bound = if rev { gte_min } else { lte_max };
+    other_bound(member(start)).then_some(start)
 }
 
 /// A tree key as the (member, score) the commands reply with.
@@ -429,18 +473,11 @@ impl ZSet {
                 .take(n)
                 .map(owned)
                 .collect(),
-            ZSet::Packed(_) => {
-                let items = self.items();
-                let iter: Box<dyn Iterator<Item = &(&[u8], f64)>> = if rev {
-                    Box::new(items.iter().rev())
-                } else {
-                    Box::new(items.iter())
-                };
-                iter.skip(start)
-                    .take(n)
-                    .map(|(m, s)| (m.to_vec(), *s))
-                    .collect()
-            }
+            ZSet::Packed(_) => ordered(&self.items(), rev)
+                .skip(start)
+                .take(n)
+                .map(|(m, s)| (m.to_vec(), *s))
+                .collect(),
         }
     }
 
@@ -484,20 +521,12 @@ impl ZSet {
                     t.order.iter_from(lo + offset).take(n).map(owned).collect()
                 }
             }
-            ZSet::Packed(_) => {
-                let inside = |s: f64| score_inside(s, min, minex, max, maxex);
-                let items = self.items();
-                let iter: Box<dyn Iterator<Item = &(&[u8], f64)>> = if rev {
-                    Box::new(items.iter().rev())
-                } else {
-                    Box::new(items.iter())
-                };
-                iter.filter(|(_, s)| inside(*s))
-                    .skip(offset)
-                    .take(limit)
-                    .map(|(m, s)| (m.to_vec(), *s))
-                    .collect()
-            }
+            ZSet::Packed(_) => ordered(&self.items(), rev)
+                .filter(|(_, s)| score_inside(*s, min, minex, max, maxex))
+                .skip(offset)
+                .take(limit)
+                .map(|(m, s)| (m.to_vec(), *s))
+                .collect(),
         }
     }
 
@@ -574,8 +603,8 @@ impl ZSet {
         limit: Option<usize>,
     ) -> Vec<(Vec<u8>, f64)> {
         let limit = limit.unwrap_or(usize::MAX);
+        let far: &dyn Fn(&[u8]) -> bool = if rev { gte_min } else { lte_max };
         let take = |it: &mut dyn Iterator<Item = (&[u8], f64)>| -> Vec<(Vec<u8>, f64)> {
-            let far: &dyn Fn(&[u8]) -> bool = if rev { gte_min } else { lte_max };
             it.skip(offset)
                 .take_while(|(m, _)| far(m))
                 .take(limit)
@@ -585,54 +614,35 @@ impl ZSet {
         match self {
             ZSet::Packed(_) => {
                 let items = self.items();
-                let (Some(first), Some(last)) = (items.first(), items.last()) else {
+                let find = || {
+                    if rev {
+                        items.iter().rposition(|(m, _)| lte_max(m))
+                    } else {
+                        items.iter().position(|(m, _)| gte_min(m))
+                    }
+                };
+                let member = |i: usize| items[i].0;
+                let Some(start) = lex_start(items.len(), member, gte_min, lte_max, rev, find)
+                else {
                     return Vec::new();
                 };
-                if !gte_min(last.0) || !lte_max(first.0) {
-                    return Vec::new();
-                }
                 if rev {
-                    let Some(start) = items.iter().rposition(|(m, _)| lte_max(m)) else {
-                        return Vec::new();
-                    };
-                    if !gte_min(items[start].0) {
-                        return Vec::new();
-                    }
                     take(&mut items[..=start].iter().rev().copied())
                 } else {
-                    let Some(start) = items.iter().position(|(m, _)| gte_min(m)) else {
-                        return Vec::new();
-                    };
-                    if !lte_max(items[start].0) {
-                        return Vec::new();
-                    }
                     take(&mut items[start..].iter().copied())
                 }
             }
             ZSet::Tree(t) => {
-                let (Some(first), Some(last)) = (t.order.get(0), t.order.last()) else {
+                let Some(start) = t.lex_start(gte_min, lte_max, rev) else {
                     return Vec::new();
                 };
-                if !gte_min(last.member()) || !lte_max(first.member()) {
-                    return Vec::new();
+                fn key(k: &OrderKey) -> (&[u8], f64) {
+                    (k.member(), k.score)
                 }
                 if rev {
-                    let end = t.order.partition_point(|k| lte_max(k.member()));
-                    let Some(start) = end.checked_sub(1) else {
-                        return Vec::new();
-                    };
-                    match t.order.get(start) {
-                        Some(k) if gte_min(k.member()) => {}
-                        _ => return Vec::new(),
-                    }
-                    take(&mut t.order.iter_back_from(start).map(|k| (k.member(), k.score)))
+                    take(&mut t.order.iter_back_from(start).map(key))
                 } else {
-                    let start = t.order.partition_point(|k| !gte_min(k.member()));
-                    match t.order.get(start) {
-                        Some(k) if lte_max(k.member()) => {}
-                        _ => return Vec::new(),
-                    }
-                    take(&mut t.order.iter_from(start).map(|k| (k.member(), k.score)))
+                    take(&mut t.order.iter_from(start).map(key))
                 }
             }
         }
@@ -647,17 +657,13 @@ impl ZSet {
     ) -> usize {
         match self {
             ZSet::Packed(_) => self.lex_range(gte_min, lte_max, false, 0, None).len(),
-            ZSet::Tree(t) => {
-                let (Some(first), Some(last)) = (t.order.get(0), t.order.last()) else {
-                    return 0;
-                };
-                if !gte_min(last.member()) || !lte_max(first.member()) {
-                    return 0;
-                }
-                let start = t.order.partition_point(|k| !gte_min(k.member()));
-                let end = t.order.partition_point(|k| lte_max(k.member()));
-                end.saturating_sub(start)
-            }
+            ZSet::Tree(t) => match t.lex_start(gte_min, lte_max, false) {
+                Some(start) => t
+                    .order
+                    .partition_point(|k| lte_max(k.member()))
+                    .saturating_sub(start),
+                None => 0,
+            },
         }
     }
 }
