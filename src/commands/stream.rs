@@ -920,6 +920,9 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
             ReadFrom::New
         } else {
             match parse_strict_id(id_arg, 0) {
+                // Redis stores `>` as the highest ID, so XREADGROUP reads
+                // that ID written out as `>`.
+                Ok(StreamId::MAX) if xreadgroup => ReadFrom::New,
                 Ok(id) => ReadFrom::After(id),
                 Err(e) => return c.cl.reply.error(e),
             }
