@@ -16,6 +16,40 @@ pub mod sparkline;
 
 // ---- integers ----
 
+/// C's `atoi` as glibc has it, which Redis uses where it reads a count
+/// loosely: `strtol` (leading white space, a sign, the digits up to the
+/// first other byte, saturating at the `long` limits; 0 for no digits),
+/// then cut to an `int`'s low 32 bits.
+pub fn c_atoi(s: &[u8]) -> i32 {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let neg = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    // The magnitude saturates one past i64::MAX so that -2^63 is exact.
+    let mut n: i128 = 0;
+    while let Some(d) = s.get(i).filter(|b| b.is_ascii_digit()) {
+        n = (n * 10 + (d - b'0') as i128).min(1 << 63);
+        i += 1;
+    }
+    let long = if neg {
+        (-n).max(i64::MIN as i128)
+    } else {
+        n.min(i64::MAX as i128)
+    };
+    long as i64 as i32
+}
+
 /// Parse a signed decimal the way Redis's `string2ll` does: no spaces, no
 /// `+`, no leading zeros, no overflow.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
@@ -666,6 +700,30 @@ pub fn unix_time_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c_atoi_reads_as_glibc() {
+        for (s, n) in [
+            (&b"12"[..], 12),
+            (b"1.5", 1),
+            (b" \t\x0b+7x", 7),
+            (b"-3", -3),
+            (b"abc", 0),
+            (b"", 0),
+            (b"- 1", 0),
+            (b"1\x002", 1),
+            // strtol saturates at the long limits, then the int keeps the
+            // low 32 bits.
+            (b"9223372036854775807", -1),
+            (b"99999999999999999999", -1),
+            (b"-9223372036854775808", 0),
+            (b"-99999999999999999999", 0),
+            (b"4294967297", 1),
+            (b"2147483648", i32::MIN),
+        ] {
+            assert_eq!(c_atoi(s), n, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
 
     #[test]
     fn percentiles_print_like_trimmed_percent_f() {

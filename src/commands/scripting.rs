@@ -760,7 +760,7 @@ const SCRIPT_HELP: &[&str] = &[
     "LOAD <script>",
     "    Load a script into the scripts cache without executing it.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// FCALL function numkeys [key ...] [arg ...]
@@ -1038,7 +1038,7 @@ const FUNCTION_HELP: &[&str] = &[
     "      libraries with the new libraries (notice that even on this option there is a chance of failure",
     "      in case of functions name collision with another library).",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 /// The flags EVAL, EVALSHA and FCALL (and their `_RO` forms) are checked

@@ -15,7 +15,7 @@ use ffi::lua_State;
 use mlua_sys as ffi;
 
 use super::{run_ctx, to_bytes};
-use crate::util::cat_repr;
+use crate::util::{c_atoi as atoi, cat_repr};
 
 /// Where a debugging session reads the client's commands and writes its
 /// logs.
@@ -310,35 +310,6 @@ fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
         .map(|i| from + i)
 }
 
-/// C's atoi: optional spaces and sign, then digits; 0 for none.
-fn atoi(s: &[u8]) -> i64 {
-    let mut i = 0;
-    while i < s.len() && s[i].is_ascii_whitespace() {
-        i += 1;
-    }
-    let neg = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let mut n: i64 = 0;
-    while let Some(d) = s.get(i).filter(|b| b.is_ascii_digit()) {
-        n = n.saturating_mul(10).saturating_add((d - b'0') as i64);
-        i += 1;
-    }
-    if neg {
-        -n
-    } else {
-        n
-    }
-}
-
 /// Append a reply in human form (Redis's ldbRedisProtocolToHuman); the
 /// rest of `reply` after it is returned.
 fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
@@ -348,7 +319,7 @@ fn resp_to_human<'a>(o: &mut Vec<u8>, reply: &'a [u8]) -> &'a [u8] {
     let eol = find_crlf(reply, 1).unwrap_or(reply.len());
     let line = &reply[1.min(reply.len())..eol];
     let rest = reply.get(eol + 2..).unwrap_or_default();
-    let count = || atoi(line);
+    let count = || i64::from(atoi(line));
     // A null bulk string or array.
     if matches!(kind, b'$' | b'*') && count() < 0 {
         o.extend_from_slice(b"NULL");
@@ -766,13 +737,13 @@ unsafe fn repl(ldb_ptr: *mut Ldb, l: *mut lua_State) -> ReplEnd {
             let mut around = ldb.currentline;
             let mut ctx = 5;
             if argv.len() > 1 {
-                let n = atoi(&argv[1]) as i32;
+                let n = atoi(&argv[1]);
                 if n > 0 {
                     around = n;
                 }
             }
             if argv.len() > 2 {
-                ctx = atoi(&argv[2]) as i32;
+                ctx = atoi(&argv[2]);
             }
             ldb.list(around, ctx);
         } else if is("w", "whole") {

@@ -167,10 +167,37 @@ pub fn get_keys(meta: &CommandMeta, argv: &[&[u8]]) -> Vec<KeyRef> {
         "sort_ro" => vec![(1, KEY_RO | KEY_ACCESS)],
         "bitfield" => bitfield_keys(argv),
         "migrate" => migrate_keys(argv),
-        // Redis's other getkeys functions find nothing where the specs
-        // failed (a bad numkeys).
+        // Where the specs failed on a numkeys string2ll refuses, Redis's
+        // getkeys functions read it again with atoi (so "1.5" is 1).
+        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" | "lmpop" | "zmpop" => {
+            counted_keys(argv, 1, 2, None)
+        }
+        "zunionstore" | "zinterstore" | "zdiffstore" => counted_keys(argv, 2, 3, Some(1)),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop"
+        | "bzmpop" => counted_keys(argv, 2, 3, None),
         _ => Vec::new(),
     }
+}
+
+/// Redis's genericGetKeys: `argv[count_at]` keys (read with atoi) from
+/// `argv[first]` on, then the destination key at `store`, all without
+/// flags; none when the count is below 1 or past the arguments.
+fn counted_keys(
+    argv: &[&[u8]],
+    count_at: usize,
+    first: usize,
+    store: Option<usize>,
+) -> Vec<KeyRef> {
+    let Some(&count) = argv.get(count_at) else {
+        return Vec::new();
+    };
+    let num = crate::util::c_atoi(count) as i64;
+    if num < 1 || num > argv.len() as i64 - first as i64 {
+        return Vec::new();
+    }
+    let mut keys: Vec<KeyRef> = (first..first + num as usize).map(|i| (i, 0)).collect();
+    keys.extend(store.map(|i| (i, 0)));
+    keys
 }
 
 /// Redis's getKeysUsingKeySpecs without GET_KEYSPEC_RETURN_PARTIAL.
@@ -225,10 +252,9 @@ fn keys_from_specs(meta: &CommandMeta, argv: &[&[u8]]) -> Option<Vec<KeyRef>> {
                 let numkeys = argv
                     .get(at as usize)
                     .and_then(|a| crate::util::parse_i64(a))
-                    // More keys than arguments is refused below anyway;
-                    // bounding it here keeps `first + numkeys` from
-                    // overflowing on a client's i64::MAX.
-                    .filter(|&n| (0..=argc).contains(&n))?;
+                    .filter(|&n| n >= 0)?;
+                // Redis counts in an int: 2^32 + 1 is one key, 2^31 none.
+                let numkeys = numkeys as i32 as i64;
                 first += firstkey as i64;
                 (first + numkeys - 1, step as i64)
             }
