@@ -12,6 +12,18 @@ A second mode (--config) sets every option of CONFIG GET * to a list of
 valid and invalid values on both servers and compares the replies and what
 CONFIG GET reads back.
 
+The generated commands can also go in wrapped (--wrap): as COMMAND GETKEYS
+or GETKEYSANDFLAGS of the command (every command, the excluded ones too:
+nothing runs), or through EVAL (redis.call, redis.pcall, RESP3 inside the
+script, a table reply as CJSON). With --notify, both servers publish every
+keyspace notification (KEA) to a subscriber each, and what each subscriber
+received after every command is compared. A last mode (--acl) sends random
+ACL SETUSER rules (passwords, key and channel patterns, commands,
+categories, selectors, malformed ones) for a few users and compares ACL
+GETUSER, ACL LIST and ACL DRYRUN; command rules that Redis expands from a
+category come out in the order of its command table, which is random per
+process, so those are compared as sets of words.
+
 Replies that Redis marks nondeterministic (COMMAND INFO tips) are compared
 by kind only, or as multisets for nondeterministic_output_order. Lex ranges
 over a skiplist whose scores differ are skipped: Redis's own answer then
@@ -19,7 +31,8 @@ depends on its skiplist's random levels.
 
 Usage:
   scripts/fuzz-commands.py [--seed N] [--count N] [--only cmd,cmd] [--resp3]
-                           [--config] [--kvstore PATH] [--redis PATH]
+                           [--wrap getkeys|eval] [--notify] [--config | --acl]
+                           [--kvstore PATH] [--redis PATH]
 Exit status 1 when anything differs. Found differences belong in
 tests/differential/*.txt once fixed.
 """
@@ -176,10 +189,18 @@ def load_docs(conn):
     return docs, tips
 
 
+# What EVAL runs a generated command with (--wrap eval); its arguments are
+# the script's ARGV.
+SCRIPTED = ["return redis.pcall(unpack(ARGV))", "return redis.call(unpack(ARGV))",
+            "redis.setresp(3) return redis.pcall(unpack(ARGV))",
+            "local r = redis.pcall(unpack(ARGV)) "
+            "return type(r) == 'table' and not r.err and cjson.encode(r) or r"]
+
+
 class Generator:
-    def __init__(self, docs, rng, only):
+    def __init__(self, docs, rng, only, exclude=EXCLUDE):
         self.docs, self.rng, self.only = docs, rng, only
-        self.names = sorted(n for n in docs if n not in EXCLUDE and (only is None or n in only))
+        self.names = sorted(n for n in docs if n not in exclude and (only is None or n in only))
 
     def value(self, a, cmd):
         rng, t, name = self.rng, a.get("type"), a.get("name", "")
@@ -311,16 +332,49 @@ def show_keys(conn, cmd, selected):
     conn.call("SELECT", selected)
 
 
+class Notifications:
+    """A subscriber to every keyspace notification of one server."""
+
+    def __init__(self, conn):
+        conn.call("CONFIG", "SET", "notify-keyspace-events", "KEA")
+        self.sub = Conn(conn.s.getpeername()[1])
+        self.sub.call("PSUBSCRIBE", "__key*__:*")
+
+    def received(self):
+        """What was published up to now: a PING's reply comes after it."""
+        self.sub.send(["PING"])
+        got = []
+        while True:
+            msg = plain(self.sub.read()[1])
+            if msg[:1] == ["pong"]:
+                return got
+            got.append(msg)
+
+
+def wrap(rng, how, cmd, tips):
+    if how == "getkeys":
+        return ["COMMAND", rng.choice(["GETKEYS", "GETKEYSANDFLAGS"])] + cmd
+    if how == "eval":
+        # A reply in a random order stays a reply, to be compared as a set.
+        scripts = SCRIPTED[:3] if any(t.startswith("nondet") for t in tips) else SCRIPTED
+        return ["EVAL", rng.choice(scripts), "0"] + cmd
+    return cmd
+
+
 def fuzz_commands(R, K, args):
     rng = random.Random(args.seed)
     docs, tips = load_docs(R)
-    gen = Generator(docs, rng, set(args.only.split(",")) if args.only else None)
+    only = set(args.only.split(",")) if args.only else None
+    # COMMAND GETKEYS runs nothing: every command can be asked about.
+    gen = Generator(docs, rng, only, set() if args.wrap == "getkeys" else EXCLUDE)
     if args.resp3:
         R.call("HELLO", "3")
         K.call("HELLO", "3")
+    notify = (Notifications(R), Notifications(K)) if args.notify else None
     seen, differ, history, selected = {}, 0, [], "0"
     for i in range(args.count):
-        name, cmd = gen.command()
+        name, inner = gen.command()
+        cmd = wrap(rng, args.wrap, inner, tips.get(name, []))
         if i == args.show_at:
             show_keys(R, cmd, selected)
         history.append(cmd)
@@ -329,8 +383,17 @@ def fuzz_commands(R, K, args):
         (rr, rp), (kr, kp) = R.read(), K.read()
         t = tips.get(name, [])
         same = rr == kr
-        if same and name == "select" and rr == b"+OK\r\n":
+        if same and name == "select" and not args.wrap and rr == b"+OK\r\n":
             selected = cmd[1]
+        if same and notify:
+            rn, kn = notify[0].received(), notify[1].received()
+            # What a random pop or pick touches is random on each server.
+            if rn != kn and "nondeterministic_output" not in t:
+                differ += 1
+                kind = ("notify", name)
+                seen[kind] = seen.get(kind, 0) + 1
+                if seen[kind] <= 2:
+                    print(f"#{i} {cmd!r} notified\n  redis:   {rn!r}\n  kvstore: {kn!r}")
         if not same and "nondeterministic_output" in t:
             same = rr.startswith(b"-") == kr.startswith(b"-")
         elif not same and not rr.startswith(b"-") and not kr.startswith(b"-"):
@@ -339,10 +402,10 @@ def fuzz_commands(R, K, args):
         # SORT of a set: elements that compare equal (BY a missing key)
         # come in the order of Redis's set table, random per process.
         if not same and name in ("sort", "sort_ro") and not rr.startswith(b"-") \
-                and R.call("TYPE", cmd[1])[0] == b"+set\r\n":
+                and R.call("TYPE", inner[1])[0] == b"+set\r\n":
             same = sorted(map(repr, plain(rp))) == sorted(map(repr, plain(kp)))
-        lexish = name in LEX or (name.startswith("z") and "BYLEX" in map(str.upper, cmd))
-        if not same and lexish and R.call("OBJECT", "ENCODING", cmd[1])[0].endswith(b"skiplist\r\n"):
+        lexish = name in LEX or (name.startswith("z") and "BYLEX" in map(str.upper, inner))
+        if not same and lexish and R.call("OBJECT", "ENCODING", inner[1])[0].endswith(b"skiplist\r\n"):
             same = True
         if not same:
             differ += 1
@@ -354,6 +417,8 @@ def fuzz_commands(R, K, args):
                 print(f"#{i} {cmd!r}\n  redis:   {rr[at:at + 300]!r}\n  kvstore: {kr[at:at + 300]!r}")
             R.call("FLUSHALL")
             K.call("FLUSHALL")
+            if notify:
+                notify[0].received(), notify[1].received()
             continue
         if i % args.check_every == 0:
             for k in KEYS:
@@ -372,7 +437,84 @@ def fuzz_commands(R, K, args):
         if i % 300 == 299:
             R.call("FLUSHALL")
             K.call("FLUSHALL")
+            if notify:
+                notify[0].received(), notify[1].received()
     print(f"seed {args.seed}: {args.count} commands, {differ} differ ({len(seen)} kinds)")
+    return differ
+
+
+# --acl: the parts of random ACL rules.
+ACL_COMMANDS = ["get", "set", "GET", "client", "client|id", "client|kill", "config|get", "acl",
+                "acl|whoami", "debug", "select", "ping", "xadd", "hset", "flushall", "info", "eval",
+                "readonly", "nosuchcmd", "set|x", "get|x", "hello", "auth", "keys", "config", "sort",
+                "lmove", "zrangestore", "bitop", "select|1", "config|get|x"]
+ACL_CATEGORIES = ["read", "write", "keyspace", "dangerous", "admin", "string", "list", "hash", "all",
+                  "pubsub", "scripting", "slow", "fast", "nosuchcat", "connection", "blocking", "geo",
+                  "stream", "bitmap", ""]
+ACL_PATTERNS = ["*", "k*", "foo", "{t}*", "a?c", "", "x y", "k1"]
+SHA_OF_PASSWORD = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"
+ACL_PROBES = ["get k1", "set k1 v", "set {t}a v", "getset foo v", "lmove k1 foo left right",
+              "client id", "client kill 1.2.3.4:5", "config get maxmemory", "select 1", "ping",
+              "publish foo m", "subscribe k1", "sort k1 by foo get k*", "eval x 1 k1",
+              "xadd k1 * a b", "hset a?c f v", "keys *", "bitop and k1 foo", "acl whoami",
+              "nosuchcmd a", "get", "zrangestore foo k1 0 1", "copy k1 foo", "migrate h 1 k1 0 1",
+              "spublish foo m", "pfcount k1 foo", "rename k1 foo", "evalsha x 2 k1 foo", "set"]
+
+
+def acl_rule(rng, depth=0):
+    c = rng.choice
+    kinds = [
+        lambda: c(["on", "off", "nopass", "resetpass", "allkeys", "allchannels", "resetkeys",
+                   "resetchannels", "allcommands", "nocommands", "reset", "clearselectors", "ON"]),
+        lambda: ">" + c(["p1", "p2", "", "x y"]),
+        lambda: "<" + c(["p1", "p2", "nosuch"]),
+        lambda: "#" + c(["a" * 64, SHA_OF_PASSWORD, "abc", "G" * 64]),
+        lambda: "!" + c(["a" * 64, SHA_OF_PASSWORD, "xyz"]),
+        lambda: "~" + c(ACL_PATTERNS),
+        lambda: "%" + c(["R", "W", "RW", "WR", "X", "", "r"]) + "~" + c(ACL_PATTERNS),
+        lambda: "&" + c(ACL_PATTERNS),
+        lambda: c(["+", "-"]) + c(ACL_COMMANDS),
+        lambda: c(["+", "-"]) + "@" + c(ACL_CATEGORIES),
+        lambda: "(" + " ".join(acl_rule(rng, depth + 1) for _ in range(rng.randint(0, 3))) + ")"
+        if depth < 2 else "()",
+        lambda: c(["", "+", "-", "@", "~", "%", "(", ")", "nosuchrule"]),
+    ]
+    return c(kinds)()
+
+
+def words(raw):
+    return sorted(raw.replace(b"\r\n", b" ").replace(b"(", b" ").replace(b")", b" ").split())
+
+
+def fuzz_acl(R, K, args):
+    rng = random.Random(args.seed)
+    users = ["u1", "u2", "u3"]
+    differ = 0
+    for i in range(args.count):
+        r, u = rng.random(), rng.choice(users)
+        if r < 0.45:
+            cmd = ["ACL", "SETUSER", u] + [acl_rule(rng) for _ in range(rng.randint(0, 5))]
+        elif r < 0.6:
+            cmd = ["ACL", "GETUSER", u]
+        elif r < 0.65:
+            cmd = ["ACL", "LIST"]
+        elif r < 0.68:
+            cmd = ["ACL", "DELUSER", u]
+        elif r < 0.72:
+            cmd = ["ACL", "USERS"]
+        else:
+            cmd = ["ACL", "DRYRUN", u] + rng.choice(ACL_PROBES).split()
+        a, b = R.call(*cmd)[0], K.call(*cmd)[0]
+        if a != b and cmd[1] in ("GETUSER", "LIST") and words(a) == words(b):
+            continue
+        if a != b:
+            differ += 1
+            if differ <= 10:
+                print(f"#{i} {cmd!r}\n  redis:   {a[:400]!r}\n  kvstore: {b[:400]!r}")
+            for v in users:
+                R.call("ACL", "DELUSER", v)
+                K.call("ACL", "DELUSER", v)
+    print(f"acl seed {args.seed}: {args.count} commands, {differ} differ")
     return differ
 
 
@@ -412,6 +554,11 @@ def main():
     ap.add_argument("--only", help="comma-separated command names")
     ap.add_argument("--resp3", action="store_true")
     ap.add_argument("--config", action="store_true", help="fuzz CONFIG SET instead")
+    ap.add_argument("--acl", action="store_true", help="fuzz ACL rules instead")
+    ap.add_argument("--wrap", choices=["getkeys", "eval"],
+                    help="send each command inside COMMAND GETKEYS[ANDFLAGS] or EVAL")
+    ap.add_argument("--notify", action="store_true",
+                    help="compare the keyspace notifications of every command too")
     ap.add_argument("--check-every", type=int, default=25)
     ap.add_argument("--show-at", type=int, default=-1,
                     help="print every key's contents before command N (then go on)")
@@ -425,7 +572,12 @@ def main():
         procs.append(rproc)
         kproc, K = start(args.kvstore, os.path.join(work, "kvstore"))
         procs.append(kproc)
-        differ = fuzz_config(R, K) if args.config else fuzz_commands(R, K, args)
+        if args.config:
+            differ = fuzz_config(R, K)
+        elif args.acl:
+            differ = fuzz_acl(R, K, args)
+        else:
+            differ = fuzz_commands(R, K, args)
     finally:
         for p in procs:
             p.kill()

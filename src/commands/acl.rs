@@ -406,21 +406,22 @@ fn apply_user_rule_inner(user: &mut User, op: &[u8], pubsub_all: bool) -> Result
 
 /// Join selectors given over several arguments (`(~a` `+get)`) into one,
 /// as Redis's ACLMergeSelectorArguments; `Err(i)` names the argument that
-/// opens a selector never closed.
+/// opens a selector never closed. An argument that opens one inside another
+/// starts it again (`(` `(~a` `+get)` is `(~a +get)`), as there.
 pub fn merge_selector_args(args: &[&[u8]]) -> Result<Vec<Vec<u8>>, usize> {
     let mut merged = Vec::with_capacity(args.len());
     let mut open: Option<(usize, Vec<u8>)> = None;
     for (i, &op) in args.iter().enumerate() {
+        if op.first() == Some(&b'(') && op.last() != Some(&b')') {
+            open = Some((i, op.to_vec()));
+            continue;
+        }
         if let Some((_, sel)) = open.as_mut() {
             sel.push(b' ');
             sel.extend_from_slice(op);
             if op.last() == Some(&b')') {
                 merged.push(open.take().map(|(_, s)| s).unwrap_or_default());
             }
-            continue;
-        }
-        if op.first() == Some(&b'(') && op.last() != Some(&b')') {
-            open = Some((i, op.to_vec()));
             continue;
         }
         merged.push(op.to_vec());
@@ -1551,6 +1552,13 @@ mod tests {
             ]
         );
         assert_eq!(merge_selector_args(&[b"(" as &[u8]]), Err(0));
+        // A selector opened inside another starts it again.
+        let args: Vec<&[u8]> = vec![b"(", b"(~a", b"+get)", b"(~b"];
+        assert_eq!(merge_selector_args(&args), Err(3));
+        assert_eq!(
+            merge_selector_args(&args[..3]).unwrap(),
+            vec![b"(~a +get)".to_vec()]
+        );
     }
 
     #[test]
