@@ -17,7 +17,10 @@ or GETKEYSANDFLAGS of the command (every command, the excluded ones too:
 nothing runs), or through EVAL (redis.call, redis.pcall, RESP3 inside the
 script, a table reply as CJSON). With --notify, both servers publish every
 keyspace notification (KEA) to a subscriber each, and what each subscriber
-received after every command is compared. A last mode (--acl) sends random
+received after every command is compared; --tracking does the same for the
+invalidations of a RESP3 client tracking every key (BCAST), and --watch
+checks, for every command, whether another client's WATCH of a random key
+makes its EXEC fail on both. These three turn active expiry off. A last mode (--acl) sends random
 ACL SETUSER rules (passwords, key and channel patterns, commands,
 categories, selectors, malformed ones) for a few users and compares ACL
 GETUSER, ACL LIST and ACL DRYRUN; command rules that Redis expands from a
@@ -31,7 +34,8 @@ depends on its skiplist's random levels.
 
 Usage:
   scripts/fuzz-commands.py [--seed N] [--count N] [--only cmd,cmd] [--resp3]
-                           [--wrap getkeys|eval] [--notify] [--config | --acl]
+                           [--wrap getkeys|eval] [--notify] [--tracking] [--watch]
+                           [--config | --acl]
                            [--kvstore PATH] [--redis PATH]
 Exit status 1 when anything differs. Found differences belong in
 tests/differential/*.txt once fixed.
@@ -351,6 +355,42 @@ class Notifications:
             got.append(msg)
 
 
+class Tracker:
+    """A RESP3 client tracking every key in broadcast mode: the
+    invalidations each command sends it (Redis's signalModifiedKey)."""
+
+    def __init__(self, conn):
+        self.conn = Conn(conn.s.getpeername()[1])
+        self.conn.call("HELLO", "3")
+        self.conn.call("CLIENT", "TRACKING", "ON", "BCAST")
+
+    def received(self):
+        self.conn.send(["PING"])
+        got = []
+        while True:
+            raw, p = self.conn.read()
+            if raw == b"+PONG\r\n":
+                return got
+            got.append(plain(p))
+
+
+class Watcher:
+    """A second client that WATCHes a key of database 0 before each command
+    and runs an empty transaction after it: EXEC fails when the command
+    touched the key (Redis's signalModifiedKey)."""
+
+    def __init__(self, conn):
+        self.conn = Conn(conn.s.getpeername()[1])
+
+    def watch(self, key):
+        self.conn.call("WATCH", key)
+
+    def exec(self):
+        self.conn.call("MULTI")
+        self.conn.call("PING")
+        return self.conn.call("EXEC")[0]
+
+
 def wrap(rng, how, cmd, tips):
     if how == "getkeys":
         return ["COMMAND", rng.choice(["GETKEYS", "GETKEYSANDFLAGS"])] + cmd
@@ -370,7 +410,13 @@ def fuzz_commands(R, K, args):
     if args.resp3:
         R.call("HELLO", "3")
         K.call("HELLO", "3")
+    if args.notify or args.tracking or args.watch:
+        # What the active expiry cycle deletes, and when, is up to the clock.
+        R.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        K.call("DEBUG", "SET-ACTIVE-EXPIRE", "0")
     notify = (Notifications(R), Notifications(K)) if args.notify else None
+    watch = (Watcher(R), Watcher(K)) if args.watch else None
+    track = (Tracker(R), Tracker(K)) if args.tracking else None
     seen, differ, history, selected = {}, 0, [], "0"
     for i in range(args.count):
         name, inner = gen.command()
@@ -378,13 +424,35 @@ def fuzz_commands(R, K, args):
         if i == args.show_at:
             show_keys(R, cmd, selected)
         history.append(cmd)
+        if watch:
+            watched = rng.choice(KEYS)
+            watch[0].watch(watched)
+            watch[1].watch(watched)
         R.send(cmd)
         K.send(cmd)
         (rr, rp), (kr, kp) = R.read(), K.read()
+        if watch:
+            re, ke = watch[0].exec(), watch[1].exec()
+            # A random pick may or may not take the watched key.
+            if re != ke and rr == kr and "nondeterministic_output" not in tips.get(name, []):
+                differ += 1
+                kind = ("watch", name)
+                seen[kind] = seen.get(kind, 0) + 1
+                if seen[kind] <= 2:
+                    print(f"#{i} {cmd!r} with {watched} watched in db0 (db{selected} selected):"
+                          f"\n  redis EXEC:   {re!r}\n  kvstore EXEC: {ke!r}")
         t = tips.get(name, [])
         same = rr == kr
         if same and name == "select" and not args.wrap and rr == b"+OK\r\n":
             selected = cmd[1]
+        if same and track:
+            rt, kt = track[0].received(), track[1].received()
+            if rt != kt and "nondeterministic_output" not in t:
+                differ += 1
+                kind = ("tracking", name)
+                seen[kind] = seen.get(kind, 0) + 1
+                if seen[kind] <= 2:
+                    print(f"#{i} {cmd!r} invalidated\n  redis:   {rt!r}\n  kvstore: {kt!r}")
         if same and notify:
             rn, kn = notify[0].received(), notify[1].received()
             # What a random pop or pick touches is random on each server.
@@ -417,8 +485,8 @@ def fuzz_commands(R, K, args):
                 print(f"#{i} {cmd!r}\n  redis:   {rr[at:at + 300]!r}\n  kvstore: {kr[at:at + 300]!r}")
             R.call("FLUSHALL")
             K.call("FLUSHALL")
-            if notify:
-                notify[0].received(), notify[1].received()
+            for listener in (notify or ()) + (track or ()):
+                listener.received()
             continue
         if i % args.check_every == 0:
             for k in KEYS:
@@ -437,8 +505,8 @@ def fuzz_commands(R, K, args):
         if i % 300 == 299:
             R.call("FLUSHALL")
             K.call("FLUSHALL")
-            if notify:
-                notify[0].received(), notify[1].received()
+            for listener in (notify or ()) + (track or ()):
+                listener.received()
     print(f"seed {args.seed}: {args.count} commands, {differ} differ ({len(seen)} kinds)")
     return differ
 
@@ -559,6 +627,10 @@ def main():
                     help="send each command inside COMMAND GETKEYS[ANDFLAGS] or EVAL")
     ap.add_argument("--notify", action="store_true",
                     help="compare the keyspace notifications of every command too")
+    ap.add_argument("--tracking", action="store_true",
+                    help="compare the invalidations a broadcast-tracking client gets too")
+    ap.add_argument("--watch", action="store_true",
+                    help="compare whether each command breaks another client's WATCH")
     ap.add_argument("--check-every", type=int, default=25)
     ap.add_argument("--show-at", type=int, default=-1,
                     help="print every key's contents before command N (then go on)")
