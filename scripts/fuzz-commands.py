@@ -20,12 +20,12 @@ keyspace notification (KEA) to a subscriber each, and what each subscriber
 received after every command is compared; --tracking does the same for the
 invalidations of a RESP3 client tracking every key (BCAST), and --watch
 checks, for every command, whether another client's WATCH of a random key
-makes its EXEC fail on both. These three turn active expiry off. A last mode (--acl) sends random
-ACL SETUSER rules (passwords, key and channel patterns, commands,
-categories, selectors, malformed ones) for a few users and compares ACL
-GETUSER, ACL LIST and ACL DRYRUN; command rules that Redis expands from a
-category come out in the order of its command table, which is random per
-process, so those are compared as sets of words.
+makes its EXEC fail on both. These three turn active expiry off. A last
+mode (--acl) sends random ACL SETUSER rules (passwords, key and channel
+patterns, commands, categories, selectors, malformed ones) for a few users
+and compares ACL GETUSER, ACL LIST and ACL DRYRUN; command rules that Redis
+expands from a category come out in the order of its command table, which
+is random per process, so those are compared as sets of words.
 
 Replies that Redis marks nondeterministic (COMMAND INFO tips) are compared
 by kind only, or as multisets for nondeterministic_output_order. Lex ranges
@@ -418,9 +418,19 @@ def fuzz_commands(R, K, args):
     watch = (Watcher(R), Watcher(K)) if args.watch else None
     track = (Tracker(R), Tracker(K)) if args.tracking else None
     seen, differ, history, selected = {}, 0, [], "0"
+
+    def note(kind, text):
+        """Count a difference; print the first two of each kind."""
+        nonlocal differ
+        differ += 1
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= 2:
+            print(text)
+
     for i in range(args.count):
         name, inner = gen.command()
-        cmd = wrap(rng, args.wrap, inner, tips.get(name, []))
+        t = tips.get(name, [])
+        cmd = wrap(rng, args.wrap, inner, t)
         if i == args.show_at:
             show_keys(R, cmd, selected)
         history.append(cmd)
@@ -431,37 +441,21 @@ def fuzz_commands(R, K, args):
         R.send(cmd)
         K.send(cmd)
         (rr, rp), (kr, kp) = R.read(), K.read()
+        same = rr == kr
+        # What a random pop or pick touches is random on each server.
+        listened = same and "nondeterministic_output" not in t
         if watch:
             re, ke = watch[0].exec(), watch[1].exec()
-            # A random pick may or may not take the watched key.
-            if re != ke and rr == kr and "nondeterministic_output" not in tips.get(name, []):
-                differ += 1
-                kind = ("watch", name)
-                seen[kind] = seen.get(kind, 0) + 1
-                if seen[kind] <= 2:
-                    print(f"#{i} {cmd!r} with {watched} watched in db0 (db{selected} selected):"
-                          f"\n  redis EXEC:   {re!r}\n  kvstore EXEC: {ke!r}")
-        t = tips.get(name, [])
-        same = rr == kr
+            if listened and re != ke:
+                note(("watch", name), f"#{i} {cmd!r} with {watched} watched in db0 (db{selected} "
+                     f"selected):\n  redis EXEC:   {re!r}\n  kvstore EXEC: {ke!r}")
         if same and name == "select" and not args.wrap and rr == b"+OK\r\n":
             selected = cmd[1]
-        if same and track:
-            rt, kt = track[0].received(), track[1].received()
-            if rt != kt and "nondeterministic_output" not in t:
-                differ += 1
-                kind = ("tracking", name)
-                seen[kind] = seen.get(kind, 0) + 1
-                if seen[kind] <= 2:
-                    print(f"#{i} {cmd!r} invalidated\n  redis:   {rt!r}\n  kvstore: {kt!r}")
-        if same and notify:
-            rn, kn = notify[0].received(), notify[1].received()
-            # What a random pop or pick touches is random on each server.
-            if rn != kn and "nondeterministic_output" not in t:
-                differ += 1
-                kind = ("notify", name)
-                seen[kind] = seen.get(kind, 0) + 1
-                if seen[kind] <= 2:
-                    print(f"#{i} {cmd!r} notified\n  redis:   {rn!r}\n  kvstore: {kn!r}")
+        for what, pair in (("invalidated", track), ("notified", notify)):
+            if same and pair:
+                rg, kg = pair[0].received(), pair[1].received()
+                if listened and rg != kg:
+                    note((what, name), f"#{i} {cmd!r} {what}\n  redis:   {rg!r}\n  kvstore: {kg!r}")
         if not same and "nondeterministic_output" in t:
             same = rr.startswith(b"-") == kr.startswith(b"-")
         elif not same and not rr.startswith(b"-") and not kr.startswith(b"-"):
@@ -476,13 +470,10 @@ def fuzz_commands(R, K, args):
         if not same and lexish and R.call("OBJECT", "ENCODING", inner[1])[0].endswith(b"skiplist\r\n"):
             same = True
         if not same:
-            differ += 1
             kind = (name, rr[:40] if rr.startswith(b"-") else b"", kr[:40] if kr.startswith(b"-") else b"")
-            seen[kind] = seen.get(kind, 0) + 1
-            if seen[kind] <= 2:
-                at = next((j for j, (x, y) in enumerate(zip(rr, kr)) if x != y), min(len(rr), len(kr)))
-                at = max(0, at - 100) if at > 300 else 0
-                print(f"#{i} {cmd!r}\n  redis:   {rr[at:at + 300]!r}\n  kvstore: {kr[at:at + 300]!r}")
+            at = next((j for j, (x, y) in enumerate(zip(rr, kr)) if x != y), min(len(rr), len(kr)))
+            at = max(0, at - 100) if at > 300 else 0
+            note(kind, f"#{i} {cmd!r}\n  redis:   {rr[at:at + 300]!r}\n  kvstore: {kr[at:at + 300]!r}")
             R.call("FLUSHALL")
             K.call("FLUSHALL")
             for listener in (notify or ()) + (track or ()):
