@@ -957,3 +957,105 @@ fn zscan_of_a_large_sorted_set_is_incremental() {
         }
     }
 }
+
+/// SRANDMEMBER, HRANDFIELD and ZRANDMEMBER with a count, on table-encoded
+/// collections, along each of Redis's paths: repeats (negative count),
+/// distinct draws (under a third of the collection), picks from a copy
+/// (a third or more) and the whole collection. Every pick is a member (with
+/// its own value or score), positive counts never repeat, and a long run of
+/// repeats hits every member about equally often.
+#[test]
+fn random_picks_with_a_count_are_members_distinct_and_spread() {
+    let s = start_kvstore(&[]);
+    let mut c = client(s.port);
+    let n = 1000;
+    for i in 0..n {
+        let _: () = redis::cmd("SADD")
+            .arg("s")
+            .arg(format!("m{i}"))
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg("h")
+            .arg(format!("m{i}"))
+            .arg(format!("v{i}"))
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("ZADD")
+            .arg("z")
+            .arg(i)
+            .arg(format!("m{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    for key in ["s", "h", "z"] {
+        let enc: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        assert!(enc == "hashtable" || enc == "skiplist", "{key}: {enc}");
+    }
+    let index = |m: &str| -> usize { m[1..].parse().expect("a member") };
+    let draw = |c: &mut redis::Connection, cmd: &str, key: &str, count: i64| -> Vec<String> {
+        match cmd {
+            "SRANDMEMBER" => redis::cmd(cmd).arg(key).arg(count).query(c).unwrap(),
+            _ => {
+                let with = if cmd == "HRANDFIELD" {
+                    "WITHVALUES"
+                } else {
+                    "WITHSCORES"
+                };
+                let flat: Vec<String> = redis::cmd(cmd)
+                    .arg(key)
+                    .arg(count)
+                    .arg(with)
+                    .query(c)
+                    .unwrap();
+                flat.chunks(2)
+                    .map(|p| {
+                        let i = index(&p[0]);
+                        let expected = if cmd == "HRANDFIELD" {
+                            format!("v{i}")
+                        } else {
+                            i.to_string()
+                        };
+                        assert_eq!(p[1], expected, "{cmd} pairs {} with {}", p[0], p[1]);
+                        p[0].clone()
+                    })
+                    .collect()
+            }
+        }
+    };
+    for (cmd, key) in [
+        ("SRANDMEMBER", "s"),
+        ("HRANDFIELD", "h"),
+        ("ZRANDMEMBER", "z"),
+    ] {
+        for count in [10, 300, 400, 999, 1000, 5000] {
+            let got = draw(&mut c, cmd, key, count);
+            assert_eq!(got.len(), (count as usize).min(n), "{cmd} {count}");
+            let distinct: std::collections::HashSet<&String> = got.iter().collect();
+            assert_eq!(distinct.len(), got.len(), "{cmd} {count} repeated a member");
+            assert!(got.iter().all(|m| index(m) < n));
+        }
+        let mut hits = vec![0u32; n];
+        for _ in 0..10 {
+            for m in draw(&mut c, cmd, key, -10_000) {
+                hits[index(&m)] += 1;
+            }
+        }
+        // 100 expected per member. Chi-square over degrees of freedom: 1
+        // for a uniform draw, about 6 for Redis's (and this) fair random
+        // key, 21 for a random bucket's random entry (short chains favoured).
+        let chi: f64 = hits
+            .iter()
+            .map(|&h| (h as f64 - 100.0).powi(2) / 100.0)
+            .sum::<f64>()
+            / (n - 1) as f64;
+        assert!(
+            chi < 14.0,
+            "{cmd}: chi-square per degree of freedom {chi:.2}"
+        );
+    }
+}

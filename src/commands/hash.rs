@@ -300,25 +300,46 @@ pub fn hrandfield(c: &mut Ctx, argv: &[&[u8]]) {
             },
         };
     }
-    let pairs = match lookup_typed(c.srv, db, argv[1], true, pick) {
-        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
-        Typed::Missing => {
-            return if count.is_some() {
-                c.cl.reply.array(0)
-            } else {
-                c.cl.reply.null()
-            };
-        }
-        Typed::Found(h) => {
-            h.rehash_step();
-            h.pairs()
-        }
-    };
-    let rng = &mut c.srv.rng;
     // The single-field form returned above.
     let Some(l) = count else { return };
-    let picked: Vec<&(Vec<u8>, Vec<u8>)> = random_picks(&pairs, l, &mut || rng.next_u64());
-    reply_pairs(&mut c.cl.reply, &picked, withvalues);
+    let mut rng = c.srv.rng.fork();
+    let h = match lookup_typed(c.srv, db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.array(0),
+        Typed::Found(h) => h,
+    };
+    h.rehash_step();
+    let h_len = h.len();
+    let mut draw = || {
+        let f = h.random_field(&mut || rng.next_u64())?;
+        let v = h.get(&f).unwrap_or_default().to_vec();
+        Some((f, v))
+    };
+    let out = &mut c.cl.reply;
+    match draw_plan(h_len, l) {
+        Draw::Repeats(n) => {
+            pairs_header(out, n, withvalues);
+            for _ in 0..n {
+                let Some((f, v)) = draw() else { break };
+                reply_pair(out, &f, &v, withvalues);
+            }
+        }
+        Draw::Distinct(n) => {
+            let picked = draw_distinct(n, |(f, _): &(Vec<u8>, Vec<u8>)| f, draw);
+            pairs_header(out, picked.len(), withvalues);
+            for (f, v) in &picked {
+                reply_pair(out, f, v, withvalues);
+            }
+        }
+        Draw::FromCopy => {
+            let pairs = h.pairs();
+            let picked = random_picks(&pairs, l, &mut || rng.next_u64());
+            pairs_header(out, picked.len(), withvalues);
+            for (f, v) in picked {
+                reply_pair(out, f, v, withvalues);
+            }
+        }
+    }
 }
 
 /// Most elements a negative-count HRANDFIELD/SRANDMEMBER/ZRANDMEMBER may
@@ -341,6 +362,46 @@ pub fn check_random_count(c: &Ctx, count: i64) -> Result<i64, &'static str> {
         return Err("ERR value is out of range");
     }
     Ok(-((hard / 6 + 1).min(count.unsigned_abs()) as i64))
+}
+
+/// How a random-count command picks from a collection of `len` elements
+/// (Redis's cases in srandmemberWithCountCommand and its twins).
+pub enum Draw {
+    /// A negative count: this many single draws, repeats allowed (CASE 1).
+    Repeats(usize),
+    /// A positive count under a third of the collection: draws until this
+    /// many differ (CASE 4), without copying the collection.
+    Distinct(usize),
+    /// The rest: picked from a copy of the collection ([`random_picks`]).
+    FromCopy,
+}
+
+pub fn draw_plan(len: usize, count: i64) -> Draw {
+    if count < 0 {
+        Draw::Repeats(count.unsigned_abs() as usize)
+    } else if (count as u64).saturating_mul(3) <= len as u64 {
+        Draw::Distinct(count as usize)
+    } else {
+        Draw::FromCopy
+    }
+}
+
+/// `n` elements from `draw`, told apart by `key`, in the order first drawn
+/// (fewer only if `draw` runs dry).
+pub fn draw_distinct<T>(
+    n: usize,
+    key: impl Fn(&T) -> &[u8],
+    mut draw: impl FnMut() -> Option<T>,
+) -> Vec<T> {
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let Some(x) = draw() else { break };
+        if seen.insert(key(&x).to_vec()) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// Choose elements the way Redis's *RANDMEMBER/HRANDFIELD with a count do:
@@ -373,20 +434,22 @@ pub fn random_picks<'a, T>(
     idx[..n].iter().map(|&i| &items[i]).collect()
 }
 
-fn reply_pairs(out: &mut crate::protocol::Reply, picked: &[&(Vec<u8>, Vec<u8>)], withvalues: bool) {
+/// The array of `n` random fields, flat or (RESP3 WITHVALUES) of pairs.
+fn pairs_header(out: &mut crate::protocol::Reply, n: usize, withvalues: bool) {
     if withvalues && !out.is_resp3() {
-        out.array(picked.len() * 2);
+        out.array(n * 2);
     } else {
-        out.array(picked.len());
+        out.array(n);
     }
-    for (f, v) in picked {
-        if withvalues && out.is_resp3() {
-            out.array(2);
-        }
-        out.bulk(f);
-        if withvalues {
-            out.bulk(v);
-        }
+}
+
+fn reply_pair(out: &mut crate::protocol::Reply, f: &[u8], v: &[u8], withvalues: bool) {
+    if withvalues && out.is_resp3() {
+        out.array(2);
+    }
+    out.bulk(f);
+    if withvalues {
+        out.bulk(v);
     }
 }
 

@@ -3,7 +3,7 @@
 //! Sets of integers are sorted integer arrays (`intset`) up to
 //! `set-max-intset-entries`; otherwise a table of members (`hashtable`).
 
-use super::hash::random_picks;
+use super::hash::{draw_distinct, draw_plan, random_picks, Draw};
 use super::keys::{elements_removed, parse_cursor, parse_scan_options, store_result};
 use super::*;
 use crate::db::{Set, Value};
@@ -201,27 +201,41 @@ pub fn srandmember(c: &mut Ctx, argv: &[&[u8]]) {
             },
         };
     }
-    let members = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
-        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
-        Typed::Missing => {
-            return if count.is_some() {
-                c.cl.reply.array(0)
-            } else {
-                c.cl.reply.null()
-            };
-        }
-        Typed::Found(s) => {
-            s.rehash_step();
-            s.members()
-        }
-    };
-    let rng = &mut c.srv.rng;
     // The single-member form returned above.
     let Some(l) = count else { return };
-    let picked = random_picks(&members, l, &mut || rng.next_u64());
-    c.cl.reply.array(picked.len());
-    for m in picked {
-        c.cl.reply.bulk(m);
+    let mut rng = c.srv.rng.fork();
+    let s = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.array(0),
+        Typed::Found(s) => s,
+    };
+    s.rehash_step();
+    let len = s.len();
+    let mut draw = || s.random(&mut || rng.next_u64());
+    let out = &mut c.cl.reply;
+    match draw_plan(len, l) {
+        Draw::Repeats(n) => {
+            out.array(n);
+            for _ in 0..n {
+                let Some(m) = draw() else { break };
+                out.bulk(&m);
+            }
+        }
+        Draw::Distinct(n) => {
+            let picked = draw_distinct(n, |m: &Vec<u8>| m, draw);
+            out.array(picked.len());
+            for m in &picked {
+                out.bulk(m);
+            }
+        }
+        Draw::FromCopy => {
+            let members = s.members();
+            let picked = random_picks(&members, l, &mut || rng.next_u64());
+            out.array(picked.len());
+            for m in picked {
+                out.bulk(m);
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! and replies.
 
 use super::blocking::{block, parse_timeout};
-use super::hash::random_picks;
+use super::hash::{draw_distinct, draw_plan, random_picks, Draw};
 use super::keys::{elements_removed, store_result};
 use super::*;
 use crate::db::{Value, ZSet};
@@ -155,19 +155,28 @@ fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, &'static str> {
 /// Reply with (member, score) pairs: flat in RESP2, pairs in RESP3 when
 /// scores are included.
 fn reply_scored(out: &mut crate::protocol::Reply, items: &[(Vec<u8>, f64)], withscores: bool) {
-    if withscores && !out.is_resp3() {
-        out.array(items.len() * 2);
-    } else {
-        out.array(items.len());
-    }
+    scored_header(out, items.len(), withscores);
     for (m, s) in items {
-        if withscores && out.is_resp3() {
-            out.array(2);
-        }
-        out.bulk(m);
-        if withscores {
-            out.double(*s);
-        }
+        reply_one_scored(out, m, *s, withscores);
+    }
+}
+
+/// The array of `n` members, flat or (RESP3 WITHSCORES) of pairs.
+fn scored_header(out: &mut crate::protocol::Reply, n: usize, withscores: bool) {
+    if withscores && !out.is_resp3() {
+        out.array(n * 2);
+    } else {
+        out.array(n);
+    }
+}
+
+fn reply_one_scored(out: &mut crate::protocol::Reply, m: &[u8], s: f64, withscores: bool) {
+    if withscores && out.is_resp3() {
+        out.array(2);
+    }
+    out.bulk(m);
+    if withscores {
+        out.double(s);
     }
 }
 
@@ -1127,30 +1136,40 @@ pub fn zrandmember(c: &mut Ctx, argv: &[&[u8]]) {
             None => c.cl.reply.null(),
         };
     }
-    let items: Vec<(Vec<u8>, f64)> = match zset_read(c, argv[1]) {
-        Err(()) => return,
-        Ok(None) => {
-            return if count.is_some() {
-                c.cl.reply.array(0)
-            } else {
-                c.cl.reply.null()
-            };
+    // The single-member form returned above.
+    let Some(l) = count else { return };
+    let mut rng = c.srv.rng.fork();
+    let z = match lookup_typed(c.srv, c.cl.db, argv[1], true, pick) {
+        Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
+        Typed::Missing => return c.cl.reply.array(0),
+        Typed::Found(z) => z,
+    };
+    z.rehash_step();
+    let len = z.len();
+    let mut draw = || {
+        let m = z.random_member(&mut || rng.next_u64())?;
+        let s = z.score(&m).unwrap_or_default();
+        Some((m, s))
+    };
+    let picked: Vec<(Vec<u8>, f64)> = match draw_plan(len, l) {
+        Draw::Repeats(n) => {
+            let out = &mut c.cl.reply;
+            scored_header(out, n, withscores);
+            for _ in 0..n {
+                let Some((m, s)) = draw() else { break };
+                reply_one_scored(out, &m, s, withscores);
+            }
+            return;
         }
-        Ok(Some(z)) => {
-            z.rehash_step();
-            z.items()
+        Draw::Distinct(n) => draw_distinct(n, |(m, _): &(Vec<u8>, f64)| m, draw),
+        Draw::FromCopy => {
+            let items: Vec<(&[u8], f64)> = z.items();
+            random_picks(&items, l, &mut || rng.next_u64())
                 .into_iter()
-                .map(|(m, s)| (m.to_vec(), s))
+                .map(|(m, s)| (m.to_vec(), *s))
                 .collect()
         }
     };
-    let rng = &mut c.srv.rng;
-    // The single-member form returned above.
-    let Some(l) = count else { return };
-    let picked: Vec<(Vec<u8>, f64)> = random_picks(&items, l, &mut || rng.next_u64())
-        .into_iter()
-        .cloned()
-        .collect();
     reply_scored(&mut c.cl.reply, &picked, withscores);
 }
 

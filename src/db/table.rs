@@ -813,7 +813,26 @@ impl Table {
         }
     }
 
-    /// A uniformly chosen bucket's random entry (Redis's fair random key):
+    /// One of up to 15 entries sampled from consecutive buckets (Redis's
+    /// dictGetFairRandomKey): near uniform however long the chains, where
+    /// [`Table::random_entry`] favours entries in short chains.
+    pub fn fair_random_entry(&self, rand: &mut dyn FnMut() -> u64) -> Option<&Entry> {
+        let mut sampled: [Option<&Entry>; 15] = [None; 15];
+        let mut n = 0;
+        // The high bits: a generator's low bits are its weakest, and two
+        // draws from them in a row (where to start, which one) showed.
+        let mut high = || rand() >> 11;
+        self.sample_some(sampled.len(), &mut high, &mut |e| {
+            sampled[n] = Some(e);
+            n += 1;
+        });
+        if n == 0 {
+            return self.random_entry(rand);
+        }
+        sampled[(high() as usize) % n]
+    }
+
+    /// A uniformly chosen bucket's random entry (Redis's dictGetRandomKey):
     /// `rand` supplies random numbers.
     pub fn random_entry(&self, rand: &mut dyn FnMut() -> u64) -> Option<&Entry> {
         if self.len == 0 {

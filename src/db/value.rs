@@ -380,7 +380,7 @@ impl Hash {
                 p.get(2 * i).map(|f| f.to_vec())
             }
             Hash::Packed(_) => None,
-            Hash::Table(t) => t.random_entry(rand).map(|e| e.key().to_vec()),
+            Hash::Table(t) => t.fair_random_entry(rand).map(|e| e.key().to_vec()),
         }
     }
 
@@ -521,7 +521,7 @@ impl Set {
                 Some(v[(rand() as usize) % v.len()].to_string().into_bytes())
             }
             Set::Ints(_) => None,
-            Set::Table(t) => t.random_entry(rand).map(|e| e.key().to_vec()),
+            Set::Table(t) => t.fair_random_entry(rand).map(|e| e.key().to_vec()),
         }
     }
 }

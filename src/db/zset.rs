@@ -372,7 +372,7 @@ impl ZSet {
                 p.get(2 * i).map(|m| m.to_vec())
             }
             ZSet::Packed(_) => None,
-            ZSet::Tree(t) => t.members.random_entry(rand).map(|e| e.key().to_vec()),
+            ZSet::Tree(t) => t.members.fair_random_entry(rand).map(|e| e.key().to_vec()),
         }
     }
 
