@@ -28,10 +28,11 @@ SERVER_ARGS=(--appendonly no)
 load="$work/load.resp"
 python3 - "$MEMBERS" >"$load" <<'PY'
 import sys
+sys.path.insert(0, "scripts")
+from bench_helper import resp
 n = int(sys.argv[1])
-out = sys.stdout
 def cmd(args):
-    out.write("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a), a) for a in args))
+    sys.stdout.buffer.write(resp(*args))
 for key, score in (("lb", lambda i: str(i * 7919 % 1000003)), ("lex", lambda i: "0")):
     for start in range(0, n, 1000):
         args = ["ZADD", key]

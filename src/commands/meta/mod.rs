@@ -168,26 +168,40 @@ pub fn get_keys(meta: &CommandMeta, argv: &[&[u8]]) -> Vec<KeyRef> {
         "bitfield" => bitfield_keys(argv),
         "migrate" => migrate_keys(argv),
         // Where the specs failed on a numkeys string2ll refuses, Redis's
-        // getkeys functions read it again with atoi (so "1.5" is 1).
-        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" | "lmpop" | "zmpop" => {
-            counted_keys(argv, 1, 2, None)
-        }
-        "zunionstore" | "zinterstore" | "zdiffstore" => counted_keys(argv, 2, 3, Some(1)),
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop"
-        | "bzmpop" => counted_keys(argv, 2, 3, None),
+        // other getkeys functions read it again with atoi (so "1.5" is 1).
+        _ if meta.getkeys_function => counted_keys(meta, argv),
         _ => Vec::new(),
     }
 }
 
-/// Redis's genericGetKeys: `argv[count_at]` keys (read with atoi) from
-/// `argv[first]` on, then the destination key at `store`, all without
-/// flags; none when the count is below 1 or past the arguments.
-fn counted_keys(
-    argv: &[&[u8]],
-    count_at: usize,
-    first: usize,
-    store: Option<usize>,
-) -> Vec<KeyRef> {
+/// Redis's genericGetKeys, at the positions the key specs name: the
+/// count (read with atoi) at the keynum spec's `keynumidx`, that many keys
+/// from its `firstkey` on, then a destination key (an index spec of one
+/// key), all without flags; none when the count is below 1 or past the
+/// arguments, or the command counts no keys.
+fn counted_keys(meta: &CommandMeta, argv: &[&[u8]]) -> Vec<KeyRef> {
+    let (mut counted, mut store) = (None, None);
+    for spec in meta.key_specs {
+        match (&spec.begin_search, &spec.find_keys) {
+            (
+                BeginSearch::Index(pos),
+                FindKeys::Keynum {
+                    keynumidx,
+                    firstkey,
+                    ..
+                },
+            ) => {
+                counted = Some(((pos + keynumidx) as usize, (pos + firstkey) as usize));
+            }
+            (BeginSearch::Index(pos), FindKeys::Range { lastkey: 0, .. }) => {
+                store = Some(*pos as usize);
+            }
+            _ => {}
+        }
+    }
+    let Some((count_at, first)) = counted else {
+        return Vec::new();
+    };
     let Some(&count) = argv.get(count_at) else {
         return Vec::new();
     };
