@@ -77,11 +77,19 @@ pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> Memory
     let total = srv.used_memory();
     srv.peak_memory = srv.peak_memory.max(total);
     let startup = srv.startup_memory.min(total);
-    let repl_backlog = srv.repl.backlog.as_ref().map_or(0, |b| b.size());
-    let (mut clients_slaves, mut clients_normal) = (0, 0);
+    // The backlog and the replicas share one buffer: what it holds past
+    // `repl-backlog-size` counts as the replicas' (as Redis).
+    let buffers = srv.replication_buffers_memory();
+    let size = srv.config.repl_backlog_size.max(0) as usize;
+    let (repl_backlog, mut clients_slaves) = if !srv.repl.replicas.is_empty() && buffers > size {
+        (size, buffers - size)
+    } else {
+        (buffers, 0)
+    };
+    let mut clients_normal = 0;
     for c in srv.clients.iter().flatten().map(|c| &**c).chain(caller) {
         match c.kind {
-            crate::state::ClientKind::Replica => clients_slaves += c.memory(),
+            crate::state::ClientKind::Replica => clients_slaves += c.memory() - c.stream_behind(),
             _ => clients_normal += c.memory(),
         }
     }

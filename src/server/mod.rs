@@ -729,6 +729,9 @@ impl EventLoop {
             self.close_marked();
         }
         self.queue_sends(durable);
+        // What replicas were sent past is freed (beyond the backlog's size).
+        self.srv
+            .trim_replication_buffer(crate::state::replication::TRIM_BLOCKS_PER_CALL);
     }
 
     /// io_uring: the turn's output of every client in the batch goes out as
@@ -1172,7 +1175,7 @@ impl EventLoop {
             self.srv.close_for_output_limit(st);
             return false;
         }
-        let limit = self.srv.config.client_output_buffer_limit[st.output_class() as usize];
+        let limit = st.output_limit(&self.srv.config);
         // The default (0 0 0) costs nothing per command, not even a clock read.
         if limit.hard == 0 && limit.soft == 0 {
             return true;
@@ -1237,6 +1240,34 @@ impl EventLoop {
             // All of it is out: the stream kept meanwhile follows.
             self.srv.bulk_sent(st);
             return self.write_client(idx, client);
+        }
+        // An online replica: the shared stream from where it is, as far
+        // as the AOF lets it out.
+        let online = st
+            .repl
+            .as_ref()
+            .is_some_and(|l| matches!(l.phase, ReplicaPhase::Online) && l.stream.is_some());
+        if online {
+            let limit = self.srv.repl.stream_limit(self.srv.aof_durable());
+            let backlog = self.srv.repl.backlog.as_ref();
+            match write_stream(&mut client.link.conn, st, backlog, limit, &mut self.srv.stats) {
+                Ok(StreamWrite::Done) => {}
+                Ok(StreamWrite::Held) => self.srv.note_stream_held(st),
+                Ok(StreamWrite::Lost) => {
+                    warn!(
+                        "Replica {} fell behind what the replication buffer holds: disconnecting it",
+                        st.addr
+                    );
+                    return false;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return self.wait_writable(idx, client);
+                }
+                Err(e) => {
+                    debug!(client = %st.addr, "Writing to replica: {e}");
+                    return false;
+                }
+            }
         }
         // Drained: whatever time over the soft output limit starts anew.
         st.obuf_soft_since = None;
@@ -1901,6 +1932,59 @@ fn absorb_received(
         uring.rearm_recv(link.conn.fd(), c);
     }
     got
+}
+
+/// How far [`write_stream`] got.
+enum StreamWrite {
+    /// The replica has all the stream.
+    Done,
+    /// It has all the AOF lets out so far.
+    Held,
+    /// Its place is no longer in the buffer (it cannot be sent on).
+    Lost,
+}
+
+/// Write the shared replication stream to an online replica from where it
+/// is, up to offset `limit`. Stops with the socket's error (`WouldBlock`
+/// when it is full).
+fn write_stream(
+    conn: &mut Conn,
+    st: &mut ClientState,
+    backlog: Option<&crate::state::replication::Backlog>,
+    limit: i64,
+    stats: &mut crate::state::Stats,
+) -> io::Result<StreamWrite> {
+    let Some(stream) = st.repl.as_mut().and_then(|l| l.stream.as_mut()) else {
+        return Ok(StreamWrite::Done);
+    };
+    let Some(backlog) = backlog else {
+        return Ok(StreamWrite::Lost);
+    };
+    loop {
+        let to = limit.min(backlog.end());
+        if stream.sent >= to {
+            stream.end = backlog.end();
+            return Ok(if stream.sent < backlog.end() {
+                StreamWrite::Held
+            } else {
+                StreamWrite::Done
+            });
+        }
+        if !backlog.holds_from(stream.sent) {
+            return Ok(StreamWrite::Lost);
+        }
+        let room = (to - stream.sent) as usize;
+        let slices = backlog.slices_from(stream.sent, IOVECS_PER_WRITE, room);
+        let n = match conn.writev(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        stats.total_writes_processed += 1;
+        stats.total_net_output_bytes += n as u64;
+        stream.sent += n as i64;
+    }
 }
 
 /// Write the client's reply up to `limit` (what the AOF lets out), from

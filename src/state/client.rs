@@ -368,6 +368,19 @@ impl ClientState {
         }
     }
 
+    /// The output-buffer limit that holds for this client: its class's,
+    /// except that a replica's hard limit is never under
+    /// `repl-backlog-size` (Redis ignores a smaller one: a partial sync
+    /// would succeed and the replica be dropped at once, and its part of
+    /// the shared buffer costs the backlog's memory anyway).
+    pub fn output_limit(&self, config: &crate::config::Config) -> crate::config::BufferLimit {
+        let mut limit = config.client_output_buffer_limit[self.output_class() as usize];
+        if self.kind == ClientKind::Replica && limit.hard > 0 {
+            limit.hard = limit.hard.max(config.repl_backlog_size.max(0) as u64);
+        }
+        limit
+    }
+
     /// The name CLIENT LIST TYPE / CLIENT KILL TYPE match.
     pub fn type_name(&self) -> &'static str {
         match self.kind {
@@ -453,11 +466,19 @@ impl ClientState {
     /// past its soft bytes for its seconds (Redis's
     /// `checkClientOutputBufferLimits`)? Remembers when the soft limit was
     /// first passed, and forgets it once the output is back under it.
-    /// Output held for this client: its replies, and for a syncing replica
-    /// the stream kept for it (Redis keeps that in the reply list too).
+    /// Output held for this client: its replies, and for a replica how far
+    /// behind the shared stream it is (Redis counts a replica's part of the
+    /// replication buffer).
     pub fn output_used(&self) -> u64 {
-        let kept = self.repl.as_ref().map_or(0, |l| l.pending.len());
-        (self.pending_output() + kept) as u64
+        (self.pending_output() + self.stream_behind()) as u64
+    }
+
+    /// A replica: bytes of the shared stream not yet sent to it.
+    pub fn stream_behind(&self) -> usize {
+        self.repl
+            .as_ref()
+            .and_then(|l| l.stream)
+            .map_or(0, |s| s.behind())
     }
 
     /// On our master's client: bytes of its stream received but not yet
@@ -476,16 +497,11 @@ impl ClientState {
         self.qbuf_len + self.master_multi_bytes.len() + held
     }
 
-    /// Memory the pending output takes: the reply buffer as allocated,
-    /// shared values by their length, and a syncing replica's kept stream
-    /// (what a replica's output adds to `used_memory`).
+    /// Memory the pending output takes: the reply buffer as allocated and
+    /// shared values by their length (a replica's place in the shared
+    /// replication buffer costs nothing of its own).
     pub fn output_memory(&self) -> usize {
-        crate::memory::allocation_size(self.reply.buf.capacity())
-            + self.reply.shared_len()
-            + self
-                .repl
-                .as_ref()
-                .map_or(0, |l| crate::memory::allocation_size(l.pending.capacity()))
+        crate::memory::allocation_size(self.reply.buf.capacity()) + self.reply.shared_len()
     }
 
     pub fn output_limit_reached(
@@ -569,13 +585,16 @@ impl ClientState {
         self.reply.owned_from(self.sent)
     }
 
-    /// Is there anything to write: replies, or a dump file going to a
-    /// replica with sendfile (which is not output held in memory, so it
-    /// counts against no limit).
+    /// Is there anything to write: replies, a dump file going to a replica
+    /// with sendfile (which is not output held in memory, so it counts
+    /// against no limit), or the stream to an online replica.
     pub fn wants_write(&self) -> bool {
+        use super::replication::ReplicaPhase;
         self.pending_output() > 0
-            || self.repl.as_ref().is_some_and(|l| {
-                matches!(l.phase, super::replication::ReplicaPhase::SendBulk { .. })
+            || self.repl.as_ref().is_some_and(|l| match l.phase {
+                ReplicaPhase::SendBulk { .. } => true,
+                ReplicaPhase::Online => l.stream.is_some_and(|s| s.behind() > 0),
+                _ => false,
             })
     }
 
@@ -620,8 +639,9 @@ impl ClientState {
         let argv_len = running_len + self.kept_argv_len().0;
         let pending = self.pending_output();
         let obl = pending.min(self.rbuf.size);
-        let omem = pending - obl;
-        let oll = omem.div_ceil(REPLY_CHUNK_BYTES);
+        let oll = (pending - obl).div_ceil(REPLY_CHUNK_BYTES);
+        // A replica's part of the shared replication buffer counts too.
+        let omem = pending - obl + self.stream_behind();
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
@@ -666,6 +686,7 @@ impl ClientState {
             + self.qbuf_free
             + crate::memory::allocation_size(self.reply.buf.capacity())
             + self.reply.shared_len()
+            + self.stream_behind()
             + std::mem::size_of::<ClientState>()
             + self.multi.as_ref().map_or(0, |m| m.mem)
             + names(&mut self.channels.iter().map(|c| c.len()))

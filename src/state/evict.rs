@@ -123,7 +123,13 @@ impl Server {
             .filter_map(|&id| self.client_by_id(id))
             .map(|c| c.output_memory())
             .sum();
-        replicas + self.aof.buf.capacity()
+        // Of the replication buffer, what the backlog would hold without
+        // replicas counts; what they make it hold beyond does not (Redis's
+        // freeMemoryGetNotCountedMemory).
+        let size = self.config.repl_backlog_size.max(0) as usize;
+        let counted = size + (size / super::replication::BLOCK_BYTES + 1) * super::replication::BLOCK_OVERHEAD;
+        let beyond = self.replication_buffers_memory().saturating_sub(counted);
+        replicas + beyond + self.aof.buf.capacity()
     }
 
     /// Note for the keyspace tables' growth guard what memory may reach:

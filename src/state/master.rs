@@ -719,9 +719,7 @@ impl Server {
     /// A backlog exists, and (on a master) the feed feeds it.
     pub fn ensure_backlog(&mut self) {
         if self.repl.backlog.is_none() {
-            self.repl.backlog = Some(super::replication::Backlog::new(
-                self.config.repl_backlog_size as usize,
-            ));
+            self.repl.backlog = Some(super::replication::Backlog::new(self.repl.offset));
         }
         let want_feed = self.master.target.is_none();
         if want_feed != self.repl.feeds_backlog {
@@ -737,6 +735,7 @@ impl Server {
     /// A fresh, empty backlog (a new history starts).
     pub fn reset_backlog(&mut self) {
         self.repl.backlog = None;
+        self.repl.stream_holds.clear();
         self.ensure_backlog();
     }
 

@@ -730,7 +730,7 @@ impl Server {
         st.reply.buf = Vec::new();
         st.sent = 0;
         if let Some(l) = st.repl.as_mut() {
-            l.pending = Vec::new();
+            l.stream = None;
         }
     }
 
@@ -772,8 +772,8 @@ impl Server {
         let mut over = Vec::new();
         for (i, c) in self.clients.iter_mut().enumerate() {
             if let Some(c) = c {
-                let limit = limits[c.output_class() as usize];
-                if c.pending_output() > 0 && c.output_limit_reached(limit, now) {
+                let limit = c.output_limit(&self.config);
+                if c.output_used() > 0 && c.output_limit_reached(limit, now) {
                     over.push(i);
                 }
             }

@@ -178,7 +178,7 @@ impl Server {
         let Some(c) = open_client(&mut self.clients, slot, id) else {
             return;
         };
-        let limit = self.config.client_output_buffer_limit[c.output_class() as usize];
+        let limit = c.output_limit(&self.config);
         let used = c.output_used();
         let near = |l: u64| l > 0 && used >= l;
         if !near(limit.hard) && !near(limit.soft) {

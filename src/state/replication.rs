@@ -20,6 +20,7 @@
 //! is offered it instead (`rdma_sync.rs`), with this path as the fallback. Replicas that ask while some other child runs
 //! wait for the next snapshot.
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::time::Instant;
 
@@ -74,8 +75,10 @@ pub struct ReplicaLink {
     /// Its last REPLCONF ACK: offset and when.
     pub ack_offset: i64,
     pub ack_time: Instant,
-    /// Stream produced while it synchronises, sent after the dump.
-    pub pending: Vec<u8>,
+    /// Its place in the shared stream, from its snapshot's offset (or the
+    /// PSYNC offset) on; none while it waits for a snapshot to start, and
+    /// for an `rdb-only` replica. Sent once it is online.
+    pub stream: Option<StreamRef>,
     /// REPLCONF rdb-only 1: the dump only, then the link is closed.
     pub rdb_only: bool,
     /// REPLCONF rdb-filter-only: what its dump leaves out.
@@ -103,7 +106,7 @@ impl Default for ReplicaLink {
             initial_offset: 0,
             ack_offset: 0,
             ack_time: Instant::now(),
-            pending: Vec::new(),
+            stream: None,
             rdb_only: false,
             filter: RdbFilter::default(),
             acked_early: false,
@@ -144,55 +147,171 @@ impl ReplicaLink {
     }
 }
 
-/// The last `size` bytes of the stream, as a ring.
+/// Bytes of a block at least (Redis's PROTO_REPLY_CHUNK_BYTES).
+pub const BLOCK_BYTES: usize = 16 * 1024;
+/// What a block costs beside its bytes (Redis counts its list node and
+/// block header in `mem_total_replication_buffers`).
+pub const BLOCK_OVERHEAD: usize = 64;
+/// Blocks trimmed at most per call (Redis's
+/// REPL_BACKLOG_TRIM_BLOCKS_PER_CALL): freeing what a slow replica held
+/// goes on over the next calls and cron ticks instead of stalling one.
+pub const TRIM_BLOCKS_PER_CALL: usize = 64;
+
+/// The replication buffer that the backlog and every replica share (Redis
+/// 7's replication buffer blocks): the stream in blocks, from the oldest
+/// byte that a replica has still to be sent or the backlog must keep, to
+/// the newest. Replicas hold a position in it instead of a copy, so two
+/// replicas cost what one does, and the backlog keeps at least the last
+/// `repl-backlog-size` bytes, more while a replica still needs them (and a
+/// replica that reconnects may continue from any of them).
 #[derive(Debug)]
 pub struct Backlog {
-    buf: Vec<u8>,
-    /// Where the next byte goes.
-    head: usize,
-    /// Bytes held (at most `buf.len()`).
+    blocks: VecDeque<Block>,
+    /// The stream offset just before the first byte held (the first byte
+    /// is Redis's repl_backlog_first_byte_offset, `start + 1`).
+    start: i64,
+    /// Bytes held (Redis's repl_backlog_histlen).
     pub histlen: usize,
+    /// Memory the blocks take (Redis's repl_buffer_mem).
+    pub mem: usize,
+}
+
+/// A block of the stream: `data.len()` bytes after offset `start`, room
+/// for `data.capacity()`; only the last block is ever appended to.
+#[derive(Debug)]
+struct Block {
+    start: i64,
+    data: Vec<u8>,
+}
+
+impl Block {
+    fn end(&self) -> i64 {
+        self.start + self.data.len() as i64
+    }
+
+    fn memory(&self) -> usize {
+        self.data.capacity() + BLOCK_OVERHEAD
+    }
 }
 
 impl Backlog {
-    pub fn new(size: usize) -> Backlog {
+    /// An empty backlog whose next byte follows offset `end`.
+    pub fn new(end: i64) -> Backlog {
         Backlog {
-            buf: vec![0; size.max(1)],
-            head: 0,
+            blocks: VecDeque::new(),
+            start: end,
             histlen: 0,
+            mem: 0,
         }
     }
 
-    pub fn size(&self) -> usize {
-        self.buf.len()
+    /// The offset of the last byte held.
+    pub fn end(&self) -> i64 {
+        self.start + self.histlen as i64
     }
 
-    fn append(&mut self, mut bytes: &[u8]) {
-        let size = self.buf.len();
-        if bytes.len() > size {
-            bytes = &bytes[bytes.len() - size..];
+    /// Add bytes at the end. A new block takes at least 16 KB and at most
+    /// a sixteenth of the backlog's `size` (unless that is under 16 KB), so
+    /// that a big write does not make a block no one can free while a
+    /// replica needs its last bytes. True when a block was added.
+    fn append(&mut self, mut bytes: &[u8], size: usize) -> bool {
+        let mut added = false;
+        if let Some(tail) = self.blocks.back_mut() {
+            let room = tail.data.capacity() - tail.data.len();
+            let n = room.min(bytes.len());
+            tail.data.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            self.histlen += n;
         }
-        let first = bytes.len().min(size - self.head);
-        self.buf[self.head..self.head + first].copy_from_slice(&bytes[..first]);
-        let rest = &bytes[first..];
-        self.buf[..rest.len()].copy_from_slice(rest);
-        self.head = (self.head + bytes.len()) % size;
-        self.histlen = (self.histlen + bytes.len()).min(size);
+        while !bytes.is_empty() {
+            let largest = (size / 16).max(BLOCK_BYTES);
+            let want = bytes.len().max(BLOCK_BYTES).min(largest);
+            // The allocation's whole size class is room to fill.
+            let mut data = Vec::with_capacity(crate::memory::allocation_size(want));
+            let n = data.capacity().min(bytes.len());
+            data.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            let block = Block {
+                start: self.end(),
+                data,
+            };
+            self.mem += block.memory();
+            self.histlen += n;
+            self.blocks.push_back(block);
+            added = true;
+        }
+        added
     }
 
-    /// The last `len` bytes held.
-    fn tail(&self, len: usize) -> Vec<u8> {
-        let size = self.buf.len();
-        let len = len.min(self.histlen);
-        let start = (self.head + size - len) % size;
-        let mut out = Vec::with_capacity(len);
-        if start + len <= size {
-            out.extend_from_slice(&self.buf[start..start + len]);
-        } else {
-            out.extend_from_slice(&self.buf[start..]);
-            out.extend_from_slice(&self.buf[..len - (size - start)]);
+    /// Free blocks from the front (at most `max_blocks`) while the backlog
+    /// holds more than `size` without them and no replica still needs
+    /// them: `keep_from` is the lowest offset a replica has been sent up
+    /// to. The last block always stays (Redis's
+    /// incrementalTrimReplicationBacklog).
+    pub fn trim(&mut self, size: usize, keep_from: i64, max_blocks: usize) {
+        let mut trimmed = 0;
+        while self.histlen > size && trimmed < max_blocks && self.blocks.len() > 1 {
+            let first = &self.blocks[0];
+            if keep_from < first.end() || self.histlen - first.data.len() <= size {
+                break;
+            }
+            self.histlen -= first.data.len();
+            self.mem -= first.memory();
+            self.start = first.end();
+            self.blocks.pop_front();
+            trimmed += 1;
+        }
+    }
+
+    /// Is the stream after offset `pos` still all here?
+    pub fn holds_from(&self, pos: i64) -> bool {
+        (self.start..=self.end()).contains(&pos)
+    }
+
+    /// Up to `max` slices of the stream after offset `pos`, in order, of
+    /// `bytes` at most (none when `pos` is the end or no longer held).
+    pub fn slices_from(&self, pos: i64, max: usize, mut bytes: usize) -> Vec<std::io::IoSlice<'_>> {
+        let mut out = Vec::new();
+        if !self.holds_from(pos) {
+            return out;
+        }
+        let first = self.blocks.partition_point(|b| b.end() <= pos);
+        for b in self.blocks.iter().skip(first).take(max) {
+            let from = (pos - b.start).max(0) as usize;
+            let to = b.data.len().min(from.saturating_add(bytes));
+            if from < to {
+                out.push(std::io::IoSlice::new(&b.data[from..to]));
+                bytes -= to - from;
+            }
+            if bytes == 0 {
+                break;
+            }
         }
         out
+    }
+
+    /// A copy of the stream after offset `pos` (tests).
+    #[cfg(test)]
+    fn copy_from(&self, pos: i64) -> Vec<u8> {
+        self.slices_from(pos, usize::MAX, usize::MAX)
+            .iter()
+            .flat_map(|s| s.iter().copied())
+            .collect()
+    }
+}
+
+/// A replica's place in the shared stream: it has been sent everything up
+/// to offset `sent`, and the stream it knows of ends at `end` (what it is
+/// behind counts as its output).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamRef {
+    pub sent: i64,
+    pub end: i64,
+}
+
+impl StreamRef {
+    pub fn behind(&self) -> usize {
+        (self.end - self.sent).max(0) as usize
     }
 }
 
@@ -241,6 +360,12 @@ pub struct Replication {
     /// The RDMA device opened at start, if any (full syncs over RDMA).
     pub rdma: Option<crate::rdma::DeviceHandle>,
     pub rdma_stats: crate::rdma::RdmaStats,
+    /// The stream goes to replicas no further than the AOF has made
+    /// durable what it carries (as replies wait): each entry is a stream
+    /// offset and the AOF offset it waits for.
+    pub stream_holds: VecDeque<(i64, u64)>,
+    /// With holds pending: the stream may go out up to here.
+    pub stream_released: i64,
 }
 
 impl Default for Replication {
@@ -265,11 +390,26 @@ impl Default for Replication {
             rdb_pipe_generation: 0,
             rdma: None,
             rdma_stats: Default::default(),
+            stream_holds: VecDeque::new(),
+            stream_released: 0,
         }
     }
 }
 
 impl Replication {
+    /// How far the stream may go to replicas with the AOF durable up to
+    /// `durable`.
+    pub fn stream_limit(&mut self, durable: u64) -> i64 {
+        while let Some(&(offset, aof)) = self.stream_holds.front() {
+            if aof > durable {
+                return self.stream_released;
+            }
+            self.stream_released = offset;
+            self.stream_holds.pop_front();
+        }
+        self.offset
+    }
+
     /// The offset of the first byte in the backlog (Redis's
     /// repl_backlog_first_byte_offset).
     pub fn backlog_first_offset(&self) -> i64 {
@@ -290,43 +430,88 @@ fn can_continue(srv: &Server, replid: &str, offset: i64) -> bool {
     let Some(b) = &r.backlog else {
         return false;
     };
-    let first = r.offset - b.histlen as i64 + 1;
-    id_ok && offset >= first && offset <= r.offset + 1
+    id_ok && b.holds_from(offset - 1)
 }
 
 impl Server {
     /// Bytes for the replication stream (the feed's units, a PING): into
-    /// the backlog and to every replica, kept for those still syncing.
+    /// the buffer that the backlog and every replica share. Online
+    /// replicas are queued to be written; every replica with a place in
+    /// the stream is held to its output limit by how far behind it is.
     pub fn append_to_replication(&mut self, bytes: &[u8]) {
+        let size = self.config.repl_backlog_size.max(1) as usize;
         let Some(backlog) = self.repl.backlog.as_mut() else {
             return;
         };
         if bytes.is_empty() {
             return;
         }
-        backlog.append(bytes);
+        let added_block = backlog.append(bytes, size);
         self.repl.offset += bytes.len() as i64;
+        let end = self.repl.offset;
         for i in 0..self.repl.replicas.len() {
             let id = self.repl.replicas[i];
             let Some(slot) = self.client_index(id) else {
                 continue;
             };
-            let Some(link) = self.clients[slot]
-                .as_deref_mut()
-                .and_then(|c| c.repl.as_mut())
-            else {
+            let Some(c) = self.clients[slot].as_deref_mut() else {
                 continue;
             };
-            match link.phase {
-                ReplicaPhase::WaitBgsaveStart => {}
-                ReplicaPhase::Online => self.push_output(slot, id, bytes),
-                // Kept until its snapshot is through; it counts against
-                // its output limit.
-                _ => {
-                    link.pending.extend_from_slice(bytes);
-                    self.enforce_output_limit(slot, id);
-                }
+            let Some(link) = c.repl.as_mut() else {
+                continue;
+            };
+            let Some(stream) = link.stream.as_mut() else {
+                continue;
+            };
+            stream.end = end;
+            if matches!(link.phase, ReplicaPhase::Online) {
+                c.queue_write(&mut self.pending_writes);
             }
+            self.enforce_output_limit(slot, id);
+        }
+        if added_block {
+            self.trim_replication_buffer(TRIM_BLOCKS_PER_CALL);
+        }
+    }
+
+    /// An online replica was written all the stream it may have until the
+    /// AOF catches up: written again when it does.
+    pub fn note_stream_held(&mut self, c: &mut ClientState) {
+        if !c.aof_held {
+            c.aof_held = true;
+            self.aof.held_clients.push((c.slot, c.id));
+        }
+    }
+
+    /// Memory the shared replication buffer takes (Redis's
+    /// `mem_total_replication_buffers`).
+    pub fn replication_buffers_memory(&self) -> usize {
+        self.repl.backlog.as_ref().map_or(0, |b| b.mem)
+    }
+
+    /// Free the front of the shared buffer that neither the backlog (its
+    /// `repl-backlog-size`) nor any replica needs, `max_blocks` at most.
+    /// Not while a replica is out of the client table (running a command):
+    /// its place would not be seen.
+    pub fn trim_replication_buffer(&mut self, max_blocks: usize) {
+        let size = self.config.repl_backlog_size.max(1) as usize;
+        let Some(b) = self.repl.backlog.as_ref() else {
+            return;
+        };
+        if b.histlen <= size {
+            return;
+        }
+        let mut keep_from = b.end();
+        for &id in &self.repl.replicas {
+            let Some(c) = self.client_by_id(id) else {
+                return;
+            };
+            if let Some(s) = c.repl.as_ref().and_then(|l| l.stream) {
+                keep_from = keep_from.min(s.sent);
+            }
+        }
+        if let Some(b) = self.repl.backlog.as_mut() {
+            b.trim(size, keep_from, max_blocks);
         }
     }
 
@@ -342,8 +527,18 @@ impl Server {
         let mut cursor = std::mem::take(&mut self.repl.cursor);
         cursor.append(&self.feed, super::feed::TO_REPLICAS, &mut bytes);
         self.repl.cursor = cursor;
+        let before = self.repl.offset;
         self.append_to_replication(&bytes);
         let offset = self.repl.offset;
+        // The AOF took these writes just before: until they are written
+        // (or, under `always`, synced), replicas do not get them either.
+        let appended = self.aof.appended;
+        if offset > before && appended > self.aof_durable() {
+            if self.repl.stream_holds.is_empty() {
+                self.repl.stream_released = before;
+            }
+            self.repl.stream_holds.push_back((offset, appended));
+        }
         for id in std::mem::take(&mut self.repl.writers) {
             if let Some(c) = self.client_by_id_mut(id) {
                 c.woff = offset;
@@ -445,15 +640,14 @@ impl Server {
         link.ack_time = Instant::now();
         self.attach_replica(client);
         // Join a snapshot already being written for other replicas: same
-        // offset, same kept stream.
+        // offset, so the same place in the stream (which that replica
+        // keeps in the buffer).
         let filter = client.repl.as_ref().map(|l| l.filter).unwrap_or_default();
         let donor = self.replica_links().find_map(|(_, l)| {
             (matches!(l.phase, ReplicaPhase::WaitBgsaveEnd) && l.filter == filter)
-                .then(|| (l.initial_offset, l.pending.clone()))
+                .then_some(l.initial_offset)
         });
-        if let (Some((offset, pending)), true) = (donor, self.repl.rdb_for_replicas) {
-            let link = client.repl.as_mut().expect("set above");
-            link.pending = pending;
+        if let (Some(offset), true) = (donor, self.repl.rdb_for_replicas) {
             self.begin_full_sync(client, offset);
             return;
         }
@@ -478,12 +672,16 @@ impl Server {
         self.repl.no_replicas_since = None;
     }
 
-    /// +CONTINUE: the replica gets the backlog from `offset` on and is
-    /// online.
+    /// +CONTINUE: the replica gets the stream from `offset` on (its place
+    /// in the shared buffer) and is online.
     fn continue_replica(&mut self, client: &mut ClientState, offset: i64, capa_psync2: bool) {
         let link = client.repl.get_or_insert_default();
         link.phase = ReplicaPhase::Online;
         link.ack_time = Instant::now();
+        link.stream = Some(StreamRef {
+            sent: offset - 1,
+            end: self.repl.offset,
+        });
         if capa_psync2 {
             client
                 .reply
@@ -492,10 +690,6 @@ impl Server {
             client.reply.raw(b"+CONTINUE\r\n");
         }
         let missing = (self.repl.offset - offset + 1).max(0) as usize;
-        if let Some(b) = &self.repl.backlog {
-            let bytes = b.tail(missing);
-            client.reply.raw(&bytes);
-        }
         self.attach_replica(client);
         self.stats.sync_partial_ok += 1;
         info!(
@@ -516,6 +710,12 @@ impl Server {
             ReplicaPhase::WaitBgsaveEnd
         };
         link.initial_offset = offset;
+        if !link.rdb_only {
+            link.stream = Some(StreamRef {
+                sent: offset,
+                end: self.repl.offset,
+            });
+        }
         if !link.old_sync {
             client
                 .reply
@@ -791,9 +991,9 @@ impl Server {
         self.pass_on_diskless();
     }
 
-    /// The whole dump file is out to a replica: it gets the stream kept
-    /// meanwhile and is online (or, with `rdb-only`, is closed once its
-    /// output is written).
+    /// The whole dump file is out to a replica: it is online, and gets the
+    /// stream from its snapshot's offset on (or, with `rdb-only`, is closed
+    /// once its output is written).
     pub fn bulk_sent(&mut self, c: &mut ClientState) {
         let Some(link) = c.repl.as_mut() else {
             return;
@@ -803,8 +1003,6 @@ impl Server {
             link.phase = ReplicaPhase::Online;
             return;
         }
-        let pending = std::mem::take(&mut link.pending);
-        c.reply.raw(&pending);
         link.phase = ReplicaPhase::Online;
         link.ack_time = Instant::now();
         info!("Synchronization with replica {} succeeded", c.addr);
@@ -894,8 +1092,8 @@ impl Server {
         }
     }
 
-    /// The first ACK after a diskless transfer: the stream kept for the
-    /// replica goes out and it is online.
+    /// The first ACK after a diskless transfer: the replica is online, and
+    /// gets the stream from its snapshot's offset on.
     pub fn replica_acked(&mut self, client: &mut ClientState) {
         let Some(link) = client.repl.as_mut() else {
             return;
@@ -907,9 +1105,7 @@ impl Server {
         if !matches!(link.phase, ReplicaPhase::WaitFirstAck) {
             return;
         }
-        let pending = std::mem::take(&mut link.pending);
         link.phase = ReplicaPhase::Online;
-        client.reply.raw(&pending);
         info!("Synchronization with replica {} succeeded", client.addr);
     }
 
@@ -1031,17 +1227,9 @@ impl Server {
                 _ => {}
             }
         }
-        // CONFIG SET repl-backlog-size: the backlog takes the new size,
-        // keeping the most recent bytes it can (Redis's resizeReplicationBacklog).
-        let size = self.config.repl_backlog_size.max(1) as usize;
-        if let Some(b) = self.repl.backlog.as_mut() {
-            if b.size() != size {
-                let kept = b.tail(b.histlen.min(size));
-                let mut resized = Backlog::new(size);
-                resized.append(&kept);
-                *b = resized;
-            }
-        }
+        // What replicas that went or caught up no longer hold, and what a
+        // smaller `repl-backlog-size` leaves out, is freed faster here.
+        self.trim_replication_buffer(10 * TRIM_BLOCKS_PER_CALL);
         self.rdma_serve_cron();
         let ttl = self.config.repl_backlog_ttl;
         if self.master.target.is_some() {
@@ -1069,14 +1257,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_backlog_keeps_the_last_bytes() {
-        let mut b = Backlog::new(8);
-        b.append(b"abcdef");
-        assert_eq!(b.tail(3), b"def");
-        b.append(b"ghij");
-        assert_eq!(b.histlen, 8);
-        assert_eq!(b.tail(8), b"cdefghij");
-        b.append(b"0123456789ABC");
-        assert_eq!(b.tail(8), b"56789ABC");
+    fn the_backlog_keeps_its_size_and_what_replicas_need() {
+        let mut b = Backlog::new(100);
+        assert!(b.holds_from(100));
+        assert!(!b.holds_from(99));
+        // Blocks of 16 KB (a size class of it) at least.
+        let chunk: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+        assert!(b.append(&chunk, 16 * 1024));
+        assert_eq!(b.histlen, chunk.len());
+        assert_eq!(b.end(), 100 + chunk.len() as i64);
+        assert_eq!(b.copy_from(100), chunk);
+        assert_eq!(b.copy_from(100 + 39_990), chunk[39_990..]);
+        assert!(b.copy_from(b.end()).is_empty());
+        assert!(b.blocks.len() >= 2);
+        // A replica still at 100 keeps everything.
+        b.trim(16 * 1024, 100, usize::MAX);
+        assert_eq!(b.histlen, chunk.len());
+        // Once it moved on, the backlog keeps at least its size, whole
+        // blocks, and at least one block.
+        let mem = b.mem;
+        b.trim(16 * 1024, b.end(), usize::MAX);
+        assert!(b.histlen >= 16 * 1024 && b.histlen < chunk.len());
+        assert!(b.mem < mem);
+        let first = b.end() - b.histlen as i64;
+        assert!(b.holds_from(first) && !b.holds_from(first - 1));
+        assert_eq!(b.copy_from(first), chunk[(first - 100) as usize..]);
+        b.trim(0, b.end(), usize::MAX);
+        assert_eq!(b.blocks.len(), 1);
+    }
+
+    #[test]
+    fn a_big_write_is_cut_into_blocks_of_a_sixteenth_of_the_backlog() {
+        let mut b = Backlog::new(0);
+        let big = vec![7u8; 1 << 20];
+        b.append(&big, 1 << 20);
+        assert!(b.blocks.iter().all(|x| x.data.capacity() < 80 * 1024));
+        assert_eq!(b.copy_from(0), big);
+        // Small writes fill the last block before a new one is made.
+        let mut small = Backlog::new(0);
+        assert!(small.append(b"abc", 1 << 20));
+        assert!(!small.append(b"def", 1 << 20));
+        assert_eq!(small.copy_from(1), b"bcdef");
     }
 }
