@@ -80,7 +80,7 @@ pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> Memory
     // The backlog and the replicas share one buffer: what it holds past
     // `repl-backlog-size` counts as the replicas' (as Redis).
     let buffers = srv.replication_buffers_memory();
-    let size = srv.config.repl_backlog_size.max(0) as usize;
+    let size = srv.config.repl_backlog_size as usize;
     let (repl_backlog, mut clients_slaves) = if !srv.repl.replicas.is_empty() && buffers > size {
         (size, buffers - size)
     } else {

@@ -1250,7 +1250,13 @@ impl EventLoop {
         if online {
             let limit = self.srv.repl.stream_limit(self.srv.aof_durable());
             let backlog = self.srv.repl.backlog.as_ref();
-            match write_stream(&mut client.link.conn, st, backlog, limit, &mut self.srv.stats) {
+            match write_stream(
+                &mut client.link.conn,
+                st,
+                backlog,
+                limit,
+                &mut self.srv.stats,
+            ) {
                 Ok(StreamWrite::Done) => {}
                 Ok(StreamWrite::Held) => self.srv.note_stream_held(st),
                 Ok(StreamWrite::Lost) => {

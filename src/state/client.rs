@@ -376,7 +376,7 @@ impl ClientState {
     pub fn output_limit(&self, config: &crate::config::Config) -> crate::config::BufferLimit {
         let mut limit = config.client_output_buffer_limit[self.output_class() as usize];
         if self.kind == ClientKind::Replica && limit.hard > 0 {
-            limit.hard = limit.hard.max(config.repl_backlog_size.max(0) as u64);
+            limit.hard = limit.hard.max(config.repl_backlog_size);
         }
         limit
     }

@@ -126,8 +126,9 @@ impl Server {
         // Of the replication buffer, what the backlog would hold without
         // replicas counts; what they make it hold beyond does not (Redis's
         // freeMemoryGetNotCountedMemory).
-        let size = self.config.repl_backlog_size.max(0) as usize;
-        let counted = size + (size / super::replication::BLOCK_BYTES + 1) * super::replication::BLOCK_OVERHEAD;
+        let size = self.config.repl_backlog_size as usize;
+        let counted = size
+            + (size / super::replication::BLOCK_BYTES + 1) * super::replication::BLOCK_OVERHEAD;
         let beyond = self.replication_buffers_memory().saturating_sub(counted);
         replicas + beyond + self.aof.buf.capacity()
     }

@@ -533,7 +533,10 @@ impl Server {
         // The AOF took these writes just before: until they are written
         // (or, under `always`, synced), replicas do not get them either.
         let appended = self.aof.appended;
-        if offset > before && appended > self.aof_durable() {
+        let durable = self.aof_durable();
+        // (What the AOF released meanwhile goes from the list first.)
+        self.repl.stream_limit(durable);
+        if offset > before && appended > durable {
             if self.repl.stream_holds.is_empty() {
                 self.repl.stream_released = before;
             }
@@ -641,10 +644,16 @@ impl Server {
         self.attach_replica(client);
         // Join a snapshot already being written for other replicas: same
         // offset, so the same place in the stream (which that replica
-        // keeps in the buffer).
-        let filter = client.repl.as_ref().map(|l| l.filter).unwrap_or_default();
+        // keeps in the buffer; an `rdb-only` one keeps none).
+        let (filter, rdb_only) = client
+            .repl
+            .as_ref()
+            .map(|l| (l.filter, l.rdb_only))
+            .unwrap_or_default();
         let donor = self.replica_links().find_map(|(_, l)| {
-            (matches!(l.phase, ReplicaPhase::WaitBgsaveEnd) && l.filter == filter)
+            (matches!(l.phase, ReplicaPhase::WaitBgsaveEnd)
+                && l.filter == filter
+                && (l.stream.is_some() || rdb_only))
                 .then_some(l.initial_offset)
         });
         if let (Some(offset), true) = (donor, self.repl.rdb_for_replicas) {
