@@ -386,21 +386,10 @@ fn debug_print_encoding(c: &mut Ctx, sub: &str, argv: &[&[u8]]) {
     };
     let text = match (sub, e.value()) {
         ("listpack", ValueRef::Boxed(Value::Hash(h))) if h.encoding_is_packed() => {
-            let mut lp = crate::db::listpack::new();
-            h.for_each(&mut |f, v| {
-                crate::db::listpack::append(&mut lp, f);
-                crate::db::listpack::append(&mut lp, v);
-            });
-            crate::db::listpack::repr(&lp)
+            crate::db::listpack::repr(&crate::persistence::rdb::hash_listpack(h))
         }
         ("listpack", ValueRef::Boxed(Value::ZSet(z))) if z.encoding() == "listpack" => {
-            let mut lp = crate::db::listpack::new();
-            for (m, score) in z.items() {
-                crate::db::listpack::append(&mut lp, m);
-                let score = crate::protocol::reply::format_g(score, 17);
-                crate::db::listpack::append(&mut lp, score.as_bytes());
-            }
-            crate::db::listpack::repr(&lp)
+            crate::db::listpack::repr(&crate::persistence::rdb::zset_listpack(z))
         }
         ("listpack", _) => return c.cl.reply.error("ERR Not a listpack encoded object."),
         ("quicklist", ValueRef::Boxed(Value::List(l))) => {

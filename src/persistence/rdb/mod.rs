@@ -17,7 +17,10 @@ pub use load::{
     load_begin, load_bytes, load_file, load_step, load_step_partial, parse_dump_payload,
     parse_functions_payload, LoadState, LoadStats, Restored, HEADER_LEN,
 };
-pub use save::{dump_payload, functions_payload, save_to_file, temp_name, write_rdb};
+pub use save::{
+    dump_payload, functions_payload, hash_listpack, save_to_file, temp_name, write_rdb,
+    zset_listpack,
+};
 
 pub const RDB_VERSION: u32 = 10;
 /// Oldest and newest versions we read.

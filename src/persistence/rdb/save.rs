@@ -261,6 +261,29 @@ fn write_object<W: Write>(
                 });
                 res
             }
+            // Compact encodings are written as Redis writes them (the same
+            // bytes: a DUMP of a small object is Redis's DUMP).
+            Value::Set(crate::db::Set::Ints(ints)) => {
+                r.raw(&[T_SET_INTSET])?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
+                r.string(&intset_bytes(ints))
+            }
+            Value::Hash(h) if h.encoding_is_packed() => {
+                r.raw(&[T_HASH_LISTPACK])?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
+                r.string(&hash_listpack(h))
+            }
+            Value::ZSet(z) if z.encoding() == "listpack" => {
+                r.raw(&[T_ZSET_LISTPACK])?;
+                if let Some(k) = key {
+                    r.string(k)?;
+                }
+                r.string(&zset_listpack(z))
+            }
             Value::Set(s) => {
                 r.raw(&[T_SET])?;
                 if let Some(k) = key {
@@ -308,6 +331,65 @@ fn write_object<W: Write>(
                 write_stream(r, st)
             }
         },
+    }
+}
+
+/// A set of integers as Redis's intset: the narrowest width that holds
+/// them all (2, 4 or 8 bytes), their count, then the values in order,
+/// little-endian.
+fn intset_bytes(ints: &[i64]) -> Vec<u8> {
+    let fits = |lo: i64, hi: i64| ints.iter().all(|x| (lo..=hi).contains(x));
+    let width: usize = if fits(i16::MIN.into(), i16::MAX.into()) {
+        2
+    } else if fits(i32::MIN.into(), i32::MAX.into()) {
+        4
+    } else {
+        8
+    };
+    let mut out = Vec::with_capacity(8 + width * ints.len());
+    out.extend_from_slice(&(width as u32).to_le_bytes());
+    out.extend_from_slice(&(ints.len() as u32).to_le_bytes());
+    for &x in ints {
+        out.extend_from_slice(&x.to_le_bytes()[..width]);
+    }
+    out
+}
+
+/// A small hash as Redis's listpack: field, value, … in the hash's order.
+pub fn hash_listpack(h: &crate::db::Hash) -> Vec<u8> {
+    let mut lp = crate::db::listpack::new();
+    h.for_each(&mut |f, v| {
+        crate::db::listpack::push_str(&mut lp, f);
+        crate::db::listpack::push_str(&mut lp, v);
+    });
+    lp
+}
+
+/// A small sorted set as Redis's listpack: member, score, … in order, the
+/// score written as Redis's d2string writes it.
+pub fn zset_listpack(z: &crate::db::ZSet) -> Vec<u8> {
+    let mut lp = crate::db::listpack::new();
+    for (m, score) in z.items() {
+        crate::db::listpack::push_str(&mut lp, m);
+        crate::db::listpack::push_str(&mut lp, d2string(score).as_bytes());
+    }
+    lp
+}
+
+/// A score as Redis puts it in a listpack (its d2string): an integer
+/// where the double is one within ±2^62, else `%.17g`.
+fn d2string(d: f64) -> String {
+    const HALF: f64 = (i64::MAX / 2) as f64;
+    if d.is_nan() {
+        "nan".into()
+    } else if d.is_infinite() {
+        if d < 0.0 { "-inf" } else { "inf" }.into()
+    } else if d == 0.0 {
+        if d.is_sign_negative() { "-0" } else { "0" }.into()
+    } else if (-HALF..=HALF).contains(&d) && (d as i64) as f64 == d {
+        (d as i64).to_string()
+    } else {
+        crate::protocol::reply::format_g(d, 17)
     }
 }
 
