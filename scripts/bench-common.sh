@@ -84,6 +84,38 @@ out.write(b"".join(chunk))
 PY
 }
 
+# gen_small_collections N: N small collections as RESP, a third each of
+# hashes of 4 fields, sets of 8 integers and sorted sets of 8 members.
+gen_small_collections() {
+    python3 - "$1" <<'PY'
+import sys
+n = int(sys.argv[1])
+out = sys.stdout.buffer
+def resp(*args):
+    parts = [b"*%d\r\n" % len(args)]
+    for a in args:
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(parts)
+chunk = []
+for i in range(n):
+    k = b"key:%012d" % i
+    kind = i % 3
+    if kind == 0:
+        chunk.append(resp(b"HSET", k, b"name", b"user%d" % i, b"email", b"user%d@example.com" % i,
+                          b"visits", b"%d" % (i * 7 % 100000), b"plan", b"free"))
+    elif kind == 1:
+        chunk.append(resp(b"SADD", k, *[b"%d" % (i * 13 + j * 1000) for j in range(8)]))
+    else:
+        args = []
+        for j in range(8):
+            args += [b"%d.5" % (i % 1000 + j), b"m%d" % j]
+        chunk.append(resp(b"ZADD", k, *args))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+}
+
 # wait_loaded PORT: poll DBSIZE until the reply is a number (not -LOADING,
 # not a refused connection); leaves it in $reply.
 wait_loaded() {

@@ -10,10 +10,13 @@
 #   - then both servers' load of the same file, Redis's own dump.
 # DATASET=random: random keys (key:%012d of random numbers) with random
 # values (incompressible) instead of sequential keys with a constant value.
+# DATASET=small: KEYS small collections instead, a third each of hashes of
+# 4 fields, sets of 8 integers and sorted sets of 8 members (Redis's compact
+# encodings: listpack, intset), VALUE_SIZE ignored.
 # ROUNDS rounds (default 3), interleaved, alternating which server goes
 # first; the table shows medians with the min–max spread.
 #
-# Usage: scripts/bench-persistence.sh    (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3 DATASET=fixed|random)
+# Usage: scripts/bench-persistence.sh    (KEYS=3000000 VALUE_SIZE=100 ROUNDS=3 DATASET=fixed|random|small)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-3000000}
@@ -21,7 +24,11 @@ VALUE_SIZE=${VALUE_SIZE:-100}
 ROUNDS=${ROUNDS:-3}
 source scripts/bench-common.sh
 
-if [[ ${DATASET:-fixed} == random ]]; then
+if [[ ${DATASET:-fixed} == small ]]; then
+    echo "generating $KEYS small hashes, integer sets and sorted sets" >&2
+    gen_small_collections "$KEYS" >"$work/load.resp"
+    VALUE_SIZE=small
+elif [[ ${DATASET:-fixed} == random ]]; then
     echo "generating $KEYS SETs of random keys with random $VALUE_SIZE-byte values" >&2
     gen_random_sets "$KEYS" "$VALUE_SIZE" >"$work/load.resp"
 else

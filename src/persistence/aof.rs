@@ -446,7 +446,7 @@ pub fn write_commands(
                     ValueRef::Boxed(Value::ZSet(z)) => {
                         let mut items = Vec::new();
                         for (m, score) in z.items() {
-                            items.push(crate::protocol::reply::format_g(score, 17).into_bytes());
+                            items.push(crate::protocol::reply::format_double(score).into_bytes());
                             items.push(m.to_vec());
                         }
                         put_batched(out, b"ZADD", key, &items, 2)?;

@@ -177,14 +177,18 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
     r.out.flush()
 }
 
+/// A key in a dump file. Small hashes, sorted sets and sets of integers
+/// go as plain types there: kvstore writes and loads those faster than
+/// Redis's listpack and intset (which it would have to build, and to read
+/// back into its own forms), and Redis loads either.
 fn write_entry<W: Write>(r: &mut RdbWriter<W>, e: &crate::db::Entry) -> io::Result<()> {
-    write_object(r, Some(e.key()), e)
+    write_object(r, Some(e.key()), e, false)
 }
 
 /// DUMP's payload for a key's value: its RDB type and serialisation, the
 /// RDB version (2 bytes, little endian) and a CRC-64 of all that.
 pub fn dump_payload(e: &crate::db::Entry, compress: bool) -> Vec<u8> {
-    payload(compress, |r| write_object(r, None, e))
+    payload(compress, |r| write_object(r, None, e, true))
 }
 
 /// A DUMP-style payload: what `body` writes, the RDB version (2 bytes,
@@ -210,11 +214,13 @@ fn payload(
     buf
 }
 
-/// The type byte, the key (in a dump; not in a DUMP payload), the value.
+/// The type byte, the key (in a dump; not in a DUMP payload), the value;
+/// `compact`: small collections in Redis's compact encodings.
 fn write_object<W: Write>(
     r: &mut RdbWriter<W>,
     key: Option<&[u8]>,
     e: &crate::db::Entry,
+    compact: bool,
 ) -> io::Result<()> {
     match e.value() {
         ValueRef::Str(s) => {
@@ -263,21 +269,21 @@ fn write_object<W: Write>(
             }
             // Compact encodings are written as Redis writes them (the same
             // bytes: a DUMP of a small object is Redis's DUMP).
-            Value::Set(crate::db::Set::Ints(ints)) => {
+            Value::Set(crate::db::Set::Ints(ints)) if compact => {
                 r.raw(&[T_SET_INTSET])?;
                 if let Some(k) = key {
                     r.string(k)?;
                 }
                 r.string(&intset_bytes(ints))
             }
-            Value::Hash(h) if h.encoding_is_packed() => {
+            Value::Hash(h) if compact && h.encoding_is_packed() => {
                 r.raw(&[T_HASH_LISTPACK])?;
                 if let Some(k) = key {
                     r.string(k)?;
                 }
                 r.string(&hash_listpack(h))
             }
-            Value::ZSet(z) if z.encoding() == "listpack" => {
+            Value::ZSet(z) if compact && z.encoding() == "listpack" => {
                 r.raw(&[T_ZSET_LISTPACK])?;
                 if let Some(k) = key {
                     r.string(k)?;
@@ -358,6 +364,9 @@ fn intset_bytes(ints: &[i64]) -> Vec<u8> {
 /// A small hash as Redis's listpack: field, value, … in the hash's order.
 pub fn hash_listpack(h: &crate::db::Hash) -> Vec<u8> {
     let mut lp = crate::db::listpack::new();
+    let mut bytes = 0;
+    h.for_each(&mut |f, v| bytes += f.len() + v.len() + 8);
+    lp.reserve(bytes);
     h.for_each(&mut |f, v| {
         crate::db::listpack::push_str(&mut lp, f);
         crate::db::listpack::push_str(&mut lp, v);
@@ -369,7 +378,9 @@ pub fn hash_listpack(h: &crate::db::Hash) -> Vec<u8> {
 /// score written as Redis's d2string writes it.
 pub fn zset_listpack(z: &crate::db::ZSet) -> Vec<u8> {
     let mut lp = crate::db::listpack::new();
-    for (m, score) in z.items() {
+    let items = z.items();
+    lp.reserve(items.iter().map(|(m, _)| m.len() + 32).sum());
+    for (m, score) in items {
         crate::db::listpack::push_str(&mut lp, m);
         crate::db::listpack::push_str(&mut lp, d2string(score).as_bytes());
     }
@@ -389,7 +400,7 @@ fn d2string(d: f64) -> String {
     } else if (-HALF..=HALF).contains(&d) && (d as i64) as f64 == d {
         (d as i64).to_string()
     } else {
-        crate::protocol::reply::format_g(d, 17)
+        crate::protocol::reply::format_double(d)
     }
 }
 
