@@ -145,9 +145,23 @@ impl Packed {
         self.insert(0, v);
     }
 
+    /// Room for `bytes` more of packed elements, exactly (a loader that
+    /// knows what it will add).
+    pub fn reserve_exact(&mut self, bytes: usize) {
+        self.buf.reserve_exact(bytes);
+    }
+
+    /// Bytes element `v` takes packed.
+    pub fn packed_len(v: &[u8]) -> usize {
+        varint_len(v.len()) + v.len()
+    }
+
     /// Insert `v` so that it becomes element `i` (`i <= len`).
     pub fn insert(&mut self, i: usize, v: &[u8]) {
-        let pos = self.offset_of(i.min(self.len()));
+        if i >= self.len() {
+            return self.push_back(v);
+        }
+        let pos = self.offset_of(i);
         let enc = encode(v);
         self.buf.reserve_exact(enc.len());
         self.buf.splice(pos..pos, enc);

@@ -245,6 +245,14 @@ impl Default for Hash {
 }
 
 impl Hash {
+    /// A loader will add `bytes` of packed fields and values: room for
+    /// them at once (nothing when not packed).
+    pub fn reserve_packed(&mut self, bytes: usize) {
+        if let Hash::Packed(p) = self {
+            p.reserve_exact(bytes);
+        }
+    }
+
     /// Is it in its compact form (OBJECT ENCODING "listpack")?
     pub fn encoding_is_packed(&self) -> bool {
         matches!(self, Hash::Packed(_))

@@ -202,6 +202,67 @@ fn integrity(kind: &str, e: String) -> String {
     format!("{kind} integrity check failed: {detail}")
 }
 
+/// An element being loaded: borrowed from the map, or decoded.
+type B<'a> = Cow<'a, [u8]>;
+
+fn owned(items: Vec<Vec<u8>>) -> Vec<B<'static>> {
+    items.into_iter().map(Cow::Owned).collect()
+}
+
+fn make_hash<'a>(pairs: &[B<'_>], lim: (usize, usize)) -> R<Loaded<'a>> {
+    if !pairs.len().is_multiple_of(2) {
+        return Err("hash with an odd number of elements".into());
+    }
+    let mut h = Hash::default();
+    // Room for it all at once where it stays packed.
+    if pairs.len() / 2 <= lim.0 && pairs.iter().all(|p| p.len() <= lim.1) {
+        h.reserve_packed(
+            pairs
+                .iter()
+                .map(|p| crate::db::packed::Packed::packed_len(p))
+                .sum(),
+        );
+    }
+    for p in pairs.chunks(2) {
+        if !h.set(&p[0], &p[1], lim.0, lim.1) {
+            return Err("Duplicate hash fields detected (listpack with dup elements)".into());
+        }
+    }
+    Ok(Loaded::Value(Value::Hash(h)))
+}
+
+fn make_zset<'a>(pairs: &[(B<'_>, f64)], lim: (usize, usize)) -> R<Loaded<'a>> {
+    let maxlen = pairs.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+    // A small one in order (as dumps write them) is packed as it comes.
+    if pairs.len() <= lim.0 && maxlen <= lim.1 {
+        let refs: Vec<(&[u8], f64)> = pairs.iter().map(|(m, s)| (&m[..], *s)).collect();
+        if let Some(z) = ZSet::packed_from_sorted(&refs) {
+            return Ok(Loaded::Value(Value::ZSet(z)));
+        }
+    }
+    let mut z = ZSet::with_hint(pairs.len(), maxlen, lim.0, lim.1);
+    for (m, s) in pairs {
+        if s.is_nan() {
+            return Err("zset score is NaN".into());
+        }
+        if z.score(m).is_some() {
+            return Err("duplicate zset member".into());
+        }
+        z.insert(m, *s, lim.0, lim.1);
+    }
+    Ok(Loaded::Value(Value::ZSet(z)))
+}
+
+fn make_set<'a>(members: &[B<'_>], intset_max: usize) -> R<Loaded<'a>> {
+    let mut s = Set::default();
+    for m in members {
+        if !s.add(m, intset_max) {
+            return Err("duplicate set member".into());
+        }
+    }
+    Ok(Loaded::Value(Value::Set(s)))
+}
+
 /// Read one value of type `t` into a boxed value or string.
 fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>> {
     let hash_lim = opts.hash_limits;
@@ -217,41 +278,9 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         }
         Loaded::Value(Value::List(l))
     };
-    let make_hash = |pairs: Vec<Vec<u8>>| -> R<Loaded> {
-        if !pairs.len().is_multiple_of(2) {
-            return Err("hash with an odd number of elements".into());
-        }
-        let mut h = Hash::default();
-        for p in pairs.chunks(2) {
-            if !h.set(&p[0], &p[1], hash_lim.0, hash_lim.1) {
-                return Err("Duplicate hash fields detected (listpack with dup elements)".into());
-            }
-        }
-        Ok(Loaded::Value(Value::Hash(h)))
-    };
-    let make_zset = |pairs: Vec<(Vec<u8>, f64)>| -> R<Loaded> {
-        let maxlen = pairs.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-        let mut z = ZSet::with_hint(pairs.len(), maxlen, zset_lim.0, zset_lim.1);
-        for (m, s) in pairs {
-            if s.is_nan() {
-                return Err("zset score is NaN".into());
-            }
-            if z.score(&m).is_some() {
-                return Err("duplicate zset member".into());
-            }
-            z.insert(&m, s, zset_lim.0, zset_lim.1);
-        }
-        Ok(Loaded::Value(Value::ZSet(z)))
-    };
-    let make_set = |members: Vec<Vec<u8>>| -> R<Loaded> {
-        let mut s = Set::default();
-        for m in members {
-            if !s.add(&m, intset_max) {
-                return Err("duplicate set member".into());
-            }
-        }
-        Ok(Loaded::Value(Value::Set(s)))
-    };
+    let make_hash = |items: &[B<'_>]| make_hash(items, hash_lim);
+    let make_zset = |pairs: &[(B<'_>, f64)]| make_zset(pairs, zset_lim);
+    let make_set = |members: &[B<'_>]| make_set(members, intset_max);
     match t {
         T_STRING => Ok(Loaded::Str(r.string()?)),
         T_LIST => {
@@ -262,19 +291,21 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             }
             Ok(make_list(&mut items.into_iter()))
         }
+        // Plain types: elements borrowed from the map where they are
+        // stored as they are.
         T_SET => {
             let n = r.count(1)?;
             let mut items = Vec::with_capacity(n.min(1 << 20));
             for _ in 0..n {
-                items.push(r.string()?.into_owned());
+                items.push(r.string()?);
             }
-            make_set(items)
+            make_set(&items)
         }
         T_ZSET | T_ZSET_2 => {
             let n = r.count(2)?;
             let mut pairs = Vec::with_capacity(n.min(1 << 20));
             for _ in 0..n {
-                let m = r.string()?.into_owned();
+                let m = r.string()?;
                 let s = if t == T_ZSET_2 {
                     r.f64_le()?
                 } else {
@@ -282,19 +313,21 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
                 };
                 pairs.push((m, s));
             }
-            make_zset(pairs)
+            make_zset(&pairs)
         }
         T_HASH => {
             let n = r.count(2)?;
             let mut items = Vec::with_capacity((2 * n).min(1 << 20));
             for _ in 0..2 * n {
-                items.push(r.string()?.into_owned());
+                items.push(r.string()?);
             }
-            make_hash(items)
+            make_hash(&items)
         }
         T_SET_INTSET => {
             let blob = r.string()?;
-            make_set(intset_items(&blob).map_err(|e| integrity("Intset", e))?)
+            make_set(&owned(
+                intset_items(&blob).map_err(|e| integrity("Intset", e))?,
+            ))
         }
         T_LIST_ZIPLIST => {
             let blob = r.string()?;
@@ -304,12 +337,12 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         T_HASH_ZIPLIST => {
             let blob = r.string()?;
             ziplist_items(&blob)
-                .and_then(make_hash)
+                .and_then(|items| make_hash(&owned(items)))
                 .map_err(|e| integrity("Hash ziplist", e))
         }
         T_HASH_ZIPMAP => {
             let blob = r.string()?;
-            make_hash(zipmap_items(&blob)?)
+            make_hash(&owned(zipmap_items(&blob)?))
         }
         T_ZSET_ZIPLIST => {
             let blob = r.string()?;
@@ -320,9 +353,9 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
             let mut pairs = Vec::with_capacity(items.len() / 2);
             for p in items.chunks(2) {
                 let s = crate::util::parse_f64(&p[1]).ok_or("invalid zset score")?;
-                pairs.push((p[0].clone(), s));
+                pairs.push((Cow::Borrowed(&p[0][..]), s));
             }
-            make_zset(pairs)
+            make_zset(&pairs)
         }
         T_LIST_QUICKLIST => {
             // Each ziplist becomes a listpack node as it is (empty ones
@@ -345,12 +378,14 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         T_HASH_LISTPACK => {
             let blob = r.string()?;
             listpack_items(&blob)
-                .and_then(make_hash)
+                .and_then(|items| make_hash(&owned(items)))
                 .map_err(|e| integrity("Hash listpack", e))
         }
         T_SET_LISTPACK => {
             let blob = r.string()?;
-            make_set(listpack_items(&blob).map_err(|e| integrity("Set listpack", e))?)
+            make_set(&owned(
+                listpack_items(&blob).map_err(|e| integrity("Set listpack", e))?,
+            ))
         }
         T_ZSET_LISTPACK => {
             let blob = r.string()?;
@@ -364,9 +399,9 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
                     .ok()
                     .and_then(|s| crate::util::parse_f64(s.as_bytes()))
                     .ok_or("invalid zset score")?;
-                pairs.push((p[0].clone(), s));
+                pairs.push((Cow::Borrowed(&p[0][..]), s));
             }
-            make_zset(pairs)
+            make_zset(&pairs)
         }
         T_LIST_QUICKLIST_2 => {
             // Nodes as the writer had them: each one's container, then its
