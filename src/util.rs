@@ -116,6 +116,23 @@ pub fn parse_f64(arg: &[u8]) -> Option<f64> {
     if arg.is_empty() || arg[0].is_ascii_whitespace() {
         return None;
     }
+    // Plain decimal text: Rust's parser, correctly rounded as strtod is,
+    // without a C string to make. Anything else (inf, hex, a value that
+    // overflows or underflows: strtod's ERANGE rules) goes to strtod.
+    if arg.len() <= 40
+        && arg
+            .iter()
+            .all(|&b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'+' | b'e' | b'E'))
+    {
+        if let Some(v) = std::str::from_utf8(arg)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            if v.is_finite() && v != 0.0 {
+                return Some(v);
+            }
+        }
+    }
     let (v, erange) = strtod(arg)?;
     if v.is_nan() || (erange && (v.is_infinite() || v == 0.0)) {
         return None;

@@ -2,8 +2,10 @@
 //! zipmap and intset blobs, each checked against its own length fields so a
 //! corrupt blob is an error, never an out-of-bounds read.
 
+use std::borrow::Cow;
+
 /// Decode a listpack into its elements (integers as decimal strings).
-pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Cow<'_, [u8]>>, String> {
     let bad = |what: &str| Err(format!("Listpack integrity check failed: {what}"));
     if lp.len() < 7 {
         return bad("too short");
@@ -25,11 +27,11 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
             lp.get(from..from + n)
                 .ok_or("Listpack integrity check failed: truncated entry")
         };
-        let (item, size): (Vec<u8>, usize) = if b & 0x80 == 0 {
-            ((b & 0x7f).to_string().into_bytes(), 1)
+        let (item, size): (Cow<[u8]>, usize) = if b & 0x80 == 0 {
+            (int((b & 0x7f) as i64), 1)
         } else if b & 0xC0 == 0x80 {
             let n = (b & 0x3f) as usize;
-            (get(p + 1, n)?.to_vec(), 1 + n)
+            (Cow::Borrowed(get(p + 1, n)?), 1 + n)
         } else if b & 0xE0 == 0xC0 {
             let v = (((b & 0x1f) as u16) << 8)
                 | *lp
@@ -37,24 +39,22 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                     .ok_or("Listpack integrity check failed: truncated entry")?
                     as u16;
             let v = ((v << 3) as i16 >> 3) as i64;
-            (v.to_string().into_bytes(), 2)
+            (int(v), 2)
         } else if b & 0xF0 == 0xE0 {
             let n = (((b & 0x0f) as usize) << 8)
                 | *lp
                     .get(p + 1)
                     .ok_or("Listpack integrity check failed: truncated entry")?
                     as usize;
-            (get(p + 2, n)?.to_vec(), 2 + n)
+            (Cow::Borrowed(get(p + 2, n)?), 2 + n)
         } else {
             match b {
                 0xF0 => {
                     let n = u32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap()) as usize;
-                    (get(p + 5, n)?.to_vec(), 5 + n)
+                    (Cow::Borrowed(get(p + 5, n)?), 5 + n)
                 }
                 0xF1 => (
-                    i16::from_le_bytes(get(p + 1, 2)?.try_into().unwrap())
-                        .to_string()
-                        .into_bytes(),
+                    int(i16::from_le_bytes(get(p + 1, 2)?.try_into().unwrap()).into()),
                     3,
                 ),
                 0xF2 => {
@@ -62,18 +62,14 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
                     let v = (((b3[0] as u32) | (b3[1] as u32) << 8 | (b3[2] as u32) << 16) << 8)
                         as i32
                         >> 8;
-                    (v.to_string().into_bytes(), 4)
+                    (int(v.into()), 4)
                 }
                 0xF3 => (
-                    i32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap())
-                        .to_string()
-                        .into_bytes(),
+                    int(i32::from_le_bytes(get(p + 1, 4)?.try_into().unwrap()).into()),
                     5,
                 ),
                 0xF4 => (
-                    i64::from_le_bytes(get(p + 1, 8)?.try_into().unwrap())
-                        .to_string()
-                        .into_bytes(),
+                    int(i64::from_le_bytes(get(p + 1, 8)?.try_into().unwrap())),
                     9,
                 ),
                 _ => return bad("unknown entry encoding"),
@@ -94,6 +90,11 @@ pub(super) fn listpack_items(lp: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         p += size + backlen;
     }
     Ok(out)
+}
+
+/// An integer element as its decimal text.
+fn int<'a>(v: i64) -> Cow<'a, [u8]> {
+    Cow::Owned(v.to_string().into_bytes())
 }
 
 /// Decode a ziplist (pre-7.0 compact encoding) into its elements.
@@ -271,8 +272,8 @@ pub(super) fn zipmap_items(zm: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-/// Decode an intset into decimal strings.
-pub(super) fn intset_items(is: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+/// Decode an intset into its integers, as stored.
+pub(super) fn intset_ints(is: &[u8]) -> Result<Vec<i64>, String> {
     if is.len() < 8 {
         return Err("Intset integrity check failed: too short".into());
     }
@@ -284,12 +285,11 @@ pub(super) fn intset_items(is: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok((0..n)
         .map(|i| {
             let b = &is[8 + i * width..8 + (i + 1) * width];
-            let v: i64 = match width {
+            match width {
                 2 => i16::from_le_bytes(b.try_into().unwrap()) as i64,
                 4 => i32::from_le_bytes(b.try_into().unwrap()) as i64,
                 _ => i64::from_le_bytes(b.try_into().unwrap()),
-            };
-            v.to_string().into_bytes()
+            }
         })
         .collect())
 }

@@ -325,8 +325,14 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         }
         T_SET_INTSET => {
             let blob = r.string()?;
+            let ints = intset_ints(&blob).map_err(|e| integrity("Intset", e))?;
+            // In order with none twice, as an intset must be: taken as it is.
+            if !ints.is_empty() && ints.len() <= intset_max && ints.windows(2).all(|w| w[0] < w[1])
+            {
+                return Ok(Loaded::Value(Value::Set(Set::Ints(ints))));
+            }
             make_set(&owned(
-                intset_items(&blob).map_err(|e| integrity("Intset", e))?,
+                ints.iter().map(|v| v.to_string().into_bytes()).collect(),
             ))
         }
         T_LIST_ZIPLIST => {
@@ -378,14 +384,12 @@ fn read_value<'a>(r: &mut Reader<'a>, t: u8, opts: &LoadOptions) -> R<Loaded<'a>
         T_HASH_LISTPACK => {
             let blob = r.string()?;
             listpack_items(&blob)
-                .and_then(|items| make_hash(&owned(items)))
+                .and_then(|items| make_hash(&items))
                 .map_err(|e| integrity("Hash listpack", e))
         }
         T_SET_LISTPACK => {
             let blob = r.string()?;
-            make_set(&owned(
-                listpack_items(&blob).map_err(|e| integrity("Set listpack", e))?,
-            ))
+            make_set(&listpack_items(&blob).map_err(|e| integrity("Set listpack", e))?)
         }
         T_ZSET_LISTPACK => {
             let blob = r.string()?;
