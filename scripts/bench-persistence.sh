@@ -27,7 +27,7 @@ source scripts/bench-common.sh
 if [[ ${DATASET:-fixed} == small ]]; then
     echo "generating $KEYS small hashes, integer sets and sorted sets" >&2
     gen_small_collections "$KEYS" >"$work/load.resp"
-    VALUE_SIZE=small
+    what="$KEYS small hashes, sets and sorted sets"
 elif [[ ${DATASET:-fixed} == random ]]; then
     echo "generating $KEYS SETs of random keys with random $VALUE_SIZE-byte values" >&2
     gen_random_sets "$KEYS" "$VALUE_SIZE" >"$work/load.resp"
@@ -103,7 +103,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 python3 "$HELPER" side-table "$results" \
-    "Snapshots: $KEYS keys, $VALUE_SIZE-byte values, median of $ROUNDS rounds [min–max]" \
+    "Snapshots: ${what:-$KEYS keys, $VALUE_SIZE-byte values}, median of $ROUNDS rounds [min–max]" \
     "dump size MB|dump_mb|.0f" \
     "SAVE seconds|save_s|.2f" \
     "load seconds, exec to first non-LOADING reply|load_wall_s|.2f" \
