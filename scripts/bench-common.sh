@@ -89,13 +89,10 @@ PY
 gen_small_collections() {
     python3 - "$1" <<'PY'
 import sys
+sys.path.insert(0, "scripts")
+from bench_helper import resp
 n = int(sys.argv[1])
 out = sys.stdout.buffer
-def resp(*args):
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(parts)
 chunk = []
 for i in range(n):
     k = b"key:%012d" % i

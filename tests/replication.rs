@@ -1673,3 +1673,17 @@ fn a_replicas_hard_output_limit_is_never_under_the_backlog_size() {
     );
     drop(waiting);
 }
+
+#[test]
+fn psync_with_the_lowest_offset_is_a_full_sync_not_a_crash() {
+    let kv = start_kvstore(&[]);
+    let mut m = Conn::connect(kv.port);
+    // A backlog exists once a replica has synced.
+    drop(silent_replica(kv.port));
+    let replid = m.info_field("replication", "master_replid");
+    let mut r = Conn::connect(kv.port);
+    r.send(&[b"PSYNC", replid.as_bytes(), b"-9223372036854775808"]);
+    let line = r.read_line();
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    assert_eq!(m.cmd_str(&["PING"]), b"+PONG\r\n");
+}

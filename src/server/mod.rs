@@ -729,9 +729,12 @@ impl EventLoop {
             self.close_marked();
         }
         self.queue_sends(durable);
-        // What replicas were sent past is freed (beyond the backlog's size).
-        self.srv
-            .trim_replication_buffer(crate::state::replication::TRIM_BLOCKS_PER_CALL);
+        // What replicas were sent past, or held when they went, is freed
+        // (beyond the backlog's size).
+        if std::mem::take(&mut self.srv.repl.trim_wanted) {
+            self.srv
+                .trim_replication_buffer(crate::state::replication::TRIM_BLOCKS_PER_CALL);
+        }
     }
 
     /// io_uring: the turn's output of every client in the batch goes out as
@@ -1249,6 +1252,7 @@ impl EventLoop {
             .is_some_and(|l| matches!(l.phase, ReplicaPhase::Online) && l.stream.is_some());
         if online {
             let limit = self.srv.repl.stream_limit(self.srv.aof_durable());
+            self.srv.repl.trim_wanted = true;
             let backlog = self.srv.repl.backlog.as_ref();
             match write_stream(
                 &mut client.link.conn,

@@ -366,6 +366,9 @@ pub struct Replication {
     pub stream_holds: VecDeque<(i64, u64)>,
     /// With holds pending: the stream may go out up to here.
     pub stream_released: i64,
+    /// A replica moved on in the stream or went away this turn: the
+    /// buffer's front may be freed before the loop sleeps.
+    pub trim_wanted: bool,
 }
 
 impl Default for Replication {
@@ -392,6 +395,7 @@ impl Default for Replication {
             rdma_stats: Default::default(),
             stream_holds: VecDeque::new(),
             stream_released: 0,
+            trim_wanted: false,
         }
     }
 }
@@ -430,7 +434,8 @@ fn can_continue(srv: &Server, replid: &str, offset: i64) -> bool {
     let Some(b) = &r.backlog else {
         return false;
     };
-    id_ok && b.holds_from(offset - 1)
+    // (The offset comes from the peer: i64::MIN must not overflow.)
+    id_ok && b.holds_from(offset.saturating_sub(1))
 }
 
 impl Server {
@@ -1142,6 +1147,7 @@ impl Server {
             return;
         };
         self.repl.replicas.retain(|&id| id != client.id);
+        self.repl.trim_wanted = true;
         // The dump being written to disk for it alone is no use now: stop
         // it, unless save points make it a save worth finishing (Redis's
         // freeClient and anyOtherSlaveWaitRdb).
