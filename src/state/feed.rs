@@ -17,6 +17,10 @@
 //! Nothing is encoded while no consumer is attached: `active()` is false and
 //! callers skip building rewritten argv at all.
 
+use std::mem::MaybeUninit;
+
+use crate::protocol::reply::{fmt_i64, itoa_buf};
+
 /// Who an op goes to (Redis's PROPAGATE_AOF / PROPAGATE_REPL): a script's
 /// `redis.set_repl` may send its writes to one of them only.
 pub const TO_AOF: u8 = 1;
@@ -268,28 +272,80 @@ impl Feed {
 
 /// RESP array of bulk strings.
 pub fn encode_command(argv: &[&[u8]], out: &mut Vec<u8>) {
-    let mut num = itoa(argv.len() as u64);
-    out.push(b'*');
-    out.extend_from_slice(num.as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let mut total = 3 + decimal_len(argv.len());
     for a in argv {
-        num = itoa(a.len() as u64);
-        out.reserve(a.len() + num.len() + 5);
-        out.push(b'$');
-        out.extend_from_slice(num.as_bytes());
+        total += 5 + decimal_len(a.len()) + a.len();
+    }
+    out.reserve(total);
+    if total > SMALL_COMMAND {
+        // Big values are copied once, not zeroed first.
+        let mut digits = itoa_buf();
+        out.push(b'*');
+        out.extend_from_slice(fmt_i64(&mut digits, argv.len() as i64));
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        for a in argv {
+            out.push(b'$');
+            out.extend_from_slice(fmt_i64(&mut digits, a.len() as i64));
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        return;
+    }
+    // The common case (every write command propagates through here): the
+    // exact size is known, so the bytes are placed in the spare capacity,
+    // not appended piece by piece (measured: a third of the AOF's cost
+    // under `everysec`).
+    let spare = &mut out.spare_capacity_mut()[..total];
+    let mut at = put_header(spare, 0, b'*', argv.len());
+    for a in argv {
+        at = put_header(spare, at, b'$', a.len());
+        spare[at..at + a.len()].write_copy_of_slice(a);
+        at += a.len();
+        spare[at].write(b'\r');
+        spare[at + 1].write(b'\n');
+        at += 2;
+    }
+    assert_eq!(at, total);
+    // SAFETY: the `total` bytes after the length were all written above
+    // (every position from 0 to `at`, which is `total`).
+    unsafe { out.set_len(out.len() + total) };
+}
+
+/// Commands encoded in place up to this size.
+const SMALL_COMMAND: usize = 4096;
+
+/// Digits of `n` in decimal.
+#[inline(always)]
+fn decimal_len(n: usize) -> usize {
+    match n {
+        0..=9 => 1,
+        10..=99 => 2,
+        100..=999 => 3,
+        _ => n.ilog10() as usize + 1,
     }
 }
 
-fn encode_select(db: usize, out: &mut Vec<u8>) {
-    let n = itoa(db as u64);
-    encode_command(&[b"SELECT", n.as_bytes()], out);
+/// `tag`, `n` in decimal and CRLF at `at`; returns where they end.
+#[inline(always)]
+fn put_header(buf: &mut [MaybeUninit<u8>], at: usize, tag: u8, n: usize) -> usize {
+    let digits = decimal_len(n);
+    buf[at].write(tag);
+    let mut v = n;
+    for i in (at + 1..at + 1 + digits).rev() {
+        buf[i].write(b'0' + (v % 10) as u8);
+        v /= 10;
+    }
+    let end = at + 1 + digits;
+    buf[end].write(b'\r');
+    buf[end + 1].write(b'\n');
+    end + 2
 }
 
-fn itoa(n: u64) -> String {
-    n.to_string()
+fn encode_select(db: usize, out: &mut Vec<u8>) {
+    let mut digits = itoa_buf();
+    let n = fmt_i64(&mut digits, db as i64);
+    encode_command(&[b"SELECT", n], out);
 }
 
 #[cfg(test)]
@@ -300,6 +356,34 @@ mod tests {
         let mut out = Vec::new();
         cursor.append(feed, TO_ALL, &mut out);
         out
+    }
+
+    #[test]
+    fn commands_encode_as_resp_arrays_with_exact_lengths() {
+        let long = vec![b'x'; 12_345];
+        let mut out = b"prefix".to_vec();
+        encode_command(&[b"SET", b"", &long], &mut out);
+        let mut want = b"prefix*3\r\n$3\r\nSET\r\n$0\r\n\r\n$12345\r\n".to_vec();
+        want.extend_from_slice(&long);
+        want.extend_from_slice(b"\r\n");
+        assert_eq!(out, want);
+        let twelve: Vec<&[u8]> = vec![b"a"; 12];
+        out.clear();
+        encode_command(&twelve, &mut out);
+        assert!(out.starts_with(b"*12\r\n$1\r\na\r\n"));
+        assert_eq!(out.len(), 5 + 12 * 7);
+        for n in [9, 10, 99, 100, 999, 1000, 4090, 5000] {
+            let arg = vec![b'y'; n];
+            out.clear();
+            encode_command(&[b"SET", &arg], &mut out);
+            let mut want = format!("*2\r\n$3\r\nSET\r\n${n}\r\n").into_bytes();
+            want.extend_from_slice(&arg);
+            want.extend_from_slice(b"\r\n");
+            assert_eq!(out, want, "an argument of {n} bytes");
+        }
+        out.clear();
+        encode_select(15, &mut out);
+        assert_eq!(out, b"*2\r\n$6\r\nSELECT\r\n$2\r\n15\r\n");
     }
 
     #[test]
