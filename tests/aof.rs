@@ -1102,3 +1102,65 @@ fn shutdown_refuses_while_the_first_base_is_written_unless_forced() {
     assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "1");
     shutdown(&mut c, &mut kv, &["NOSAVE", "FORCE"]);
 }
+
+/// Under `everysec` a slow fsync (a busy disk: the fsync thread sleeps 3 s
+/// before each one) holds no reply: each write reaches the file before its
+/// reply and the replies keep coming while the fsync runs, and one running
+/// past 2 s counts in `aof_delayed_fsync`, as Redis's.
+#[test]
+fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let _kv = start_on(
+        dir.path(),
+        &[
+            "--appendfsync",
+            "everysec",
+            "--enable-debug-command",
+            "yes",
+            "--dir",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    let mut c = Conn::connect(_kv.port);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "aof-fsync-sleep", "3000000"]),
+        b"+OK\r\n"
+    );
+    let incr = dir.path().join("appendonlydir/appendonly.aof.1.incr.aof");
+    // Writes until the once-a-second fsync has started (and sleeps).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    while c.info_field("persistence", "aof_pending_bio_fsync") != "1" {
+        assert!(Instant::now() < deadline, "no background fsync started");
+        c.cmd_str(&["SET", &format!("before{n}"), "v"]);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fsync_started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut i = 0;
+    while c.info_field("persistence", "aof_delayed_fsync") != "1" {
+        assert!(
+            fsync_started.elapsed() < Duration::from_secs(6),
+            "an fsync running past 2 s was not counted"
+        );
+        assert_eq!(c.info_field("persistence", "aof_pending_bio_fsync"), "1");
+        let key = format!("during{i}");
+        let t = Instant::now();
+        assert_eq!(c.cmd_str(&["SET", &key, "v"]), b"+OK\r\n");
+        slowest = slowest.max(t.elapsed());
+        let file = std::fs::read(&incr).unwrap();
+        let needle = format!("${}\r\n{key}\r\n", key.len());
+        assert!(
+            file.windows(needle.len()).any(|w| w == needle.as_bytes()),
+            "SET {key} was answered before it was written"
+        );
+        i += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(i >= 10, "only {i} writes while the fsync ran");
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a reply waited {slowest:?} for the fsync"
+    );
+}

@@ -203,6 +203,9 @@ const DEBUG_HELP: &[&str] = &[
     "    Write <message> to the server log.",
     "AOF-FLUSH-SLEEP <microsec>",
     "    Server will sleep before flushing the AOF, this is used for testing.",
+    "AOF-FSYNC-SLEEP <microsec>",
+    "    The AOF fsync thread will sleep before each fsync (a slow disk), this is",
+    "    used for testing.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -438,7 +441,7 @@ fn debug_replybuffer(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.ok();
 }
 
-/// `DEBUG SLEEP|LOG|AOF-FLUSH-SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
+/// `DEBUG SLEEP|LOG|AOF-FLUSH-SLEEP|AOF-FSYNC-SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
 /// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HTSTATS|HTSTATS-KEY|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
@@ -448,6 +451,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("sleep", 3),
         ("set-active-expire", 3),
         ("aof-flush-sleep", 3),
+        ("aof-fsync-sleep", 3),
         ("log", 3),
         ("segfault", 2),
         ("set-disable-deny-scripts", 3),
@@ -590,7 +594,7 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             // As Redis: the AOF on disk is complete first, then it is the
             // dataset; a load that fails stops the server.
             c.srv.flush_feed();
-            c.srv.flush_aof(true);
+            c.srv.flush_aof();
             c.srv.sync_aof_now();
             for db in 0..c.srv.dbs.len() {
                 c.srv.touch_all_watched_keys_in_db(Some(c.cl), db, None);
@@ -623,6 +627,16 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
             // Microseconds slept before each AOF write (a test aid: the
             // write of a turn's commands is seen to come before its replies).
             c.srv.aof.flush_sleep_us = c_atoi(argv[2]).max(0) as u64;
+            c.cl.reply.ok();
+        }
+        "aof-fsync-sleep" => {
+            // Microseconds the fsync thread sleeps before each fsync (a test
+            // aid: a slow disk, with writes and replies going on meanwhile).
+            let us = c_atoi(argv[2]).max(0) as u64;
+            c.srv
+                .aof
+                .fsync_sleep_us
+                .store(us, std::sync::atomic::Ordering::Relaxed);
             c.cl.reply.ok();
         }
         "set-active-expire" => {

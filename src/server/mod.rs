@@ -1533,7 +1533,7 @@ impl EventLoop {
         if self.srv.aof.status != AofStatus::Off {
             info!("Calling fsync() on the AOF file.");
         }
-        self.srv.flush_aof(true);
+        self.srv.flush_aof();
         self.srv.kill_aof_rewrite();
         self.srv.sync_aof_now();
         let save = flags.has(ShutdownFlags::SAVE)

@@ -673,7 +673,7 @@ impl Server {
         self.feed.flush_taps();
         self.feed.clear();
         // Before any reply of this iteration is written (see before_sleep).
-        self.flush_aof(false);
+        self.flush_aof();
     }
 
     /// Bytes allocated by this thread right now: cheap enough to check before
