@@ -32,9 +32,10 @@ use crate::config::{Config, FsyncPolicy};
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
 use crate::persistence::rdb;
 
-/// How long `everysec` may postpone a write while the previous fsync is
-/// still running (Redis's 2 seconds).
-const MAX_WRITE_POSTPONE: Duration = Duration::from_secs(2);
+/// An `everysec` fsync still running after this long, with writes going on
+/// beside it, counts in `aof_delayed_fsync` (Redis's 2 seconds, there the
+/// longest a write is postponed for it).
+const SLOW_FSYNC: Duration = Duration::from_secs(2);
 
 /// Whether the AOF is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -431,7 +432,7 @@ impl Server {
                 .aof
                 .flush_postponed_since
                 .get_or_insert_with(Instant::now);
-            if since.elapsed() >= MAX_WRITE_POSTPONE {
+            if since.elapsed() >= SLOW_FSYNC {
                 self.aof.delayed_fsync += 1;
                 self.aof.flush_postponed_since = Some(Instant::now());
                 info!("Asynchronous AOF fsync is taking too long (disk is busy?). Writing the AOF buffer without waiting for fsync to complete, this may slow down Redis.");
