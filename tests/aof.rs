@@ -1139,12 +1139,15 @@ fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
     let fsync_started = Instant::now();
     let mut slowest = Duration::ZERO;
     let mut i = 0;
+    let mut beside_the_fsync = 0;
     while c.info_field("persistence", "aof_delayed_fsync") != "1" {
         assert!(
-            fsync_started.elapsed() < Duration::from_secs(6),
+            fsync_started.elapsed() < Duration::from_secs(10),
             "an fsync running past 2 s was not counted"
         );
-        assert_eq!(c.info_field("persistence", "aof_pending_bio_fsync"), "1");
+        if c.info_field("persistence", "aof_pending_bio_fsync") == "1" {
+            beside_the_fsync += 1;
+        }
         let key = format!("during{i}");
         let t = Instant::now();
         assert_eq!(c.cmd_str(&["SET", &key, "v"]), b"+OK\r\n");
@@ -1158,9 +1161,13 @@ fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
         i += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(i >= 10, "only {i} writes while the fsync ran");
     assert!(
-        slowest < Duration::from_millis(500),
+        beside_the_fsync >= 10,
+        "only {beside_the_fsync} writes while the fsync ran"
+    );
+    // Held behind the fsync, a reply would wait 2 s or more.
+    assert!(
+        slowest < Duration::from_secs(1),
         "a reply waited {slowest:?} for the fsync"
     );
 }
