@@ -75,9 +75,11 @@ pub struct Feed {
     /// Nothing is fed while positive (replaying the AOF into memory must
     /// not append it to itself).
     suspended: u32,
-    /// Ops of the unit in progress, encoded back to back.
-    unit: Vec<u8>,
-    /// (database, end offset in `unit`, targets) of each op of the unit.
+    /// Where the unit in progress starts in `stream`: its ops are encoded
+    /// straight into the stream's tail, after the complete units (and
+    /// wrapped in place when it ends with several).
+    unit_start: usize,
+    /// (database, end offset in `stream`, targets) of each op of the unit.
     unit_ops: Vec<(usize, usize, u8)>,
     /// Where ops added now go (`TO_ALL` but inside a script that said
     /// otherwise with `redis.set_repl`).
@@ -88,7 +90,8 @@ pub struct Feed {
     /// it has (SCAN and RANDOMKEY run directly: their lazy-expiry DELs are
     /// independent, as Redis's CMD_TOUCHES_ARBITRARY_KEYS).
     unwrapped: bool,
-    /// Complete units, ready for consumers.
+    /// Complete units, ready for consumers, then the unit in progress
+    /// (from `unit_start`; no segment covers it yet).
     stream: Vec<u8>,
     /// (database, end offset in `stream`, targets) of each segment.
     segments: Vec<(usize, usize, u8)>,
@@ -150,8 +153,13 @@ impl Feed {
     #[inline]
     pub fn end_unit(&mut self) {
         self.nesting = self.nesting.saturating_sub(1);
-        if self.nesting == 0 && !self.unit_ops.is_empty() {
-            self.commit_unit();
+        if self.nesting == 0 {
+            if !self.unit_ops.is_empty() {
+                self.commit_unit();
+            }
+            // A SCAN that deleted nothing leaves no unwrapped unit behind
+            // for the next EXEC.
+            self.unwrapped = false;
         }
     }
 
@@ -161,8 +169,12 @@ impl Feed {
         if !self.active() {
             return;
         }
-        encode_command(argv, &mut self.unit);
-        self.unit_ops.push((db, self.unit.len(), self.target_now()));
+        if self.unit_ops.is_empty() {
+            self.unit_start = self.stream.len();
+        }
+        encode_command(argv, &mut self.stream);
+        self.unit_ops
+            .push((db, self.stream.len(), self.target_now()));
         if self.nesting == 0 {
             self.commit_unit();
         }
@@ -200,41 +212,30 @@ impl Feed {
     }
 
     fn commit_unit(&mut self) {
-        let ops = std::mem::take(&mut self.unit_ops);
         let unwrapped = std::mem::take(&mut self.unwrapped);
-        if ops.len() == 1 && self.stream.is_empty() {
-            // The common case: move, don't copy (a 500 MB SET is not
-            // copied once more here).
-            std::mem::swap(&mut self.stream, &mut self.unit);
-            self.segments.push((ops[0].0, self.stream.len(), ops[0].2));
-        } else if ops.len() == 1 || unwrapped {
-            // One op, or independent ops: a segment each.
-            let base = self.stream.len();
-            self.stream.extend_from_slice(&self.unit);
-            for &(db, end, to) in &ops {
-                self.segments.push((db, base + end, to));
-            }
+        if self.unit_ops.len() == 1 || unwrapped {
+            // One op, or independent ops: a segment each, where they are.
+            self.segments.extend_from_slice(&self.unit_ops);
         } else {
             // MULTI takes the first op's database (its SELECT comes before
             // the MULTI) and EXEC the last one's, as Redis does, so no
-            // SELECT is inserted between the last op and EXEC.
-            let first_db = ops[0].0;
-            // MULTI and EXEC go to everyone, as Redis's.
-            self.stream.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n");
-            self.segments.push((first_db, self.stream.len(), TO_ALL));
-            let mut start = 0;
-            for &(db, end, to) in &ops {
-                self.stream.extend_from_slice(&self.unit[start..end]);
-                self.segments.push((db, self.stream.len(), to));
-                start = end;
+            // SELECT is inserted between the last op and EXEC. MULTI and
+            // EXEC go to everyone, as Redis's.
+            const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+            const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+            let start = self.unit_start;
+            self.stream.splice(start..start, MULTI.iter().copied());
+            self.segments
+                .push((self.unit_ops[0].0, start + MULTI.len(), TO_ALL));
+            for &(db, end, to) in &self.unit_ops {
+                self.segments.push((db, end + MULTI.len(), to));
             }
-            let last_db = ops[ops.len() - 1].0;
-            self.stream.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+            self.stream.extend_from_slice(EXEC);
+            let last_db = self.unit_ops[self.unit_ops.len() - 1].0;
             self.segments.push((last_db, self.stream.len(), TO_ALL));
         }
-        self.unit.clear();
-        self.unit_ops = ops;
         self.unit_ops.clear();
+        self.unit_start = self.stream.len();
     }
 
     /// Is there anything for consumers?
@@ -251,10 +252,22 @@ impl Feed {
         self.taps = taps;
     }
 
-    /// Forget the iteration's stream once every consumer has its copy.
+    /// Forget the iteration's stream once every consumer has its copy. A
+    /// unit still in progress (the feed is flushed inside EXEC by WAIT, by
+    /// BGREWRITEAOF) keeps its ops, moved to the front.
     pub fn clear(&mut self) {
-        self.stream.clear();
         self.segments.clear();
+        if !self.unit_ops.is_empty() {
+            let done = self.unit_start;
+            self.stream.drain(..done);
+            for op in &mut self.unit_ops {
+                op.1 -= done;
+            }
+            self.unit_start = 0;
+            return;
+        }
+        self.stream.clear();
+        self.unit_start = 0;
         // Don't keep a big buffer around after a big turn: memory not
         // explained by any client or buffer confuses `maxmemory` accounting
         // (a turn of pipelined writes fills up to a MB).
@@ -416,6 +429,55 @@ mod tests {
         let out = fed(&f, &mut b);
         assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3"));
         assert_eq!(b.selected_db, Some(3));
+    }
+
+    #[test]
+    fn a_flush_inside_a_unit_keeps_its_ops_for_the_next_one() {
+        let mut f = Feed::default();
+        f.attach();
+        f.also_propagate(0, &[b"SET", b"a", b"1"]);
+        f.begin_unit();
+        f.also_propagate(0, &[b"INCR", b"a"]);
+        // WAIT inside EXEC flushes what is complete.
+        let mut c = FeedCursor::default();
+        assert_eq!(
+            fed(&f, &mut c),
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n"
+        );
+        f.clear();
+        assert!(!f.has_pending());
+        f.also_propagate(0, &[b"INCR", b"b"]);
+        f.end_unit();
+        assert_eq!(
+            fed(&f, &mut c),
+            b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$1\r\na\r\n*2\r\n$4\r\nINCR\r\n$1\r\nb\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        f.clear();
+        // A single op after a wrapped unit, in another database.
+        f.begin_unit();
+        f.also_propagate(2, &[b"DEL", b"x"]);
+        f.end_unit();
+        assert_eq!(
+            fed(&f, &mut c),
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n*2\r\n$3\r\nDEL\r\n$1\r\nx\r\n"
+        );
+    }
+
+    #[test]
+    fn an_unwrapped_unit_without_ops_leaves_the_next_unit_wrapped() {
+        let mut f = Feed::default();
+        f.attach();
+        f.begin_unit();
+        f.unwrap_unit();
+        f.end_unit();
+        f.begin_unit();
+        f.also_propagate(0, &[b"DEL", b"k"]);
+        f.also_propagate(0, &[b"INCR", b"k"]);
+        f.end_unit();
+        let mut c = FeedCursor {
+            selected_db: Some(0),
+        };
+        assert!(fed(&f, &mut c).starts_with(b"*1\r\n$5\r\nMULTI\r\n"));
     }
 
     #[test]
