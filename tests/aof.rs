@@ -1110,7 +1110,7 @@ fn shutdown_refuses_while_the_first_base_is_written_unless_forced() {
 #[test]
 fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let _kv = start_on(
+    let kv = start_on(
         dir.path(),
         &[
             "--appendfsync",
@@ -1121,7 +1121,7 @@ fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
             dir.path().to_str().unwrap(),
         ],
     );
-    let mut c = Conn::connect(_kv.port);
+    let mut c = Conn::connect(kv.port);
     assert_eq!(
         c.cmd_str(&["DEBUG", "aof-fsync-sleep", "3000000"]),
         b"+OK\r\n"

@@ -159,7 +159,7 @@ pub struct Aof {
     last_fsync: Option<Instant>,
     /// Since when writes have gone on beside a running `everysec` fsync
     /// (one running past 2 s counts in `aof_delayed_fsync`).
-    flush_postponed_since: Option<Instant>,
+    beside_fsync_since: Option<Instant>,
     pub delayed_fsync: u64,
     syncer: Option<Syncer>,
     /// Bytes handed to the AOF since it was opened (the offset a turn's
@@ -428,17 +428,14 @@ impl Server {
         // an fsync running past 2 s is still counted and logged as Redis's.
         let everysec = self.config.appendfsync == FsyncPolicy::Everysec;
         if everysec && self.aof.fsync_in_progress() {
-            let since = *self
-                .aof
-                .flush_postponed_since
-                .get_or_insert_with(Instant::now);
+            let since = *self.aof.beside_fsync_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= SLOW_FSYNC {
                 self.aof.delayed_fsync += 1;
-                self.aof.flush_postponed_since = Some(Instant::now());
+                self.aof.beside_fsync_since = Some(Instant::now());
                 info!("Asynchronous AOF fsync is taking too long (disk is busy?). Writing the AOF buffer without waiting for fsync to complete, this may slow down Redis.");
             }
         } else {
-            self.aof.flush_postponed_since = None;
+            self.aof.beside_fsync_since = None;
         }
         // Redis tells delayed writes apart by what else was going on.
         let write_event = if self.aof.fsync_in_progress() {

