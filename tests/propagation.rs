@@ -187,6 +187,36 @@ fn getex_getset_getdel_are_rewritten() {
 }
 
 #[test]
+fn a_new_consumer_given_nothing_is_still_created_on_replicas() {
+    let mut h = Harness::new();
+    h.run(&["XGROUP", "CREATE", "xs", "g", "$", "MKSTREAM"]);
+    h.take();
+    // Nothing new: the consumer is not made (as in Redis).
+    h.run(&["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "xs", ">"]);
+    assert_eq!(h.take(), Vec::<String>::new());
+    // Its history, empty: it is made, and no XCLAIM will name it (Redis
+    // 7.0.15 sends nothing here and its replicas lack it).
+    h.run(&["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "xs", "0"]);
+    assert_eq!(
+        h.take(),
+        vec!["0:XGROUP CREATECONSUMER xs g c2".to_string()]
+    );
+    // Again, now known: nothing to propagate.
+    h.run(&["XREADGROUP", "GROUP", "g", "c2", "STREAMS", "xs", "0"]);
+    assert_eq!(h.take(), Vec::<String>::new());
+    // Given an entry, the consumer reaches replicas through its XCLAIM alone.
+    h.run(&["XADD", "xs", "1-1", "f", "v"]);
+    h.take();
+    h.run(&["XREADGROUP", "GROUP", "g", "c3", "STREAMS", "xs", ">"]);
+    let got = h.take();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("0:XCLAIM xs g c3 0 1-1 TIME "),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn propagation_records_the_database() {
     let mut h = Harness::new();
     h.run(&["SELECT", "3"]);
@@ -333,6 +363,64 @@ const WORKLOAD: &[Step] = &[
         ],
         0,
     ),
+    // XREADGROUP inside MULTI: each delivered entry as an XCLAIM (with the
+    // group's last ID), a new consumer named only by them; under NOACK the
+    // consumer's creation and the group's last ID go out explicitly.
+    (0, &["XADD", "xs", "1-1", "f", "a"], 0),
+    (0, &["XADD", "xs", "2-1", "f", "b"], 0),
+    (0, &["XADD", "xs", "3-1", "f", "c"], 0),
+    (0, &["XGROUP", "CREATE", "xs", "xg", "0"], 0),
+    (0, &["MULTI"], 0),
+    (
+        0,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "xg",
+            "c1",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "xs",
+            ">",
+        ],
+        0,
+    ),
+    (
+        0,
+        &["XREADGROUP", "GROUP", "xg", "c1", "STREAMS", "xs", ">"],
+        0,
+    ),
+    (0, &["EXEC"], 0),
+    (0, &["XADD", "xs", "4-1", "f", "d"], 0),
+    (
+        0,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "xg",
+            "c2",
+            "NOACK",
+            "STREAMS",
+            "xs",
+            ">",
+        ],
+        0,
+    ),
+    (
+        0,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "xg",
+            "c3",
+            "NOACK",
+            "STREAMS",
+            "xs",
+            ">",
+        ],
+        0,
+    ),
 ];
 
 /// Replace absolute times (PXAT, PEXPIREAT) by a marker: the two servers
@@ -348,7 +436,11 @@ fn normalize(cmds: Vec<Vec<Vec<u8>>>) -> Vec<String> {
                 words[2] = "<time>".into();
             }
             for i in 1..words.len() {
-                if words[i - 1].eq_ignore_ascii_case("PXAT") {
+                // XCLAIM's TIME is the delivery's own clock.
+                if words[i - 1].eq_ignore_ascii_case("PXAT")
+                    || (words[0].eq_ignore_ascii_case("XCLAIM")
+                        && words[i - 1].eq_ignore_ascii_case("TIME"))
+                {
                     words[i] = "<time>".into();
                 }
             }
@@ -446,6 +538,7 @@ fn feed_matches_what_redis_streams_to_a_replica() {
         "PFDEBUG TODENSE hll",
         "RPOPLPUSH bq bd",
         "LMOVE bq2 bd RIGHT LEFT",
+        "XGROUP CREATECONSUMER xs xg c2",
     ] {
         assert!(
             theirs.iter().any(|c| c == expected),

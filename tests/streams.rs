@@ -281,6 +281,12 @@ fn the_aof_rewrite_rebuilds_streams_and_groups() {
 const REPLICATED: &[&[&str]] = &[
     &["XRANGE", "s", "-", "+"],
     &["XINFO", "GROUPS", "s"],
+    &[
+        "EVAL",
+        "local out = {} for _, g in ipairs(redis.call('xinfo', 'groups', KEYS[1])) do out[#out+1] = {g[2], g[4], g[6], g[8]} end return out",
+        "1",
+        "s",
+    ],
     &["XPENDING", "s", "g1"],
     &["XPENDING", "s", "g2"],
     &[
@@ -352,6 +358,13 @@ fn replicas_hold_the_same_groups_as_their_master() {
         });
         let got = run_all(c, REPLICATED);
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            if name == "redis" && REPLICATED[i][..2] == ["XINFO", "GROUPS"] {
+                // A Redis 7.0.15 replica leaves a group's read counter
+                // where it was (the XCLAIMs carry only its last ID; the
+                // script below compares the rest); a kvstore replica
+                // follows it.
+                continue;
+            }
             assert_eq!(
                 String::from_utf8_lossy(a),
                 String::from_utf8_lossy(b),

@@ -666,6 +666,33 @@ fn claim(
     c.dirty(1);
 }
 
+/// Entry `id` is delivered to group `gname`: past the group's last ID, it
+/// becomes the last ID and the group's read counter follows (counted on
+/// while it is known and no deleted entry lies ahead, estimated otherwise,
+/// as Redis's streamReplyWithRange). Whether the last ID moved.
+fn deliver(s: &mut Stream, gname: &[u8], id: StreamId) -> bool {
+    if id <= s.groups[gname].last_id {
+        return false;
+    }
+    let known = s.groups[gname].entries_read != ENTRIES_READ_UNKNOWN;
+    let read = if known && !s.range_has_tombstones(id, StreamId::MAX) {
+        Some(s.groups[gname].entries_read + 1)
+    } else if s.entries_added > 0 {
+        Some(
+            s.estimate_distance(id)
+                .map_or(ENTRIES_READ_UNKNOWN, |d| d as i64),
+        )
+    } else {
+        None
+    };
+    let g = s.groups.get_mut(gname).expect("group");
+    if let Some(read) = read {
+        g.entries_read = read;
+    }
+    g.last_id = id;
+    true
+}
+
 /// Serve one stream of XREADGROUP: new entries (`>`), delivered and added
 /// to the PELs, or the consumer's history after `after`. Writes the
 /// entries array; returns whether the stream key and group are there.
@@ -691,107 +718,108 @@ fn serve_group(
     let Some(g) = s.groups.get_mut(group_name) else {
         return;
     };
-    // A new consumer is propagated even when the read returns nothing (Redis
-    // 7.0.15 leaves it to the XCLAIMs, so a consumer that read nothing is
-    // missing on its replicas); kept so that replicas hold the same groups.
-    if ensure_consumer(c, g, key, consumer, now) {
+    // A new consumer reaches replicas as Redis 7.0.15 sends it: explicitly
+    // under NOACK (no XCLAIM will name it), otherwise through the XCLAIMs of
+    // the entries it is given. Where it is given none, Redis sends nothing
+    // and its replicas lack the consumer; here it is sent then (below), so
+    // replicas and the AOF hold the same groups.
+    let created = ensure_consumer(c, g, key, consumer, now);
+    if created && noack {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
-    let g = s.groups.get_mut(group_name).expect("group");
-    match from {
-        ReadFrom::After(after) => {
-            // History: the consumer's own pending entries after `after`.
-            let Some(start) = after.incr() else {
-                c.cl.reply.array(0);
-                return;
-            };
-            let pel: Vec<StreamId> = g.consumers[consumer]
-                .pel
-                .range(start..)
-                .take(if count == 0 { usize::MAX } else { count })
-                .copied()
-                .collect();
-            let mut out = Vec::with_capacity(pel.len());
-            for id in pel {
-                let fields = s.lookup(id);
-                let g = s.groups.get_mut(group_name).expect("group");
-                if fields.is_some() {
-                    if let Some(n) = g.pel.get_mut(&id) {
-                        n.delivery_time = now;
-                        n.delivery_count += 1;
-                    }
-                }
-                out.push((id, fields));
-            }
-            c.cl.reply.array(out.len());
-            for (id, fields) in &out {
-                match fields {
-                    Some(f) => reply_entry(&mut c.cl.reply, *id, f),
-                    None => {
-                        c.cl.reply.array(2);
-                        c.cl.reply.bulk(&id_bytes(*id));
-                        c.cl.reply.null_array();
-                    }
-                }
-            }
-        }
-        ReadFrom::New => {
-            let Some(start) = g.last_id.incr() else {
-                c.cl.reply.array(0);
-                return;
-            };
-            let entries = collect(s, start, StreamId::MAX, count, false);
-            let propagating = c.srv.propagating();
-            let mut propagate_last = false;
-            let mut claims = Vec::new();
-            for (id, _) in &entries {
-                let id = *id;
-                let has_tombstones = s.range_has_tombstones(id, StreamId::MAX);
-                let entries_added = s.entries_added;
-                let estimate = s.estimate_distance(id);
-                let g = s.groups.get_mut(group_name).expect("group");
-                if id > g.last_id {
-                    if g.entries_read != ENTRIES_READ_UNKNOWN && !has_tombstones {
-                        g.entries_read += 1;
-                    } else if entries_added > 0 {
-                        g.entries_read = estimate.map_or(ENTRIES_READ_UNKNOWN, |d| d as i64);
-                    }
-                    g.last_id = id;
-                    // Always, with the read counter (Redis 7.0.15: XCLAIM
-                    // does not carry entries_read to replicas).
-                    propagate_last = true;
-                }
-                if !noack {
-                    let nack = Nack {
-                        delivery_time: now,
-                        delivery_count: 1,
-                        consumer: consumer.to_vec(),
-                    };
-                    if let Some(old) = g.pel.insert(id, nack) {
-                        if let Some(prev) = g.consumers.get_mut(&old.consumer) {
-                            prev.pel.remove(&id);
+    let mut claimed_any = false;
+    'serve: {
+        let g = s.groups.get_mut(group_name).expect("group");
+        match from {
+            ReadFrom::After(after) => {
+                // History: the consumer's own pending entries after `after`.
+                let Some(start) = after.incr() else {
+                    c.cl.reply.array(0);
+                    break 'serve;
+                };
+                let pel: Vec<StreamId> = g.consumers[consumer]
+                    .pel
+                    .range(start..)
+                    .take(if count == 0 { usize::MAX } else { count })
+                    .copied()
+                    .collect();
+                let mut out = Vec::with_capacity(pel.len());
+                for id in pel {
+                    let fields = s.lookup(id);
+                    let g = s.groups.get_mut(group_name).expect("group");
+                    if fields.is_some() {
+                        if let Some(n) = g.pel.get_mut(&id) {
+                            n.delivery_time = now;
+                            n.delivery_count += 1;
                         }
                     }
-                    g.consumers
-                        .get_mut(consumer)
-                        .expect("consumer")
-                        .pel
-                        .insert(id);
-                    if propagating {
-                        claims.push((id, g.pel[&id].clone(), g.last_id));
+                    out.push((id, fields));
+                }
+                c.cl.reply.array(out.len());
+                for (id, fields) in &out {
+                    match fields {
+                        Some(f) => reply_entry(&mut c.cl.reply, *id, f),
+                        None => {
+                            c.cl.reply.array(2);
+                            c.cl.reply.bulk(&id_bytes(*id));
+                            c.cl.reply.null_array();
+                        }
                     }
                 }
             }
-            reply_entries(&mut c.cl.reply, &entries);
-            for (id, nack, last) in claims {
-                propagate_xclaim(c, key, group_name, id, &nack, last);
-            }
-            if propagate_last {
-                let g = &s.groups[group_name];
-                let (last, read) = (g.last_id, g.entries_read);
-                propagate_group_id(c, key, group_name, last, read);
+            ReadFrom::New => {
+                let Some(start) = g.last_id.incr() else {
+                    c.cl.reply.array(0);
+                    break 'serve;
+                };
+                let entries = collect(s, start, StreamId::MAX, count, false);
+                let propagating = c.srv.propagating();
+                let mut propagate_last = false;
+                let mut claims = Vec::new();
+                for (id, _) in &entries {
+                    let id = *id;
+                    if deliver(s, group_name, id) {
+                        // Under NOACK only, as Redis 7.0.15: otherwise each
+                        // entry's XCLAIM carries the group's last ID.
+                        propagate_last = noack;
+                    }
+                    let g = s.groups.get_mut(group_name).expect("group");
+                    if !noack {
+                        let nack = Nack {
+                            delivery_time: now,
+                            delivery_count: 1,
+                            consumer: consumer.to_vec(),
+                        };
+                        if let Some(old) = g.pel.insert(id, nack) {
+                            if let Some(prev) = g.consumers.get_mut(&old.consumer) {
+                                prev.pel.remove(&id);
+                            }
+                        }
+                        g.consumers
+                            .get_mut(consumer)
+                            .expect("consumer")
+                            .pel
+                            .insert(id);
+                        if propagating {
+                            claims.push((id, g.pel[&id].clone(), g.last_id));
+                        }
+                    }
+                }
+                reply_entries(&mut c.cl.reply, &entries);
+                claimed_any = !claims.is_empty();
+                for (id, nack, last) in claims {
+                    propagate_xclaim(c, key, group_name, id, &nack, last);
+                }
+                if propagate_last {
+                    let g = &s.groups[group_name];
+                    let (last, read) = (g.last_id, g.entries_read);
+                    propagate_group_id(c, key, group_name, last, read);
+                }
             }
         }
+    }
+    if created && !noack && !claimed_any {
+        propagate_consumer_creation(c, key, group_name, consumer);
     }
 }
 
@@ -1438,14 +1466,20 @@ pub fn xclaim(c: &mut Ctx, argv: &[&[u8]]) {
     // SAFETY: the stream stays in the keyspace while this command runs;
     // the server is borrowed again only for replies and propagation.
     let s = unsafe { &mut *s };
-    let mut propagate_last = false;
-    {
+    // A master's XREADGROUP reaches its replicas (and the AOF) as one
+    // XCLAIM per delivered entry, its LASTID the entry: obeying it, the
+    // group's read counter moves as it did on the master (Redis 7.0.15
+    // leaves it behind; a client's XCLAIM LASTID only sets the last ID).
+    let mut propagate_last = if c.cl.must_obey() {
+        deliver(s, gname, last_id)
+    } else {
         let g = s.groups.get_mut(gname).expect("group");
-        if last_id > g.last_id {
+        let moved = last_id > g.last_id;
+        if moved {
             g.last_id = last_id;
-            propagate_last = true;
         }
-    }
+        moved
+    };
     if delivery_time != -1 {
         if delivery_time < 0 || delivery_time > now {
             delivery_time = now;
