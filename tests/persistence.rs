@@ -766,6 +766,73 @@ fn background_saves_queued_in_a_transaction_are_scheduled() {
     assert!(log.contains("AOF was enabled during a transaction. An AOF background was scheduled to start when possible."));
 }
 
+/// The largest `table size: N` of database `db`'s keys (DEBUG HTSTATS): the
+/// rehashing target while a resize runs.
+fn keyspace_buckets(c: &mut Conn, db: &str) -> u64 {
+    let stats = String::from_utf8(c.cmd_str(&["DEBUG", "HTSTATS", db])).unwrap();
+    let keys = stats.split("[Expires HT]").next().unwrap();
+    keys.lines()
+        .filter_map(|l| l.trim().strip_prefix("table size: "))
+        .map(|n| n.trim().parse::<u64>().unwrap())
+        .max()
+        .unwrap_or_else(|| panic!("no table size in {stats}"))
+}
+
+/// Start a BGSAVE whose child writes each key `delay_us` late.
+fn slow_bgsave(c: &mut Conn, delay_us: u64) {
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", &delay_us.to_string()]);
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+}
+
+#[test]
+fn tables_hold_off_resizing_while_a_child_shares_their_pages() {
+    // Redis's updateDictResizePolicy: while a snapshot or rewrite child
+    // runs, a keyspace grows its bucket array only once its chains average
+    // more than 5 (a resize rewrites the link of every entry it moves,
+    // copying its page); once the child is gone, the next write resizes.
+    let kv = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--save", "", "--enable-debug-command", "yes"],
+    );
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["DEBUG", "POPULATE", "4096", "a", "1"]);
+    let before = keyspace_buckets(&mut c, "0");
+    // 4096 keys written 1 ms apart: the child runs 4 s.
+    slow_bgsave(&mut c, 1000);
+    // Four entries per bucket: twice the usual load, under the forced one.
+    c.cmd_str(&[
+        "DEBUG",
+        "POPULATE",
+        &(before * 4 - 4096).to_string(),
+        "b",
+        "1",
+    ]);
+    assert_eq!(keyspace_buckets(&mut c, "0"), before, "grew beside a child");
+    common::wait_for("the save", 30, || {
+        c.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    c.cmd_str(&["SET", "one-more", "v"]);
+    let grown = keyspace_buckets(&mut c, "0");
+    assert!(
+        grown > before,
+        "{grown} buckets after the child, {before} before"
+    );
+    // Past 5 entries per bucket a table grows even beside a child.
+    slow_bgsave(&mut c, 1000);
+    let keys = before * 4 + 1;
+    c.cmd_str(&[
+        "DEBUG",
+        "POPULATE",
+        &(grown * 6 + 10 - keys).to_string(),
+        "c",
+        "1",
+    ]);
+    let forced = keyspace_buckets(&mut c, "0");
+    assert!(forced > grown, "{forced} buckets for {} keys", grown * 6);
+    assert_eq!(c.info_field("persistence", "rdb_bgsave_in_progress"), "1");
+}
+
 #[test]
 fn a_background_child_reports_its_progress_and_copy_on_write() {
     // INFO persistence's current_* fields while a BGSAVE runs, and the

@@ -24,7 +24,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
 
@@ -109,6 +109,27 @@ pub fn set_growth_guard(allowed: fn(usize) -> bool) {
 /// table grows whatever memory says: chains that long cost more than the
 /// bytes saved.
 const GUARDED_MAX_LOAD_PERMILLE: usize = 1618;
+
+/// Whether tables resize at their normal loads (Redis's dict_can_resize).
+/// Off while a forked child (a snapshot, an AOF rewrite) shares the parent's
+/// pages: a resize rewrites every moved entry's link, copying on write the
+/// pages that hold them.
+static RESIZE_ALLOWED: AtomicBool = AtomicBool::new(true);
+
+/// While resizing is held back, a table still grows past this many entries
+/// per bucket (Redis's dict_force_resize_ratio): chains that long cost more
+/// than the copied pages.
+const FORCED_GROWTH_LOAD: usize = 5;
+
+/// Let tables resize at their normal loads, or hold them back (see
+/// [`RESIZE_ALLOWED`]); the state layer says so as its children come and go.
+pub fn set_resize_allowed(allowed: bool) {
+    RESIZE_ALLOWED.store(allowed, Ordering::Relaxed);
+}
+
+pub fn resize_allowed() -> bool {
+    RESIZE_ALLOWED.load(Ordering::Relaxed)
+}
 
 /// Bucket arrays at least this large are mapped straight from the kernel.
 const MMAP_THRESHOLD_BYTES: usize = 1 << 20;
@@ -550,6 +571,9 @@ impl Table {
         }
         let buckets = self.tabs[0].len();
         if self.len >= buckets * MAX_LOAD {
+            if !resize_allowed() && self.len / buckets <= FORCED_GROWTH_LOAD {
+                return;
+            }
             let size = (self.len + 1).next_power_of_two();
             if self.guarded
                 && self.len * 1000 < buckets * MAX_LOAD * GUARDED_MAX_LOAD_PERMILLE
@@ -564,7 +588,7 @@ impl Table {
     }
 
     fn shrink_if_needed(&mut self) {
-        if self.rehash_idx.is_some() {
+        if self.rehash_idx.is_some() || !resize_allowed() {
             return;
         }
         let size = self.tabs[0].len();
@@ -750,17 +774,20 @@ impl Table {
         v
     }
 
-    /// Up to `count` entries from consecutive buckets starting at a random
-    /// one (Redis's dictGetSomeKeys): cheap, cache-friendly samples for
-    /// eviction, not a uniform draw. Gives up after `10 * count` buckets.
+    /// Up to `out.len()` entries from consecutive buckets starting at a
+    /// random one (Redis's dictGetSomeKeys): cheap, cache-friendly samples
+    /// for eviction, not a uniform draw. A chain is always walked to its end,
+    /// the entries past `out.len()` taking a random place by reservoir
+    /// sampling (so the end of a long chain can be sampled too). Gives up
+    /// after `10 * out.len()` buckets. Returns how many of `out` it filled.
     pub fn sample_some<'t>(
         &'t self,
-        count: usize,
+        out: &mut [Option<&'t Entry>],
         rand: &mut dyn FnMut() -> u64,
-        f: &mut dyn FnMut(&'t Entry),
-    ) {
-        if self.len == 0 || count == 0 {
-            return;
+    ) -> usize {
+        let count = out.len().min(self.len);
+        if count == 0 {
+            return 0;
         }
         let rehashing = self.rehash_idx;
         let tables = if rehashing.is_some() { 2 } else { 1 };
@@ -800,17 +827,26 @@ impl Table {
                 // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 unsafe {
                     while !target(*link).is_null() {
-                        f(&*(link as *const Entry));
-                        stored += 1;
-                        if stored == count {
-                            return;
+                        let e = &*(link as *const Entry);
+                        if stored < count {
+                            out[stored] = Some(e);
+                        } else {
+                            let r = (rand() as usize) % (stored + 1);
+                            if r < count {
+                                out[r] = Some(e);
+                            }
                         }
+                        stored += 1;
                         link = target(*link) as *const Link;
                     }
+                }
+                if stored >= count {
+                    return count;
                 }
             }
             i = (i + 1) & mask;
         }
+        stored
     }
 
     /// One of up to 15 entries sampled from consecutive buckets (Redis's
@@ -818,14 +854,10 @@ impl Table {
     /// [`Table::random_entry`] favours entries in short chains.
     pub fn fair_random_entry(&self, rand: &mut dyn FnMut() -> u64) -> Option<&Entry> {
         let mut sampled: [Option<&Entry>; 15] = [None; 15];
-        let mut n = 0;
         // The high bits: a generator's low bits are its weakest, and two
         // draws from them in a row (where to start, which one) showed.
         let mut high = || rand() >> 11;
-        self.sample_some(sampled.len(), &mut high, &mut |e| {
-            sampled[n] = Some(e);
-            n += 1;
-        });
+        let n = self.sample_some(&mut sampled, &mut high);
         if n == 0 {
             return self.random_entry(rand);
         }
@@ -1080,5 +1112,37 @@ mod tests {
         assert!(t.random_entry(&mut rand).is_none());
         t.insert(Entry::new(b"a", NewValue::Int(1), false));
         assert_eq!(t.random_entry(&mut rand).unwrap().key(), b"a");
+    }
+
+    #[test]
+    fn fair_random_entry_reaches_the_end_of_a_long_chain() {
+        // 40 keys in one bucket of a table sized for 4096: the sample walks
+        // the whole chain (reservoir sampling), so every key comes out, not
+        // only the 15 nearest the chain's head.
+        let mut t = Table::new(3);
+        t.reserve(4096);
+        let mask = t.tabs[0].len() as u64 - 1;
+        let keys: Vec<Vec<u8>> = (0..1_000_000u32)
+            .map(|i| format!("m:{i}").into_bytes())
+            .filter(|k| t.hash(k) & mask == 7)
+            .take(40)
+            .collect();
+        assert_eq!(keys.len(), 40);
+        for k in &keys {
+            t.insert(Entry::new(k, NewValue::Int(1), false));
+        }
+        assert_eq!(t.tabs[0].len() as u64 - 1, mask, "the table resized");
+        let mut r = 88172645463325252u64;
+        let mut rand = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..4000 {
+            seen.insert(t.fair_random_entry(&mut rand).unwrap().key().to_vec());
+        }
+        assert_eq!(seen.len(), 40);
     }
 }

@@ -69,7 +69,9 @@ impl EventLoop {
             crate::state::snapshot::cron(srv);
             srv.aof_cron();
         }
-        if srv.config.activerehashing {
+        // Not while a child shares the pages (as Redis's databasesCron): a
+        // rehash step rewrites the links of every entry it moves.
+        if srv.config.activerehashing && crate::db::table::resize_allowed() {
             for db in &mut srv.dbs {
                 if db.main.is_rehashing() || db.expires.is_rehashing() {
                     db.rehash_for(CRON_REHASH_BUDGET);

@@ -301,7 +301,9 @@ impl Server {
         };
         let mut found: Vec<(u64, &[u8])> = Vec::with_capacity(samples);
         let rng = &mut self.rng;
-        sampled.sample_some(samples, &mut || rng.next_u64(), &mut |e| {
+        let mut entries = vec![None; samples];
+        let n = sampled.sample_some(&mut entries, &mut || rng.next_u64());
+        for e in entries[..n].iter().flatten() {
             let key = e.key();
             let score = if policy == MaxmemoryPolicy::VolatileTtl {
                 // The sooner it expires, the better.
@@ -316,7 +318,7 @@ impl Server {
                 } else {
                     d.main.get(key).map(|m| m.lru())
                 };
-                let Some(word) = word else { return };
+                let Some(word) = word else { continue };
                 if policy.is_lfu() {
                     255 - lfu_decayed(word, minutes, decay) as u64
                 } else {
@@ -324,7 +326,7 @@ impl Server {
                 }
             };
             found.push((score, key));
-        });
+        }
         let found: Vec<(u64, Vec<u8>)> = found.into_iter().map(|(s, k)| (s, k.to_vec())).collect();
         for (score, key) in found {
             self.evictor.offer(score, db, &key);

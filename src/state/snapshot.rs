@@ -253,6 +253,9 @@ pub fn bgsave_with(
 /// an AOF rewrite): INFO's latest_fork_usec, the fork rate LATENCY DOCTOR
 /// grades, and the `fork` latency event.
 pub fn record_fork(srv: &mut Server, started: Instant) {
+    // The child shares the keyspace's pages: tables hold off resizing
+    // (Redis's updateDictResizePolicy).
+    crate::db::table::set_resize_allowed(false);
     srv.snapshot.forks += 1;
     let usec = started.elapsed().as_micros() as u64;
     srv.snapshot.latest_fork_usec = usec;
@@ -345,6 +348,7 @@ pub fn receive_child_info(srv: &mut Server) {
 /// The child was reaped (or killed): its last reports, then no current
 /// child.
 pub fn child_info_done(srv: &mut Server) {
+    crate::db::table::set_resize_allowed(srv.snapshot.child.is_none() && srv.aof.rewrite.is_none());
     receive_child_info(srv);
     srv.snapshot.child_info = None;
     srv.snapshot.child_stats = ChildStats::default();
