@@ -426,7 +426,7 @@ impl Default for Config {
             repl_diskless_sync: true,
             repl_rdma: true,
             repl_diskless_load: String::new(),
-            repl_diskless_sync_delay: 0,
+            repl_diskless_sync_delay: 5,
             rdb_key_save_delay: 0,
             key_load_delay: 0,
             loading_process_events_interval_bytes: 2 * 1024 * 1024,
@@ -2192,7 +2192,7 @@ pub static OPTIONS: &[OptionSpec] = &[
     ),
     opt!(
         "repl-diskless-sync-delay",
-        "0",
+        "5",
         true,
         "Seconds a diskless full sync waits for more replicas to join it.",
         |c| c.repl_diskless_sync_delay.to_string(),

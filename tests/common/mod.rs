@@ -105,6 +105,9 @@ pub fn start_kvstore_env(
         ])
         .arg(dir.path())
         .args(["--logfile", "kvstore.log"])
+        // As Redis's own test suite (tests/assets/default.conf): a full
+        // sync starts at once instead of waiting 5 s for more replicas.
+        .args(["--repl-diskless-sync-delay", "0"])
         .args(io_engine_args())
         .args(args)
         .stdout(Stdio::null())
