@@ -33,16 +33,16 @@ cell() {
         *) SERVER_ARGS=(--appendonly yes --appendfsync "$policy") ;;
     esac
     SERVER_ARGS+=(${EXTRA[@]+"${EXTRA[@]}"})
-    case $side in
-        redis) start redis "$dir" "$port" ;;
-        *) start kvstore "$dir" "$port" ;;
-    esac
+    start "$side" "$dir" "$port"
     wait_ping "$port"
     measure "$side" "${policy}_p${p}" "$n" "$p" -r 1000000 -t set
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
     rm -rf "$dir"
 }
+
+# latest SIDE KEY: the value last recorded for SIDE under KEY.
+latest() { awk -F'\t' -v s="$1" -v k="$2" '$1 == s && $2 == k { v = $3 } END { print v }' "$results"; }
 
 SIDES=(kvstore redis)
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -53,10 +53,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
             side=${SIDES[$(((i + round - 1) % ${#SIDES[@]}))]}
             echo "round $round/$ROUNDS: P$p $side" >&2
             cell "$side" off "$p" "$n"
-            off=$(awk -F'\t' -v s="$side" -v k="off_p${p}_rps" '$1 == s && $2 == k { v = $3 } END { print v }' "$results")
+            off=$(latest "$side" "off_p${p}_rps")
             for policy in $POLICIES; do
                 cell "$side" "$policy" "$p" "$n"
-                got=$(awk -F'\t' -v s="$side" -v k="${policy}_p${p}_rps" '$1 == s && $2 == k { v = $3 } END { print v }' "$results")
+                got=$(latest "$side" "${policy}_p${p}_rps")
                 record "$side" "${policy}_p${p}_share" "$(echo "100 * $got / $off" | bc -l)"
             done
         done

@@ -727,99 +727,114 @@ fn serve_group(
     if created && noack {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
-    let mut claimed_any = false;
-    'serve: {
-        let g = s.groups.get_mut(group_name).expect("group");
-        match from {
-            ReadFrom::After(after) => {
-                // History: the consumer's own pending entries after `after`.
-                let Some(start) = after.incr() else {
-                    c.cl.reply.array(0);
-                    break 'serve;
-                };
-                let pel: Vec<StreamId> = g.consumers[consumer]
-                    .pel
-                    .range(start..)
-                    .take(if count == 0 { usize::MAX } else { count })
-                    .copied()
-                    .collect();
-                let mut out = Vec::with_capacity(pel.len());
-                for id in pel {
-                    let fields = s.lookup(id);
-                    let g = s.groups.get_mut(group_name).expect("group");
-                    if fields.is_some() {
-                        if let Some(n) = g.pel.get_mut(&id) {
-                            n.delivery_time = now;
-                            n.delivery_count += 1;
-                        }
+    serve_read(c, s, key, group_name, consumer, from, count, noack, now);
+    // Not given any entry (the PEL of a consumer made now holds only what
+    // this read gave it), no XCLAIM named it.
+    if created && !noack && s.groups[group_name].consumers[consumer].pel.is_empty() {
+        propagate_consumer_creation(c, key, group_name, consumer);
+    }
+}
+
+/// The read of [`serve_group`] for a consumer that exists: replies with the
+/// entries and propagates what it changed.
+#[allow(clippy::too_many_arguments)]
+fn serve_read(
+    c: &mut Ctx,
+    s: &mut Stream,
+    key: &[u8],
+    group_name: &[u8],
+    consumer: &[u8],
+    from: &ReadFrom,
+    count: usize,
+    noack: bool,
+    now: i64,
+) {
+    let g = s.groups.get_mut(group_name).expect("group");
+    match from {
+        ReadFrom::After(after) => {
+            // History: the consumer's own pending entries after `after`.
+            let Some(start) = after.incr() else {
+                c.cl.reply.array(0);
+                return;
+            };
+            let pel: Vec<StreamId> = g.consumers[consumer]
+                .pel
+                .range(start..)
+                .take(if count == 0 { usize::MAX } else { count })
+                .copied()
+                .collect();
+            let mut out = Vec::with_capacity(pel.len());
+            for id in pel {
+                let fields = s.lookup(id);
+                let g = s.groups.get_mut(group_name).expect("group");
+                if fields.is_some() {
+                    if let Some(n) = g.pel.get_mut(&id) {
+                        n.delivery_time = now;
+                        n.delivery_count += 1;
                     }
-                    out.push((id, fields));
                 }
-                c.cl.reply.array(out.len());
-                for (id, fields) in &out {
-                    match fields {
-                        Some(f) => reply_entry(&mut c.cl.reply, *id, f),
-                        None => {
-                            c.cl.reply.array(2);
-                            c.cl.reply.bulk(&id_bytes(*id));
-                            c.cl.reply.null_array();
-                        }
-                    }
-                }
+                out.push((id, fields));
             }
-            ReadFrom::New => {
-                let Some(start) = g.last_id.incr() else {
-                    c.cl.reply.array(0);
-                    break 'serve;
-                };
-                let entries = collect(s, start, StreamId::MAX, count, false);
-                let propagating = c.srv.propagating();
-                let mut propagate_last = false;
-                let mut claims = Vec::new();
-                for (id, _) in &entries {
-                    let id = *id;
-                    if deliver(s, group_name, id) {
-                        // Under NOACK only, as Redis 7.0.15: otherwise each
-                        // entry's XCLAIM carries the group's last ID.
-                        propagate_last = noack;
+            c.cl.reply.array(out.len());
+            for (id, fields) in &out {
+                match fields {
+                    Some(f) => reply_entry(&mut c.cl.reply, *id, f),
+                    None => {
+                        c.cl.reply.array(2);
+                        c.cl.reply.bulk(&id_bytes(*id));
+                        c.cl.reply.null_array();
                     }
-                    let g = s.groups.get_mut(group_name).expect("group");
-                    if !noack {
-                        let nack = Nack {
-                            delivery_time: now,
-                            delivery_count: 1,
-                            consumer: consumer.to_vec(),
-                        };
-                        if let Some(old) = g.pel.insert(id, nack) {
-                            if let Some(prev) = g.consumers.get_mut(&old.consumer) {
-                                prev.pel.remove(&id);
-                            }
-                        }
-                        g.consumers
-                            .get_mut(consumer)
-                            .expect("consumer")
-                            .pel
-                            .insert(id);
-                        if propagating {
-                            claims.push((id, g.pel[&id].clone(), g.last_id));
-                        }
-                    }
-                }
-                reply_entries(&mut c.cl.reply, &entries);
-                claimed_any = !claims.is_empty();
-                for (id, nack, last) in claims {
-                    propagate_xclaim(c, key, group_name, id, &nack, last);
-                }
-                if propagate_last {
-                    let g = &s.groups[group_name];
-                    let (last, read) = (g.last_id, g.entries_read);
-                    propagate_group_id(c, key, group_name, last, read);
                 }
             }
         }
-    }
-    if created && !noack && !claimed_any {
-        propagate_consumer_creation(c, key, group_name, consumer);
+        ReadFrom::New => {
+            let Some(start) = g.last_id.incr() else {
+                c.cl.reply.array(0);
+                return;
+            };
+            let entries = collect(s, start, StreamId::MAX, count, false);
+            let propagating = c.srv.propagating();
+            let mut propagate_last = false;
+            let mut claims = Vec::new();
+            for (id, _) in &entries {
+                let id = *id;
+                if deliver(s, group_name, id) {
+                    // Under NOACK only, as Redis 7.0.15: otherwise each
+                    // entry's XCLAIM carries the group's last ID.
+                    propagate_last = noack;
+                }
+                let g = s.groups.get_mut(group_name).expect("group");
+                if !noack {
+                    let nack = Nack {
+                        delivery_time: now,
+                        delivery_count: 1,
+                        consumer: consumer.to_vec(),
+                    };
+                    if let Some(old) = g.pel.insert(id, nack) {
+                        if let Some(prev) = g.consumers.get_mut(&old.consumer) {
+                            prev.pel.remove(&id);
+                        }
+                    }
+                    g.consumers
+                        .get_mut(consumer)
+                        .expect("consumer")
+                        .pel
+                        .insert(id);
+                    if propagating {
+                        claims.push((id, g.pel[&id].clone(), g.last_id));
+                    }
+                }
+            }
+            reply_entries(&mut c.cl.reply, &entries);
+            for (id, nack, last) in claims {
+                propagate_xclaim(c, key, group_name, id, &nack, last);
+            }
+            if propagate_last {
+                let g = &s.groups[group_name];
+                let (last, read) = (g.last_id, g.entries_read);
+                propagate_group_id(c, key, group_name, last, read);
+            }
+        }
     }
 }
 

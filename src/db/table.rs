@@ -588,11 +588,11 @@ impl Table {
     }
 
     fn shrink_if_needed(&mut self) {
-        if self.rehash_idx.is_some() || !resize_allowed() {
+        if self.rehash_idx.is_some() {
             return;
         }
         let size = self.tabs[0].len();
-        if size > INITIAL_SIZE && self.len * MIN_FILL_RATIO < size {
+        if size > INITIAL_SIZE && self.len * MIN_FILL_RATIO < size && resize_allowed() {
             self.start_resize(self.len.max(INITIAL_SIZE).next_power_of_two());
         }
     }

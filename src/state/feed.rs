@@ -75,11 +75,10 @@ pub struct Feed {
     /// Nothing is fed while positive (replaying the AOF into memory must
     /// not append it to itself).
     suspended: u32,
-    /// Where the unit in progress starts in `stream`: its ops are encoded
-    /// straight into the stream's tail, after the complete units (and
-    /// wrapped in place when it ends with several).
-    unit_start: usize,
-    /// (database, end offset in `stream`, targets) of each op of the unit.
+    /// (database, end offset in `stream`, targets) of each op of the unit
+    /// in progress: its ops are encoded straight into the stream's tail,
+    /// after the complete units (and wrapped in place when it ends with
+    /// several; see [`Feed::unit_start`]).
     unit_ops: Vec<(usize, usize, u8)>,
     /// Where ops added now go (`TO_ALL` but inside a script that said
     /// otherwise with `redis.set_repl`).
@@ -91,7 +90,7 @@ pub struct Feed {
     /// independent, as Redis's CMD_TOUCHES_ARBITRARY_KEYS).
     unwrapped: bool,
     /// Complete units, ready for consumers, then the unit in progress
-    /// (from `unit_start`; no segment covers it yet).
+    /// (no segment covers it yet).
     stream: Vec<u8>,
     /// (database, end offset in `stream`, targets) of each segment.
     segments: Vec<(usize, usize, u8)>,
@@ -169,9 +168,6 @@ impl Feed {
         if !self.active() {
             return;
         }
-        if self.unit_ops.is_empty() {
-            self.unit_start = self.stream.len();
-        }
         encode_command(argv, &mut self.stream);
         self.unit_ops
             .push((db, self.stream.len(), self.target_now()));
@@ -223,7 +219,7 @@ impl Feed {
             // EXEC go to everyone, as Redis's.
             const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
             const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
-            let start = self.unit_start;
+            let start = self.unit_start();
             self.stream.splice(start..start, MULTI.iter().copied());
             self.segments
                 .push((self.unit_ops[0].0, start + MULTI.len(), TO_ALL));
@@ -235,7 +231,12 @@ impl Feed {
             self.segments.push((last_db, self.stream.len(), TO_ALL));
         }
         self.unit_ops.clear();
-        self.unit_start = self.stream.len();
+    }
+
+    /// Where the unit in progress starts in `stream`: where the segments of
+    /// the complete units end.
+    fn unit_start(&self) -> usize {
+        self.segments.last().map_or(0, |s| s.1)
     }
 
     /// Is there anything for consumers?
@@ -256,24 +257,20 @@ impl Feed {
     /// unit still in progress (the feed is flushed inside EXEC by WAIT, by
     /// BGREWRITEAOF) keeps its ops, moved to the front.
     pub fn clear(&mut self) {
+        let done = self.unit_start();
         self.segments.clear();
         if !self.unit_ops.is_empty() {
-            let done = self.unit_start;
             self.stream.drain(..done);
             for op in &mut self.unit_ops {
                 op.1 -= done;
             }
-            self.unit_start = 0;
             return;
         }
         self.stream.clear();
-        self.unit_start = 0;
-        // Don't keep a big buffer around after a big turn: memory not
-        // explained by any client or buffer confuses `maxmemory` accounting
-        // (a turn of pipelined writes fills up to a MB).
-        // A big turn's buffers go back to the allocator: shrink_to would keep
-        // their first 64 KB, memory that `maxmemory` accounting cannot
-        // explain (Redis's "slave buffer are counted correctly").
+        // A big turn's buffer goes back to the allocator (shrink_to would
+        // keep its first 64 KB): memory no client or buffer explains
+        // confuses `maxmemory` accounting (Redis's "slave buffer are counted
+        // correctly").
         if self.stream.capacity() > FEED_KEEP_BYTES {
             self.stream = Vec::new();
         }
