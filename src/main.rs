@@ -9,6 +9,8 @@ use std::sync::atomic::Ordering;
 use tracing::{error, info, warn};
 
 fn main() -> ExitCode {
+    // First, while there is one thread: room for long process titles.
+    process::make_title_room();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("-v") | Some("--version") => {

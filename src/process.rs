@@ -307,37 +307,120 @@ pub fn pin_background_thread() {
 
 // ---- Process title ----
 
+/// Where a title may be written, `[start, end)`, and where the original
+/// arguments ended (`arg_end`): set once by [`make_title_room`].
+static TITLE_AREA: Mutex<Option<TitleArea>> = Mutex::new(None);
+
+#[derive(Clone, Copy)]
+struct TitleArea {
+    start: usize,
+    end: usize,
+    arg_end: usize,
+}
+
+extern "C" {
+    /// The C library's environment (glibc's `__environ`), which `getenv`,
+    /// `setenv` and Rust's `std::env` read.
+    static mut environ: *mut *mut libc::c_char;
+}
+
+/// Make room for long process titles as Redis's spt_init does: when the
+/// environment strings follow the arguments in memory (as exec lays them
+/// out), they are copied to the heap and `environ` pointed at the copies,
+/// so a title may run over the old environment as well. Called first thing
+/// in `main`, while the process has one thread (nothing else reads
+/// `environ` meanwhile). Without it, a title is cut to the arguments'
+/// length. /proc/PID/environ shows the title's bytes afterwards, as it does
+/// for Redis.
+pub fn make_title_room() {
+    let Ok(fields) = stat_fields(&[48, 49, 50, 51]) else {
+        return;
+    };
+    let (arg_start, arg_end, env_start, env_end) = (fields[0], fields[1], fields[2], fields[3]);
+    if arg_end <= arg_start {
+        return;
+    }
+    let mut end = arg_end;
+    if env_start == arg_end && env_end > env_start {
+        // SAFETY: single-threaded (see above). `environ` is the C library's
+        // NULL-terminated array of NUL-terminated strings; every string is
+        // copied before `environ` changes, and the new array and strings are
+        // leaked, so they live as long as the process, as the originals did.
+        unsafe {
+            let mut copies: Vec<*mut libc::c_char> = Vec::new();
+            let mut p = environ;
+            while !p.is_null() && !(*p).is_null() {
+                copies.push(std::ffi::CStr::from_ptr(*p).to_owned().into_raw());
+                p = p.add(1);
+            }
+            copies.push(std::ptr::null_mut());
+            environ = Box::leak(copies.into_boxed_slice()).as_mut_ptr();
+        }
+        end = env_end;
+    }
+    if let Ok(mut area) = TITLE_AREA.lock() {
+        *area = Some(TitleArea {
+            start: arg_start,
+            end,
+            arg_end,
+        });
+    }
+}
+
 /// Show `title` as the process's command line (`ps`, /proc/PID/cmdline),
 /// as Redis's setproctitle does: the title is written over the memory of
-/// the original arguments, so it is cut to their length (Redis also moves
-/// the environment away to gain room; kvstore leaves it alone). The short
+/// the original arguments, and of the environment after them when
+/// [`make_title_room`] moved it away; it is cut to that room. The short
 /// name (`comm`, 15 bytes) stays the executable's, so `pidof` and `pkill`
 /// keep finding the server. After this, `std::env::args` reads the title.
 pub fn set_process_title(title: &str) -> Result<(), String> {
-    let (start, end) = argument_area()?;
-    if end <= start {
+    let kept = TITLE_AREA.lock().ok().and_then(|a| *a);
+    let area = match kept {
+        Some(area) => area,
+        None => {
+            let f = stat_fields(&[48, 49])?;
+            TitleArea {
+                start: f[0],
+                end: f[1],
+                arg_end: f[1],
+            }
+        }
+    };
+    if area.end <= area.start {
         return Err("empty argument area".into());
     }
-    let room = end - start - 1;
+    let room = area.end - area.start - 1;
     let bytes = title.as_bytes();
     let n = bytes.len().min(room);
     // SAFETY: [start, end) is this process's own argument area, as the
-    // kernel reports it in /proc/self/stat: the argv strings it copied onto
-    // the initial stack at exec, writable for the life of the process.
-    // Nothing holds a Rust reference into it (std keeps only C pointers to
-    // the strings, which stay valid: they end in the NULs written here).
-    // The writes stay inside the area and leave its last byte a NUL.
+    // kernel reports it in /proc/self/stat, with the environment strings
+    // after it when `make_title_room` moved them to the heap first: bytes
+    // exec copied onto the initial stack, writable for the life of the
+    // process. Nothing holds a Rust reference into it (std keeps only C
+    // pointers to the argument strings, which stay valid: they end in the
+    // NULs written here). The writes stay inside the area and leave its
+    // last byte a NUL.
     unsafe {
-        let area = std::slice::from_raw_parts_mut(start as *mut u8, end - start);
-        area[..n].copy_from_slice(&bytes[..n]);
-        area[n..].fill(0);
+        let bytes_area =
+            std::slice::from_raw_parts_mut(area.start as *mut u8, area.end - area.start);
+        bytes_area[..n].copy_from_slice(&bytes[..n]);
+        bytes_area[n..].fill(0);
+        // The kernel shows the whole argument area, NULs and all, unless
+        // its last byte is not a NUL; then it shows the text up to the
+        // first NUL (a title). A title shorter than the arguments marks
+        // that byte so that the command line is the title alone, as
+        // Redis's setproctitle does.
+        let last = area.arg_end - 1 - area.start;
+        if n < last {
+            bytes_area[last] = b'.';
+        }
     }
     Ok(())
 }
 
-/// The process's argument area: fields 48 and 49 (arg_start, arg_end) of
-/// /proc/self/stat.
-fn argument_area() -> Result<(usize, usize), String> {
+/// Fields of /proc/self/stat by their number in proc(5) (48-51: arg_start,
+/// arg_end, env_start, env_end).
+fn stat_fields(which: &[usize]) -> Result<Vec<usize>, String> {
     let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
     // The command name (field 2) may hold spaces and parentheses: fields
     // are counted from the last ')'.
@@ -347,13 +430,15 @@ fn argument_area() -> Result<(usize, usize), String> {
         .ok_or("unexpected /proc/self/stat")?;
     let fields: Vec<&str> = after.split_whitespace().collect();
     // `after` starts at field 3.
-    let field = |n: usize| -> Result<usize, String> {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| "no argument area in /proc/self/stat".to_string())
-    };
-    Ok((field(48)?, field(49)?))
+    which
+        .iter()
+        .map(|&n| {
+            fields
+                .get(n - 3)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("no field {n} in /proc/self/stat"))
+        })
+        .collect()
 }
 
 /// The executable's name as started (argv[0]), the `{title}` of the

@@ -371,6 +371,16 @@ fn the_process_title_follows_proc_title_template() {
     assert_eq!(cmdline(), format!("kv {} {{x}}", srv.port));
     // The short name stays the executable's (pidof, pkill).
     assert_eq!(read_proc(pid, "comm").trim(), "kvstore");
+    // A title longer than the arguments runs over the environment, which
+    // was moved out of its way (Redis's spt_init): shown whole, up to the
+    // one NUL after it.
+    let long = format!("kv {{port}} {}", "x".repeat(600));
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "proc-title-template", &long]),
+        b"+OK\r\n"
+    );
+    assert_eq!(cmdline(), format!("kv {} {}", srv.port, "x".repeat(600)));
+    assert_eq!(read_proc(pid, "cmdline").matches('\0').count(), 1);
 
     // set-proc-title no: the command line stays as it was started.
     let plain = start(&["--set-proc-title", "no"]);
