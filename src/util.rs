@@ -5,6 +5,8 @@
 //!
 //! This is the bottom layer: it imports nothing from the crate.
 
+use std::fs::File;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod child_info;
@@ -706,6 +708,30 @@ pub mod cycles {
     }
 }
 
+/// Close the last descriptor of a removed or replaced file on a thread
+/// (`thread` names it), where freeing the file's blocks does not hold up
+/// the caller: truncating a large file takes tens of milliseconds, and on
+/// a filesystem mounted with `discard` each free waits for the device.
+/// Where no thread can be started, the file is closed here.
+pub fn close_in_background(file: File, thread: &str) {
+    let _ = std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || drop(file));
+}
+
+/// rename(2) `from` over `to`, leaving the freeing of the file it replaces
+/// to [`close_in_background`] (held open across the rename, the replaced
+/// file is freed when that descriptor closes), as Redis closes the old
+/// dump in a bio job after a replica renames the one it received.
+pub fn rename_replacing_in_background(from: &Path, to: &Path, thread: &str) -> std::io::Result<()> {
+    let replaced = File::open(to).ok();
+    std::fs::rename(from, to)?;
+    if let Some(file) = replaced {
+        close_in_background(file, thread);
+    }
+    Ok(())
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_time_ms() -> i64 {
     SystemTime::now()
@@ -717,6 +743,32 @@ pub fn unix_time_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rename_over_a_file_replaces_it_and_frees_the_old_one_later() {
+        let dir = std::env::temp_dir().join(format!("kvstore-rename-{}", random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (from, to) = (dir.join("new"), dir.join("cur"));
+        std::fs::write(&to, b"old").unwrap();
+        let reader = File::open(&to).unwrap();
+        std::fs::write(&from, b"new").unwrap();
+        rename_replacing_in_background(&from, &to, "test-close").unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), b"new");
+        assert!(!from.exists());
+        // The replaced file is intact for whoever still has it open.
+        let mut old = String::new();
+        std::io::Read::read_to_string(&mut &reader, &mut old).unwrap();
+        assert_eq!(old, "old");
+        // Nothing to replace: a plain rename.
+        std::fs::write(&from, b"again").unwrap();
+        std::fs::remove_file(&to).unwrap();
+        rename_replacing_in_background(&from, &to, "test-close").unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), b"again");
+        // A missing source is an error, and the target stays.
+        assert!(rename_replacing_in_background(&from, &to, "test-close").is_err());
+        assert_eq!(std::fs::read(&to).unwrap(), b"again");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn c_atoi_reads_as_glibc() {

@@ -366,7 +366,10 @@ impl Transfer {
 /// `-LOADING`); `finish_synced_load` follows.
 pub fn begin_synced_load(srv: &mut Server, tmp_path: &std::path::Path) -> Result<(), String> {
     let path = srv.config.dir.join(&srv.config.dbfilename);
-    std::fs::rename(tmp_path, &path).map_err(|e| {
+    // The old dump (as big as the dataset) is freed on a thread, as Redis's
+    // bio close job: freeing it here would hold the loop for as long as
+    // truncating it takes.
+    crate::util::rename_replacing_in_background(tmp_path, &path, "rdb-unlink").map_err(|e| {
         let _ = std::fs::remove_file(tmp_path);
         format!(
             "Failed trying to rename the temp DB into {}: {e}",
@@ -485,7 +488,7 @@ pub fn finish_synced_load(srv: &mut Server, result: Result<(), String>) -> Resul
     if let Some(tmp) = srv.master.streamed_dump.take() {
         let path = srv.config.dir.join(&srv.config.dbfilename);
         let renamed = result.is_ok() && {
-            let r = std::fs::rename(&tmp, &path);
+            let r = crate::util::rename_replacing_in_background(&tmp, &path, "rdb-unlink");
             if let Err(e) = &r {
                 warn!(
                     "Failed trying to rename the temp DB into {}: {e}",
