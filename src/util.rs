@@ -1,6 +1,7 @@
 //! Small helpers every layer uses (Redis's util.c): number parsing with
 //! Redis's exact rules, C `long double` arithmetic, glob matching, random
-//! numbers and the wall clock; and, in submodules, the pure structures of
+//! numbers, the wall clock, and a file's last close left to a thread (as
+//! Redis's bio close jobs); and, in submodules, the pure structures of
 //! latency reporting (`hdr`: HDR histograms, `sparkline`: ASCII graphs).
 //!
 //! This is the bottom layer: it imports nothing from the crate.
@@ -745,7 +746,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_rename_over_a_file_replaces_it_and_frees_the_old_one_later() {
+    fn renaming_with_the_replaced_file_closed_elsewhere_is_still_a_rename() {
         let dir = std::env::temp_dir().join(format!("kvstore-rename-{}", random_hex(8)));
         std::fs::create_dir_all(&dir).unwrap();
         let (from, to) = (dir.join("new"), dir.join("cur"));
