@@ -420,6 +420,57 @@ fn writes_before_a_rewrite_forks_load_once_and_the_new_file_selects_its_database
 }
 
 #[test]
+fn a_rewrite_whose_manifest_cannot_be_written_leaves_the_writes_on_the_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_string();
+    let aof = dir.path().join("appendonlydir");
+    let manifest = || std::fs::read_to_string(aof.join("appendonly.aof.manifest")).unwrap();
+    {
+        let mut kv = start_on(dir.path(), &["--dir", &d]);
+        let mut c = Conn::connect(kv.port);
+        assert_eq!(c.cmd_str(&["SET", "before", "1"]), b"+OK\r\n");
+        let before = manifest();
+        // The manifest's temporary file cannot be created: a directory
+        // stands in its place.
+        let blocker = aof.join("temp-appendonly.aof.manifest");
+        std::fs::create_dir(&blocker).unwrap();
+        let reply = text(&c.cmd_str(&["BGREWRITEAOF"]));
+        assert!(reply.starts_with("-ERR"), "{reply}");
+        assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "0");
+        assert_eq!(manifest(), before);
+        // The writes go on, to the file the manifest names.
+        assert_eq!(c.cmd_str(&["SET", "during", "2"]), b"+OK\r\n");
+        let names: Vec<String> = std::fs::read_dir(&aof)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".incr.aof"))
+            .collect();
+        assert_eq!(
+            names,
+            vec!["appendonly.aof.1.incr.aof".to_string()],
+            "{names:?}"
+        );
+        // Once it can be written, a rewrite goes through.
+        std::fs::remove_dir(&blocker).unwrap();
+        assert_eq!(
+            c.cmd_str(&["BGREWRITEAOF"]),
+            b"+Background append only file rewriting started\r\n"
+        );
+        common::wait_for("the rewrite", 20, || {
+            c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+        });
+        assert_eq!(c.cmd_str(&["SET", "after", "3"]), b"+OK\r\n");
+        shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    }
+    let kv = start_on(dir.path(), &["--dir", &d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["MGET", "before", "during", "after"]),
+        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+    );
+}
+
+#[test]
 fn appendonly_yes_inside_a_transaction_with_a_replica_holds_no_reply() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap().to_string();
