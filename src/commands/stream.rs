@@ -693,19 +693,28 @@ fn deliver(s: &mut Stream, gname: &[u8], id: StreamId) -> bool {
     true
 }
 
-/// Serve one stream of XREADGROUP: new entries (`>`), delivered and added
-/// to the PELs, or the consumer's history after `after`. Writes the
-/// entries array; returns whether the stream key and group are there.
-#[allow(clippy::too_many_arguments)]
-fn serve_group(
-    c: &mut Ctx,
-    key: &[u8],
-    group_name: &[u8],
-    consumer: &[u8],
-    from: &ReadFrom,
+/// One stream of an XREADGROUP call, as [`serve_group`] serves it.
+#[derive(Clone, Copy)]
+struct GroupRead<'a> {
+    key: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    from: &'a ReadFrom,
     count: usize,
     noack: bool,
-) {
+}
+
+/// Serve one stream of XREADGROUP: new entries (`>`), delivered and added
+/// to the PELs, or the consumer's history after an ID. Writes the entries
+/// array; writes nothing when the stream key or the group is missing.
+fn serve_group(c: &mut Ctx, read: GroupRead) {
+    let GroupRead {
+        key,
+        group: group_name,
+        consumer,
+        noack,
+        ..
+    } = read;
     let now = c.now_ms();
     let db = c.cl.db;
     let Typed::Found(s) = lookup_typed(c.srv, db, key, true, pick) else {
@@ -727,7 +736,7 @@ fn serve_group(
     if created && noack {
         propagate_consumer_creation(c, key, group_name, consumer);
     }
-    serve_read(c, s, key, group_name, consumer, from, count, noack, now);
+    serve_read(c, s, read, now);
     // Not given any entry (the PEL of a consumer made now holds only what
     // this read gave it), no XCLAIM named it.
     if created && !noack && s.groups[group_name].consumers[consumer].pel.is_empty() {
@@ -737,18 +746,15 @@ fn serve_group(
 
 /// The read of [`serve_group`] for a consumer that exists: replies with the
 /// entries and propagates what it changed.
-#[allow(clippy::too_many_arguments)]
-fn serve_read(
-    c: &mut Ctx,
-    s: &mut Stream,
-    key: &[u8],
-    group_name: &[u8],
-    consumer: &[u8],
-    from: &ReadFrom,
-    count: usize,
-    noack: bool,
-    now: i64,
-) {
+fn serve_read(c: &mut Ctx, s: &mut Stream, read: GroupRead, now: i64) {
+    let GroupRead {
+        key,
+        group: group_name,
+        consumer,
+        from,
+        count,
+        noack,
+    } = read;
     let g = s.groups.get_mut(group_name).expect("group");
     match from {
         ReadFrom::After(after) => {
@@ -1010,7 +1016,15 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
             c.cl.reply.bulk(key);
             match group {
                 Some((gname, cname)) => {
-                    serve_group(c, key, gname, cname, &froms[k], count, noack);
+                    let read = GroupRead {
+                        key,
+                        group: gname,
+                        consumer: cname,
+                        from: &froms[k],
+                        count,
+                        noack,
+                    };
+                    serve_group(c, read);
                     c.dirty(1);
                 }
                 None => {
