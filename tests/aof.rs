@@ -58,6 +58,18 @@ fn copy_aof_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Restart on `dir` with the AOF on: the keys `before`, `during` and
+/// `after` written around a rewrite hold 1, 2 and 3.
+fn assert_restart_has_before_during_after(dir: &std::path::Path) {
+    let d = dir.to_str().unwrap();
+    let kv = start_on(dir, &["--dir", d]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(
+        c.cmd_str(&["MGET", "before", "during", "after"]),
+        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
+    );
+}
+
 /// A dataset of every type with TTLs, in two databases.
 fn write_dataset(c: &mut Conn) {
     let cmds: &[&[&str]] = &[
@@ -462,12 +474,7 @@ fn a_rewrite_whose_manifest_cannot_be_written_leaves_the_writes_on_the_old_file(
         assert_eq!(c.cmd_str(&["SET", "after", "3"]), b"+OK\r\n");
         shutdown(&mut c, &mut kv, &["NOSAVE"]);
     }
-    let kv = start_on(dir.path(), &["--dir", &d]);
-    let mut c = Conn::connect(kv.port);
-    assert_eq!(
-        c.cmd_str(&["MGET", "before", "during", "after"]),
-        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
-    );
+    assert_restart_has_before_during_after(dir.path());
 }
 
 #[test]
@@ -1107,12 +1114,7 @@ fn appendonly_yes_keeps_its_writes_in_a_temporary_file_until_the_first_base() {
         ]
     );
     shutdown(&mut c, &mut kv, &["NOSAVE"]);
-    let kv = start_on(dir.path(), &["--dir", &d]);
-    let mut c = Conn::connect(kv.port);
-    assert_eq!(
-        c.cmd_str(&["MGET", "before", "during", "after"]),
-        b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n"
-    );
+    assert_restart_has_before_during_after(dir.path());
 }
 
 /// The pid of the server's forked child (a rewrite or a save).
