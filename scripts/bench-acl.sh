@@ -35,10 +35,7 @@ PY
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" p t n
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" <"$work/users.txt" | grep -v '^OK$' && { echo "$side: ACL SETUSER failed" >&2; exit 1; }
     [[ $(redis-cli -p "$port" acl dryrun u500 set key:000000000001 v) == OK ]] ||
         { echo "$side: u500 may not SET" >&2; exit 1; }

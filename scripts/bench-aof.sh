@@ -29,10 +29,7 @@ SERVER_ARGS=(--appendonly yes --appendfsync no --auto-aof-rewrite-percentage 0)
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port t0 t1 reply
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" --pipe <"$work/load.resp" >/dev/null
     [[ $(redis-cli -p "$port" dbsize) == "$KEYS" ]] || { echo "$side: DBSIZE after loading is not $KEYS" >&2; exit 1; }
     redis-benchmark -p "$port" -c 1 -n 400000 -t ping_inline --csv 2>/dev/null | tail -n 1 >"$dir/ping.csv" &

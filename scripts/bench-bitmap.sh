@@ -28,10 +28,7 @@ head -c $((64 << 20)) /dev/urandom >"$bitmap"
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port c0 c1 p rps
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" -x set big <"$bitmap" >/dev/null
     [[ $(redis-cli -p "$port" strlen big) == $((64 << 20)) ]] || { echo "$side: bitmap not loaded" >&2; exit 1; }
     record "$side" "bits_set" "$(redis-cli -p "$port" bitcount big)"

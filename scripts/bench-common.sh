@@ -145,6 +145,15 @@ start() {
     pids+=("$pid")
 }
 
+# start_fresh SIDE DIR: `start` on an emptied DIR and a free port, once it
+# answers PING; the port in $port (the caller's local, if it has one).
+start_fresh() {
+    rm -rf "$2"; mkdir -p "$2"
+    port=$(free_port)
+    start "$1" "$2" "$port"
+    wait_ping "$port"
+}
+
 # run_rounds: ROUNDS rounds of run_side, interleaved, alternating who goes first.
 run_rounds() {
     for ((round = 1; round <= ROUNDS; round++)); do

@@ -119,10 +119,7 @@ run_side() { # SIDE
         wait "$pid" 2>/dev/null || true
     done
 
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     base=$(info_field "$port" memory used_memory)
     redis-cli -p "$port" config set maxmemory $((base + BUDGET)) >/dev/null
     redis-cli -p "$port" config set maxmemory-policy allkeys-lru >/dev/null

@@ -20,10 +20,7 @@ SERVER_ARGS=(--enable-debug-command yes)
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" debug populate "$KEYS" key 10 >/dev/null
     redis-cli -p "$port" config set rdb-key-save-delay "$DELAY_US" >/dev/null
     redis-cli -p "$port" bgsave >/dev/null

@@ -53,10 +53,7 @@ search=(-r 2000000000 geosearch pts fromlonlat __rand_int__e-9 __rand_int__e-9 b
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port c0 c1 p rps m0 m1 t0 t1 n
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     m0=$(info_field "$port" memory used_memory)
     t0=$(now)
     redis-cli -p "$port" --pipe <"$points_file" >/dev/null

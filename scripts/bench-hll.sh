@@ -29,10 +29,7 @@ for ((i = 1; i <= KEYS; i++)); do keys+=("hll:$i"); done
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" p
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     for p in 1 16; do
         measure "$side" "pfadd_p$p" "$REQUESTS" "$p" -r 100000000 pfadd hll __rand_int__
     done

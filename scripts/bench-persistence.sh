@@ -53,10 +53,7 @@ timed_load() {
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port t0 t1 reply
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" --pipe <"$work/load.resp" >/dev/null
     [[ $(redis-cli -p "$port" dbsize) == "$KEYS" ]] || { echo "$side: DBSIZE after loading is not $KEYS" >&2; exit 1; }
     t0=$(now); redis-cli -p "$port" save >/dev/null; t1=$(now)

@@ -38,10 +38,7 @@ PY
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1"
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" --pipe <"$load" >/dev/null
     [[ $(redis-cli -p "$port" scard s) == "$MEMBERS" ]] || { echo "$side: load failed" >&2; exit 1; }
     measure "$side" srand10 "$REQUESTS" 1 srandmember s 10

@@ -20,10 +20,7 @@ SCRIPT="redis.call('incr', KEYS[1]); redis.call('set', KEYS[2], ARGV[1]); return
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port sha c0 c1 p rps
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     sha=$(redis-cli -p "$port" script load "$SCRIPT")
     for p in 1 16; do
         c0=$(cpu_ticks "$pid")

@@ -26,10 +26,7 @@ SERVER_ARGS=(--appendonly no)
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1" port c0 c1 p rps m0 m1
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     for p in 1 16; do
         c0=$(cpu_ticks "$pid")
         rps=$(bench_rps "$port" "$REQUESTS" "$p" -r "$STREAMS" xadd "s:__rand_int__" "*" name value)

@@ -47,10 +47,7 @@ high=$(printf '%012d' $((MEMBERS * 9 / 10)))
 
 run_side() { # SIDE
     local side=$1 dir="$work/$1"
-    rm -rf "$dir"; mkdir -p "$dir"
-    port=$(free_port)
-    start "$side" "$dir" "$port"
-    wait_ping "$port"
+    start_fresh "$side" "$dir"
     redis-cli -p "$port" --pipe <"$load" >/dev/null
     [[ $(redis-cli -p "$port" zcard lb) == "$MEMBERS" ]] || { echo "$side: load failed" >&2; exit 1; }
     record "$side" rss_mb "$(echo "$(info_field "$port" memory used_memory_rss) / 1048576" | bc -l)"
