@@ -85,6 +85,31 @@ fn allkeys_lru_stays_under_the_limit_and_keeps_recently_read_keys() {
 }
 
 #[test]
+fn a_huge_maxmemory_samples_samples_at_most_the_keyspace() {
+    // Redis takes any positive int; a pass samples at most the keys there
+    // are, and eviction goes on with the largest.
+    for policy in ["allkeys-lru", "volatile-ttl"] {
+        let kv = start(policy);
+        let mut c = Conn::connect(kv.port);
+        // Room for a few thousand keys: every pass walks all of them.
+        let limit = info_u64(&mut c, "memory", "used_memory") + (1 << 20);
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
+            b"+OK\r\n"
+        );
+        assert_eq!(
+            c.cmd_str(&["CONFIG", "SET", "maxmemory-samples", "2147483647"]),
+            b"+OK\r\n"
+        );
+        fill(&mut c, "k", 6_000, true);
+        assert!(info_u64(&mut c, "stats", "evicted_keys") > 0, "{policy}");
+        let used = info_u64(&mut c, "memory", "used_memory");
+        assert!(used <= limit + limit / 10, "{policy}: used_memory {used}");
+        assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+    }
+}
+
+#[test]
 fn volatile_policies_never_touch_persistent_keys() {
     for policy in [
         "volatile-lru",

@@ -27,6 +27,9 @@ use crate::db::{FreeMode, ValueRef};
 
 /// Candidates the eviction pool holds (Redis's EVPOOL_SIZE).
 const POOL_SIZE: usize = 16;
+/// Samples an eviction pass takes without allocating (`maxmemory-samples`
+/// is 5 by default; Redis suggests up to 10).
+const STACK_SAMPLES: usize = 64;
 /// Keys evicted between checks of the time limit.
 const CHECK_EVERY: u32 = 16;
 
@@ -299,10 +302,20 @@ impl Server {
         } else {
             &d.expires
         };
+        // No more than the table holds (`maxmemory-samples` goes up to
+        // INT_MAX, as Redis's), and on the stack for the usual counts.
+        let samples = samples.min(sampled.len());
         let mut found: Vec<(u64, &[u8])> = Vec::with_capacity(samples);
         let rng = &mut self.rng;
-        let mut entries = vec![None; samples];
-        let n = sampled.sample_some(&mut entries, &mut || rng.next_u64());
+        let mut on_stack = [None; STACK_SAMPLES];
+        let mut on_heap = Vec::new();
+        let entries = if samples <= STACK_SAMPLES {
+            &mut on_stack[..samples]
+        } else {
+            on_heap.resize(samples, None);
+            &mut on_heap[..]
+        };
+        let n = sampled.sample_some(entries, &mut || rng.next_u64());
         for e in entries[..n].iter().flatten() {
             let key = e.key();
             let score = if policy == MaxmemoryPolicy::VolatileTtl {
