@@ -6,7 +6,10 @@ use kvstore::protocol::{ParseLimits, QueryBuffer};
 use libfuzzer_sys::fuzz_target;
 
 fn parse(data: &[u8], split: usize) -> Result<Vec<Vec<Vec<u8>>>, kvstore::protocol::ProtocolError> {
-    let limits = ParseLimits { max_bulk_len: 1 << 20, authenticated: true };
+    let limits = ParseLimits {
+        max_bulk_len: 1 << 20,
+        authenticated: true,
+    };
     let mut q = QueryBuffer::new();
     let mut out = Vec::new();
     for chunk in data.chunks(split.max(1)) {

@@ -8,5 +8,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut srv = Server::new(Config::default());
-    let _ = kvstore::persistence::rdb::load_bytes(&mut srv.dbs, &kvstore::persistence::rdb::LoadOptions::from_config(&Config::default()), data);
+    let _ = kvstore::persistence::rdb::load_bytes(
+        &mut srv.dbs,
+        &kvstore::persistence::rdb::LoadOptions::from_config(&Config::default()),
+        data,
+    );
 });

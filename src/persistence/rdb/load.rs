@@ -676,8 +676,6 @@ pub fn load_step(
     load_step_partial(dbs, opts, data, true, st, max_keys)
 }
 
-/// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
-/// Redis's error.
 /// A reader of a DUMP payload's body once Redis's verifyDumpPayload
 /// passes: a version this server reads, and the CRC-64 right (unless
 /// `skip_crc`: DEBUG SET-SKIP-CHECKSUM-VALIDATION, for fuzzing the parser).
@@ -741,6 +739,8 @@ fn is_empty_collection(v: &Value) -> bool {
     }
 }
 
+/// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
+/// Redis's error.
 pub fn parse_functions_payload(data: &[u8], skip_crc: bool) -> Result<Vec<Vec<u8>>, String> {
     let mut r = payload_reader(data, skip_crc)?;
     let mut codes = Vec::new();

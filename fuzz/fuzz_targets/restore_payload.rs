@@ -1,0 +1,40 @@
+//! Fuzz RESTORE's payload reader with the checksum skipped (as Redis's
+//! corrupt-dump fuzzer does with DEBUG SET-SKIP-CHECKSUM-VALIDATION): any
+//! bytes are restored or refused, never a panic; a value restored reads
+//! whole (its digest walks every element) and DUMPs to a payload that
+//! restores, checksum checked, to a value with the same digest.
+#![no_main]
+
+use kvstore::commands::digest::entry_digest;
+use kvstore::config::Config;
+use kvstore::db::{Entry, NewValue};
+use kvstore::persistence::rdb::{dump_payload, parse_dump_payload, LoadOptions, Restored};
+use libfuzzer_sys::fuzz_target;
+
+fn entry(restored: Restored) -> Entry {
+    match restored {
+        Restored::Str(s) => Entry::string(b"k", &s),
+        Restored::Value(v) => Entry::new(b"k", NewValue::Boxed(Box::new(v)), false),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut opts = LoadOptions::from_config(&Config::default());
+    opts.skip_payload_checksum = true;
+    let Ok(restored) = parse_dump_payload(data, &opts) else {
+        return;
+    };
+    let first = entry(restored);
+    let digest = entry_digest(&first);
+    opts.skip_payload_checksum = false;
+    for compress in [false, true] {
+        let payload = dump_payload(&first, compress);
+        let again = parse_dump_payload(&payload, &opts)
+            .unwrap_or_else(|e| panic!("a restored value's own DUMP is refused: {e}"));
+        assert_eq!(
+            entry_digest(&entry(again)),
+            digest,
+            "DUMP/RESTORE changed the value"
+        );
+    }
+});

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Seed corpora for the fuzz targets that read Redis's formats: a
+# redis-server 7.0 gets every type in its small and its large encodings
+# (strings raw, int and LZF-compressed, lists, sets as intset, listpack and
+# hashtable, sorted sets, hashes, a stream with a consumer group and a
+# pending entry, an HLL, a function library, a second database, a TTL), then
+# each key's DUMP payload goes to fuzz/corpus/restore_payload/ and the
+# dump file to fuzz/corpus/rdb_loader/, beside the fixtures in
+# tests/fixtures/rdb.
+#
+# Usage: scripts/fuzz-seeds.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir=$(mktemp -d)
+pid=
+cleanup() { [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT INT TERM
+mkdir -p fuzz/corpus/restore_payload fuzz/corpus/rdb_loader
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$port" --dir "$dir" --save "" --enable-debug-command yes \
+    >"$dir/redis.log" 2>&1 &
+pid=$!
+until [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]]; do sleep 0.1; done
+cli() { redis-cli -p "$port" "$@" >/dev/null; }
+
+cli set str hello
+cli set int 1234567
+cli expireat int 4102444800
+cli set long "$(head -c 400 /dev/zero | tr '\0' a)"
+cli rpush list a b 1 2
+cli rpush quicklist $(seq 1 300)
+cli sadd intset 1 2 3
+cli sadd smallset a b c
+cli sadd bigset $(seq 1 600)
+cli zadd zset 1 a 2.5 b
+cli zadd skiplist $(for i in $(seq 1 150); do echo "$i.5 m$i"; done)
+cli hset hash a 1 b 2
+cli hset bighash $(for i in $(seq 1 600); do echo "f$i v$i"; done)
+cli xadd stream 1-1 a 1
+cli xadd stream 2-1 b 2 c 3
+cli xgroup create stream g 0
+cli xreadgroup group g c1 count 1 streams stream '>'
+cli pfadd hll $(seq 1 300)
+cli function load "#!lua name=seedlib
+redis.register_function('f', function() return 1 end)"
+cli -n 3 set other db
+
+for key in str int long list quicklist intset smallset bigset zset skiplist hash bighash stream hll; do
+    # --raw ends the payload with a newline of its own.
+    redis-cli -p "$port" --raw dump "$key" | head -c -1 >"fuzz/corpus/restore_payload/$key"
+done
+cli save
+cp "$dir/dump.rdb" fuzz/corpus/rdb_loader/redis-every-encoding.rdb
+cp tests/fixtures/rdb/*.rdb fuzz/corpus/rdb_loader/
+echo "seeds: $(ls fuzz/corpus/restore_payload | wc -l) payloads, $(ls fuzz/corpus/rdb_loader | wc -l) dumps"
