@@ -4,7 +4,8 @@
 # (strings raw, int and LZF-compressed, lists, sets as intset, listpack and
 # hashtable, sorted sets, hashes, a stream with a consumer group and a
 # pending entry, an HLL, a function library, a second database, a TTL), then
-# each key's DUMP payload goes to fuzz/corpus/restore_payload/ and the
+# each key's DUMP payload goes to fuzz/corpus/restore_payload/ (twice:
+# after a 0 byte and after a 1, the target's choice of limits) and the
 # dump file to fuzz/corpus/rdb_loader/, beside the fixtures in
 # tests/fixtures/rdb.
 #
@@ -47,10 +48,17 @@ redis.register_function('f', function() return 1 end)"
 cli -n 3 set other db
 
 for key in str int long list quicklist intset smallset bigset zset skiplist hash bighash stream hll; do
-    # --raw ends the payload with a newline of its own.
-    redis-cli -p "$port" --raw dump "$key" | head -c -1 >"fuzz/corpus/restore_payload/$key"
+    # --raw ends the payload with a newline of its own. The target's first
+    # byte picks the encoding limits: Redis's defaults (0) or tiny ones (1).
+    redis-cli -p "$port" --raw dump "$key" | head -c -1 >"$dir/payload"
+    for limits in 0 1; do
+        { printf "\\$limits"; cat "$dir/payload"; } >"fuzz/corpus/restore_payload/$key-$limits"
+    done
 done
 cli save
 cp "$dir/dump.rdb" fuzz/corpus/rdb_loader/redis-every-encoding.rdb
 cp tests/fixtures/rdb/*.rdb fuzz/corpus/rdb_loader/
+redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+wait "$pid" 2>/dev/null || true
+pid=
 echo "seeds: $(ls fuzz/corpus/restore_payload | wc -l) payloads, $(ls fuzz/corpus/rdb_loader | wc -l) dumps"

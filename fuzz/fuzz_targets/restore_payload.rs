@@ -2,7 +2,10 @@
 //! corrupt-dump fuzzer does with DEBUG SET-SKIP-CHECKSUM-VALIDATION): any
 //! bytes are restored or refused, never a panic; a value restored reads
 //! whole (its digest walks every element) and DUMPs to a payload that
-//! restores, checksum checked, to a value with the same digest.
+//! restores, checksum checked, to a value with the same digest. The first
+//! byte's low bit picks the encoding limits: Redis's defaults, or limits
+//! of one element (list nodes of one entry, compressed) so that loading
+//! converts every compact encoding.
 #![no_main]
 
 use kvstore::commands::digest::entry_digest;
@@ -19,7 +22,20 @@ fn entry(restored: Restored) -> Entry {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut opts = LoadOptions::from_config(&Config::default());
+    let Some((&limits, data)) = data.split_first() else {
+        return;
+    };
+    let mut config = Config::default();
+    if limits & 1 == 1 {
+        config.list_max_listpack_size = 1;
+        config.list_compress_depth = 1;
+        config.hash_max_listpack_entries = 1;
+        config.hash_max_listpack_value = 1;
+        config.zset_max_listpack_entries = 1;
+        config.zset_max_listpack_value = 1;
+        config.set_max_intset_entries = 1;
+    }
+    let mut opts = LoadOptions::from_config(&config);
     opts.skip_payload_checksum = true;
     let Ok(restored) = parse_dump_payload(data, &opts) else {
         return;
