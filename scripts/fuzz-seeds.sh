@@ -7,7 +7,8 @@
 # each key's DUMP payload goes to fuzz/corpus/restore_payload/ (twice:
 # after a 0 byte and after a 1, the target's choice of limits) and the
 # dump file to fuzz/corpus/rdb_loader/, beside the fixtures in
-# tests/fixtures/rdb.
+# tests/fixtures/rdb; its AOF manifest and command log (appendonly from the
+# start, so every command is in it) to fuzz/corpus/aof_reader/.
 #
 # Usage: scripts/fuzz-seeds.sh
 set -euo pipefail
@@ -17,9 +18,10 @@ dir=$(mktemp -d)
 pid=
 cleanup() { [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
-mkdir -p fuzz/corpus/restore_payload fuzz/corpus/rdb_loader
+mkdir -p fuzz/corpus/restore_payload fuzz/corpus/rdb_loader fuzz/corpus/aof_reader
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --dir "$dir" --save "" --enable-debug-command yes \
+    --appendonly yes --aof-timestamp-enabled yes \
     >"$dir/redis.log" 2>&1 &
 pid=$!
 until [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]]; do sleep 0.1; done
@@ -58,7 +60,15 @@ done
 cli save
 cp "$dir/dump.rdb" fuzz/corpus/rdb_loader/redis-every-encoding.rdb
 cp tests/fixtures/rdb/*.rdb fuzz/corpus/rdb_loader/
+# The AOF: its manifest, and the commands above as a command log (with
+# MULTI/EXEC from a transaction and #TS annotations).
+cli multi
+cli incr counter
+cli exec
+redis-cli -p "$port" eval "redis.call('set', KEYS[1], ARGV[1]) redis.call('pexpire', KEYS[1], 100000)" 1 scripted v >/dev/null
+cp "$dir"/appendonlydir/appendonly.aof.manifest fuzz/corpus/aof_reader/manifest
+cp "$dir"/appendonlydir/appendonly.aof.*.incr.aof fuzz/corpus/aof_reader/incr.aof
 redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 wait "$pid" 2>/dev/null || true
 pid=
-echo "seeds: $(ls fuzz/corpus/restore_payload | wc -l) payloads, $(ls fuzz/corpus/rdb_loader | wc -l) dumps"
+echo "seeds: $(ls fuzz/corpus/restore_payload | wc -l) payloads, $(ls fuzz/corpus/rdb_loader | wc -l) dumps, $(ls fuzz/corpus/aof_reader | wc -l) AOF files"
