@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Seed corpora for the fuzz targets that read Redis's formats: a
 # redis-server 7.0 gets every type in its small and its large encodings
-# (strings raw, int and LZF-compressed, lists, sets as intset, listpack and
-# hashtable, sorted sets, hashes, a stream with a consumer group and a
-# pending entry, an HLL, a function library, a second database, a TTL), then
-# each key's DUMP payload goes to fuzz/corpus/restore_payload/ (twice:
-# after a 0 byte and after a 1, the target's choice of limits) and the
-# dump file to fuzz/corpus/rdb_loader/, beside the fixtures in
-# tests/fixtures/rdb; its AOF manifest and command log (appendonly from the
-# start, so every command is in it) to fuzz/corpus/aof_reader/.
+# (strings raw, int and LZF-compressed, lists of one node and of several,
+# sets as intset, listpack and hashtable, sorted sets, hashes, a stream
+# with a consumer group and a pending entry, an HLL, a function library, a
+# second database, a TTL), then each key's DUMP payload goes to
+# fuzz/corpus/restore_payload/ (twice: after a 0 byte and after a 1, the
+# target's choice of limits), the dump file to fuzz/corpus/rdb_loader/
+# beside the fixtures in tests/fixtures/rdb, and its AOF manifest and
+# command log (appendonly from the start, so every command is in it) to
+# fuzz/corpus/aof_reader/.
 #
 # Usage: scripts/fuzz-seeds.sh
 set -euo pipefail
@@ -33,6 +34,8 @@ cli expireat int 4102444800
 cli set long "$(head -c 400 /dev/zero | tr '\0' a)"
 cli rpush list a b 1 2
 cli rpush quicklist $(seq 1 300)
+cli config set list-max-listpack-size 4
+cli rpush nodes $(seq 1 20)
 cli sadd intset 1 2 3
 cli sadd smallset a b c
 cli sadd bigset $(seq 1 600)
@@ -49,7 +52,7 @@ cli function load "#!lua name=seedlib
 redis.register_function('f', function() return 1 end)"
 cli -n 3 set other db
 
-for key in str int long list quicklist intset smallset bigset zset skiplist hash bighash stream hll; do
+for key in str int long list quicklist nodes intset smallset bigset zset skiplist hash bighash stream hll; do
     # --raw ends the payload with a newline of its own. The target's first
     # byte picks the encoding limits: Redis's defaults (0) or tiny ones (1).
     redis-cli -p "$port" --raw dump "$key" | head -c -1 >"$dir/payload"
@@ -62,9 +65,7 @@ cp "$dir/dump.rdb" fuzz/corpus/rdb_loader/redis-every-encoding.rdb
 cp tests/fixtures/rdb/*.rdb fuzz/corpus/rdb_loader/
 # The AOF: its manifest, and the commands above as a command log (with
 # MULTI/EXEC from a transaction and #TS annotations).
-cli multi
-cli incr counter
-cli exec
+printf 'MULTI\nINCR counter\nLPUSH list c\nEXEC\n' | redis-cli -p "$port" >/dev/null
 redis-cli -p "$port" eval "redis.call('set', KEYS[1], ARGV[1]) redis.call('pexpire', KEYS[1], 100000)" 1 scripted v >/dev/null
 cp "$dir"/appendonlydir/appendonly.aof.manifest fuzz/corpus/aof_reader/manifest
 cp "$dir"/appendonlydir/appendonly.aof.*.incr.aof fuzz/corpus/aof_reader/incr.aof
