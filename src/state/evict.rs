@@ -305,8 +305,10 @@ impl Server {
         // No more than the table holds (`maxmemory-samples` goes up to
         // INT_MAX, as Redis's), and on the stack for the usual counts.
         let samples = samples.min(sampled.len());
-        let mut found: Vec<(u64, &[u8])> = Vec::with_capacity(samples);
         let rng = &mut self.rng;
+        // A field apart from `dbs`: candidates go to the pool as they are
+        // scored, the pool copying only the keys it keeps.
+        let evictor = &mut self.evictor;
         let mut on_stack = [None; STACK_SAMPLES];
         let mut on_heap = Vec::new();
         let entries = if samples <= STACK_SAMPLES {
@@ -338,11 +340,7 @@ impl Server {
                     lru_idle(clock, word) as u64
                 }
             };
-            found.push((score, key));
-        }
-        let found: Vec<(u64, Vec<u8>)> = found.into_iter().map(|(s, k)| (s, k.to_vec())).collect();
-        for (score, key) in found {
-            self.evictor.offer(score, db, &key);
+            evictor.offer(score, db, key);
         }
     }
 }
