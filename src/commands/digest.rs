@@ -88,11 +88,12 @@ fn value_digest(digest: &mut Digest, e: &crate::db::Entry, has_ttl: bool) {
     }
 }
 
-/// The digest of one key's value (DEBUG DIGEST-VALUE's, no TTL mark): the
-/// RESTORE fuzz target compares a value with its DUMP round trip by it.
-pub fn entry_digest(e: &crate::db::Entry) -> Digest {
+/// The digest of one key's value, marked when it has a TTL (DEBUG
+/// DIGEST-VALUE's; the RESTORE fuzz target compares a value with its DUMP
+/// round trip by it).
+pub fn entry_digest(e: &crate::db::Entry, has_ttl: bool) -> Digest {
     let mut digest = [0u8; 20];
-    value_digest(&mut digest, e, false);
+    value_digest(&mut digest, e, has_ttl);
     digest
 }
 
@@ -149,11 +150,10 @@ pub fn debug_digest(c: &mut Ctx) {
 pub fn debug_digest_value(c: &mut Ctx, keys: &[&[u8]]) {
     c.cl.reply.array(keys.len());
     for key in keys {
-        let mut digest = [0u8; 20];
         let db = &c.srv.dbs[c.cl.db];
-        if let Some(e) = db.main.get(key) {
-            value_digest(&mut digest, e, db.expires.get(key).is_some());
-        }
+        let digest = db.main.get(key).map_or([0u8; 20], |e| {
+            entry_digest(e, db.expires.get(key).is_some())
+        });
         c.cl.reply.simple(&crate::util::hex(&digest));
     }
 }
