@@ -15,8 +15,8 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm
 trap cleanup EXIT INT TERM
 HELPER="$(dirname "${BASH_SOURCE[0]}")/bench_helper.py"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ping() { for _ in $(seq 1 600); do [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; exit 1; }
+# free_port, wait_ping
+source "$(dirname "${BASH_SOURCE[0]}")/server-helpers.sh"
 info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | grep "^$3:" | cut -d: -f2; }
 now() { date +%s.%N; }
 # cpu_ticks PID: the server's user+system time so far, in clock ticks.

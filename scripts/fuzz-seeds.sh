@@ -14,18 +14,19 @@
 # Usage: scripts/fuzz-seeds.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/server-helpers.sh
 
 dir=$(mktemp -d)
 pid=
 cleanup() { [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT INT TERM
 mkdir -p fuzz/corpus/restore_payload fuzz/corpus/rdb_loader fuzz/corpus/aof_reader
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 redis-server --port "$port" --dir "$dir" --save "" --enable-debug-command yes \
     --appendonly yes --aof-timestamp-enabled yes \
     >"$dir/redis.log" 2>&1 &
 pid=$!
-until [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]]; do sleep 0.1; done
+wait_ping "$port"
 cli() { redis-cli -p "$port" "$@" >/dev/null; }
 
 cli set str hello
