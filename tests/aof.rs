@@ -712,6 +712,117 @@ fn a_background_fsync_releases_held_replies_only_once_on_disk() {
 }
 
 #[test]
+fn a_disk_that_fills_up_refuses_writes_and_keeps_answering_until_the_aof_is_reopened() {
+    // Files may not grow past 64 KB: the incremental file fills up after
+    // three 20 KB values.
+    let mut kv = common::start_kvstore_file_limit(
+        tempfile::tempdir().unwrap(),
+        &["--appendonly", "yes", "--appendfsync", "everysec"],
+        64 * 1024,
+    );
+    let mut c = Conn::connect(kv.port);
+    let value = "v".repeat(20 * 1024);
+    let mut refused = None;
+    for i in 0..10 {
+        let reply = text(&c.cmd_str(&["SET", &format!("k{i}"), &value]));
+        if reply != "+OK\r\n" {
+            refused = Some((i, reply));
+            break;
+        }
+    }
+    let (i, reply) = refused.expect("no write refused past the file size limit");
+    assert!(i >= 3, "refused too early: {i}");
+    assert_eq!(
+        reply,
+        "-MISCONF Errors writing to the AOF file: File too large\r\n"
+    );
+    // Everything else is answered (a write error once held every reply).
+    assert_eq!(
+        text(&c.cmd_str(&["GET", "k0"])),
+        format!("${}\r\n{value}\r\n", value.len())
+    );
+    assert_eq!(c.info_field("persistence", "aof_last_write_status"), "err");
+    assert_eq!(
+        c.cmd_str(&["BGREWRITEAOF"]),
+        b"-ERR Can't execute an AOF background rewriting. Please check the server logs for more information.\r\n"
+    );
+    assert_eq!(c.info_field("persistence", "aof_rewrite_in_progress"), "0");
+    // Off, the writes go on; after making room and turning it on again (a
+    // new base from the dataset), the old error is forgotten and replies
+    // wait for nothing the old file could not take.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendonly", "no"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "small", "1"]), b"+OK\r\n");
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),
+        b"+OK\r\n"
+    );
+    common::wait_for("the first base", 20, || {
+        c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && c.info_field("persistence", "aof_enabled") == "1"
+    });
+    assert_eq!(c.info_field("persistence", "aof_last_write_status"), "ok");
+    assert_eq!(c.cmd_str(&["SET", "after", "2"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "after"]), b"$1\r\n2\r\n");
+    shutdown(&mut c, &mut kv, &["NOSAVE"]);
+    let dir = kv.dir.path().to_path_buf();
+    let mut kv = common::start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &["--appendonly", "yes", "--dir", dir.to_str().unwrap()],
+    );
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":2\r\n");
+    assert_eq!(c.cmd_str(&["GET", "after"]), b"$1\r\n2\r\n");
+    shutdown(&mut c, &mut kv, &["NOSAVE"]);
+}
+
+#[test]
+fn always_replies_wait_for_nothing_that_no_fsync_will_cover() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kv = start_kvstore_in(dir, &["--appendonly", "yes", "--appendfsync", "no"]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["SET", "k", "1"]), b"+OK\r\n");
+    // Nothing was ever synced under `no`: the switch's own reply and the
+    // next read are answered (an fsync of what is behind starts at once).
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "appendfsync", "always"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.cmd_str(&["GET", "k"]), b"$1\r\n1\r\n");
+    // With no-appendfsync-on-rewrite, a write while a child runs is
+    // answered while it runs (Redis skips those fsyncs).
+    for (k, v) in [
+        ("no-appendfsync-on-rewrite", "yes"),
+        ("rdb-key-save-delay", "1000000"),
+    ] {
+        assert_eq!(c.cmd_str(&["CONFIG", "SET", k, v]), b"+OK\r\n");
+    }
+    for i in 0..5 {
+        c.cmd_str(&["SET", &format!("slow{i}"), "x"]);
+    }
+    assert_eq!(c.cmd_str(&["BGSAVE"]), b"+Background saving started\r\n");
+    assert_eq!(c.cmd_str(&["SET", "during", "2"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["GET", "during"]), b"$1\r\n2\r\n");
+    assert_eq!(c.info_field("persistence", "rdb_bgsave_in_progress"), "1");
+    // Once the child is gone, what it skipped is synced without a new
+    // write, and replies flow.
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "0"]),
+        b"+OK\r\n"
+    );
+    let child = background_child(kv.child.id());
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    common::wait_for("the child's end", 10, || {
+        c.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(c.cmd_str(&["GET", "during"]), b"$1\r\n2\r\n");
+    shutdown(&mut c, &mut kv, &["NOSAVE"]);
+}
+
+#[test]
 fn holds_release_replies_in_order() {
     use kvstore::state::ClientState;
     let mut c = ClientState::new(1, -1, "t:1".into(), "t:0".into(), false, true, true);
@@ -1086,8 +1197,11 @@ fn appendonly_yes_keeps_its_writes_in_a_temporary_file_until_the_first_base() {
     let child = background_child(kv.child.id());
     unsafe { libc::kill(child, libc::SIGKILL) };
     common::wait_for("a successful rewrite", 20, || {
-        c.info_field("persistence", "aof_rewrites") == "1"
+        c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && c.info_field("persistence", "aof_rewrites_consecutive_failures") == "0"
     });
+    // Every attempt counts, as Redis's (counted when it forks).
+    assert_eq!(c.info_field("persistence", "aof_rewrites"), "3");
     c.cmd_str(&["SET", "after", "3"]);
     let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
     assert_eq!(

@@ -714,7 +714,9 @@ fn aof_disable_auto_gc_keeps_history_files_until_turned_off() {
     let rewrites = |c: &mut Conn| c.info_field("persistence", "aof_rewrites");
     let before = rewrites(&mut c);
     c.cmd_str(&["BGREWRITEAOF"]);
-    wait_for("the rewrite", 10, || rewrites(&mut c) != before);
+    wait_for("the rewrite", 10, || {
+        rewrites(&mut c) != before && c.info_field("persistence", "aof_rewrite_in_progress") == "0"
+    });
     let manifest =
         std::fs::read_to_string(srv.dir.path().join("appendonlydir/appendonly.aof.manifest"))
             .unwrap();

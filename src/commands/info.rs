@@ -194,7 +194,11 @@ fn info_section_persistence(srv: &crate::state::Server, out: &mut String) {
         if aof.last_bgrewrite_ok { "ok" } else { "err" },
         aof.rewrites,
         aof.rewrites_consecutive_failures,
-        if aof.last_write_ok { "ok" } else { "err" },
+        if aof.last_write_ok && aof.fsync_error() == 0 {
+            "ok"
+        } else {
+            "err"
+        },
         srv.snapshot.aof_last_cow,
     );
     // As Redis: these follow the configuration, not the AOF's state.

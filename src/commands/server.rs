@@ -164,6 +164,9 @@ pub fn bgrewriteaof(c: &mut Ctx, _argv: &[&[u8]]) {
     }
     if c.srv.snapshot.child.is_some() || c.srv.in_exec {
         c.srv.aof.rewrite_scheduled = true;
+        // Asked for by hand: run as soon as possible, whatever the failures
+        // before (Redis resets the count the rewrite limit reads).
+        c.srv.aof.rewrites_consecutive_failures = 0;
         return c
             .cl
             .reply
@@ -174,7 +177,13 @@ pub fn bgrewriteaof(c: &mut Ctx, _argv: &[&[u8]]) {
             c.cl.reply
                 .simple("Background append only file rewriting started")
         }
-        Err(e) => c.cl.reply.error(&format!("ERR {e}")),
+        // The reason goes to the log; the reply is Redis's.
+        Err(e) => {
+            tracing::warn!("{e}");
+            c.cl.reply.error(
+                "ERR Can't execute an AOF background rewriting. Please check the server logs for more information.",
+            )
+        }
     }
 }
 

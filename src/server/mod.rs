@@ -693,6 +693,7 @@ impl EventLoop {
         // A failover waiting for its replica acts as soon as it can.
         self.srv.failover_cron();
         self.srv.flush_feed();
+        self.srv.sync_aof_always_behind();
         self.srv.request_acks();
         self.srv.refill_bulk();
         self.watch_rdb_pipe();

@@ -19,7 +19,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,11 +74,15 @@ pub struct RewriteChild {
 /// waits for a disk.
 struct Syncer {
     tx: Sender<(File, u64)>,
-    /// Jobs queued or running (INFO aof_pending_bio_fsync).
+    /// Fsyncs of the AOF queued or running, closes aside (INFO
+    /// aof_pending_bio_fsync).
     pending: Arc<AtomicU32>,
     /// AOF offset known to be on disk.
     synced: Arc<AtomicU64>,
-    failed: Arc<AtomicBool>,
+    /// The errno of the last fsync of the AOF if it failed, 0 once one
+    /// succeeds (Redis's aof_bio_fsync_status and aof_bio_fsync_errno):
+    /// writes are refused meanwhile.
+    error: Arc<AtomicI32>,
     /// Written by the thread after each fsync; read by the loop.
     eventfd: std::os::fd::OwnedFd,
 }
@@ -98,8 +102,8 @@ impl Syncer {
         let (tx, rx) = channel::<(File, u64)>();
         let pending = Arc::new(AtomicU32::new(0));
         let synced = Arc::new(AtomicU64::new(0));
-        let failed = Arc::new(AtomicBool::new(false));
-        let (p, s, f) = (pending.clone(), synced.clone(), failed.clone());
+        let error = Arc::new(AtomicI32::new(0));
+        let (p, s, f) = (pending.clone(), synced.clone(), error.clone());
         std::thread::Builder::new()
             .name("aof-fsync".into())
             .spawn(move || {
@@ -109,15 +113,31 @@ impl Syncer {
                     if sleep > 0 {
                         std::thread::sleep(Duration::from_micros(sleep));
                     }
+                    // A file only being closed (`upto` 0) moves no status,
+                    // as Redis's close job.
                     match file.sync_data() {
-                        Ok(()) => s.fetch_max(upto, Ordering::AcqRel),
-                        Err(e) => {
-                            warn!("AOF background fsync failed: {e}");
-                            f.store(true, Ordering::Release);
-                            0
+                        Ok(()) if upto > 0 => {
+                            s.fetch_max(upto, Ordering::AcqRel);
+                            f.store(0, Ordering::Release);
                         }
-                    };
-                    p.fetch_sub(1, Ordering::AcqRel);
+                        Ok(()) => {}
+                        Err(e) if upto > 0 => {
+                            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                            if f.swap(errno, Ordering::AcqRel) == 0 {
+                                warn!(
+                                    "Fail to fsync the AOF file: {}",
+                                    crate::config::os_error_text(&e)
+                                );
+                            }
+                        }
+                        Err(e) => warn!(
+                            "Fail to fsync a closed AOF file: {}",
+                            crate::config::os_error_text(&e)
+                        ),
+                    }
+                    if upto > 0 {
+                        p.fetch_sub(1, Ordering::AcqRel);
+                    }
                     let one: u64 = 1;
                     // SAFETY: writing 8 bytes to our eventfd.
                     unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
@@ -127,16 +147,23 @@ impl Syncer {
             tx,
             pending,
             synced,
-            failed,
+            error,
             eventfd,
         })
     }
 
     /// Queue an fsync of `file`; `upto` is the AOF offset it makes durable
     /// (0 for a file that is only being closed).
+    ///
+    /// A file only being closed is not an AOF fsync (Redis's close job, on
+    /// a thread of its own): it counts neither in `aof_pending_bio_fsync`
+    /// nor as an fsync in progress (which would hold the next `everysec`
+    /// fsync back and count the writes beside it as delayed).
     fn submit(&self, file: File, upto: u64) {
-        self.pending.fetch_add(1, Ordering::AcqRel);
-        if self.tx.send((file, upto)).is_err() {
+        if upto > 0 {
+            self.pending.fetch_add(1, Ordering::AcqRel);
+        }
+        if self.tx.send((file, upto)).is_err() && upto > 0 {
             self.pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -224,6 +251,13 @@ impl Aof {
         Ok(self.syncer.as_ref().expect("just started"))
     }
 
+    /// The errno of the last background fsync if it failed, else 0.
+    pub fn fsync_error(&self) -> i32 {
+        self.syncer
+            .as_ref()
+            .map_or(0, |s| s.error.load(Ordering::Acquire))
+    }
+
     /// The AOF offset known to be on disk.
     pub fn synced(&self) -> u64 {
         self.syncer
@@ -238,6 +272,15 @@ impl Aof {
         use std::os::fd::AsRawFd;
         self.syncer.as_ref().map(|s| s.eventfd.as_raw_fd())
     }
+}
+
+/// A failed AOF write as Redis words it in MISCONF and INFO: `strerror`,
+/// and ENOSPC's text for a write the kernel cut short.
+fn write_error_text(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::WriteZero {
+        return crate::config::os_error_text(&std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    crate::config::os_error_text(e)
 }
 
 fn aof_dir(srv: &Server) -> PathBuf {
@@ -470,10 +513,10 @@ impl Server {
         if let Err(e) = result {
             let always = self.config.appendfsync == FsyncPolicy::Always;
             if self.aof.last_write_ok {
-                warn!("Error writing to the AOF file: {e}");
+                warn!("Error writing to the AOF file: {}", write_error_text(&e));
             }
             self.aof.last_write_ok = false;
-            self.aof.last_write_error = e.to_string();
+            self.aof.last_write_error = write_error_text(&e);
             if always {
                 // Redis cannot keep its promise either: it exits.
                 warn!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
@@ -565,10 +608,10 @@ impl Server {
                     std::process::exit(1);
                 }
                 if self.aof.last_write_ok {
-                    warn!("Error writing to the AOF file: {e}");
+                    warn!("Error writing to the AOF file: {}", write_error_text(&e));
                 }
                 self.aof.last_write_ok = false;
-                self.aof.last_write_error = e.to_string();
+                self.aof.last_write_error = write_error_text(&e);
                 // Try the unwritten bytes again, before anything newer.
                 let mut rest = c.rest;
                 rest.extend_from_slice(&self.aof.buf);
@@ -692,13 +735,45 @@ impl Server {
     /// The AOF offset a reply may reflect before it is sent: under
     /// `appendfsync always`, what is on disk; otherwise everything (the
     /// write before the replies already reached the kernel).
+    ///
+    /// After a failed write (never under `always`, which exits), nothing:
+    /// the bytes wait in the buffer for the retry, and, as Redis, the
+    /// server goes on replying (reads, PING, INFO that shows the error)
+    /// while it refuses writes with MISCONF. Under `always` with
+    /// `no-appendfsync-on-rewrite` and a child running, what was written:
+    /// Redis skips those fsyncs and replies meanwhile.
     pub fn aof_durable(&self) -> u64 {
-        if self.aof.status == AofStatus::Off {
+        if self.aof.status == AofStatus::Off || !self.aof.last_write_ok {
             u64::MAX
-        } else if self.config.appendfsync == FsyncPolicy::Always {
+        } else if self.config.appendfsync == FsyncPolicy::Always && !self.fsync_skipped_for_child()
+        {
             self.aof.synced()
         } else {
             self.aof.written
+        }
+    }
+
+    /// `no-appendfsync-on-rewrite yes` with a child running: writes go on,
+    /// their fsyncs wait for the child's end.
+    fn fsync_skipped_for_child(&self) -> bool {
+        self.config.no_appendfsync_on_rewrite
+            && (self.aof.rewrite.is_some() || self.snapshot.child.is_some())
+    }
+
+    /// Under `always`, start an fsync of what is written but not yet on
+    /// disk when nothing else will: after the policy was set to `always`,
+    /// after a child whose run skipped the fsyncs, after a reopen.
+    /// Replies held for those bytes would otherwise wait for the next
+    /// write. Called before the loop sleeps.
+    pub fn sync_aof_always_behind(&mut self) {
+        if self.config.appendfsync == FsyncPolicy::Always
+            && self.aof.file.is_some()
+            && self.aof.buf.is_empty()
+            && self.aof.synced() < self.aof.written
+            && !self.fsync_skipped_for_child()
+            && !self.aof.uring.as_ref().is_some_and(|u| u.busy())
+        {
+            self.request_fsync();
         }
     }
 
@@ -716,7 +791,9 @@ impl Server {
                     8,
                 )
             };
-            if s.failed.load(Ordering::Acquire) && self.config.appendfsync == FsyncPolicy::Always {
+            if s.error.load(Ordering::Acquire) != 0
+                && self.config.appendfsync == FsyncPolicy::Always
+            {
                 warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always'. Exiting...");
                 std::process::exit(1);
             }
@@ -764,13 +841,22 @@ impl Server {
 
     /// Writes fail with MISCONF while the AOF cannot be written (Redis's
     /// writeCommandsDeniedByDiskError for the AOF).
+    /// A failed background fsync counts as Redis's does, until one
+    /// succeeds.
     pub fn aof_write_error(&self) -> Option<String> {
-        (self.aof.status != AofStatus::Off && !self.aof.last_write_ok).then(|| {
-            format!(
-                "MISCONF Errors writing to the AOF file: {}",
-                self.aof.last_write_error
-            )
-        })
+        if self.aof.status == AofStatus::Off {
+            return None;
+        }
+        let why = if !self.aof.last_write_ok {
+            self.aof.last_write_error.clone()
+        } else {
+            let errno = self.aof.fsync_error();
+            if errno == 0 {
+                return None;
+            }
+            crate::config::os_error_text(&std::io::Error::from_raw_os_error(errno))
+        };
+        Some(format!("MISCONF Errors writing to the AOF file: {why}"))
     }
 
     /// Open the newest incremental file for appending, creating a new one
@@ -871,6 +957,17 @@ impl Server {
         self.aof.cursor = FeedCursor::default();
         self.feed.attach();
         self.choose_aof_engine();
+        // A new file: the old one's errors no longer refuse writes (Redis's
+        // startAppendOnly).
+        if let Some(s) = self.aof.syncer.as_ref() {
+            if s.error.swap(0, Ordering::AcqRel) != 0 {
+                warn!("AOF reopen, just ignore the AOF fsync error in bio job");
+            }
+        }
+        if !self.aof.last_write_ok {
+            warn!("AOF reopen, just ignore the last error.");
+            self.aof.last_write_ok = true;
+        }
         if self.snapshot.child.is_some() {
             self.aof.rewrite_scheduled = true;
             warn!("AOF was enabled but there is already another background operation. An AOF background was scheduled to start when possible.");
@@ -898,6 +995,12 @@ impl Server {
         if self.aof.status == AofStatus::Off {
             return;
         }
+        // This turn's earlier writes (a pipeline before the CONFIG SET)
+        // belong in the file, as in Redis's buffer; a transaction's are
+        // propagated whole at its EXEC, after this, as Redis's.
+        if !self.in_exec {
+            self.flush_feed();
+        }
         self.flush_aof();
         self.drain_aof_uring();
         if !self.aof.buf.is_empty() {
@@ -909,7 +1012,15 @@ impl Server {
         }
         self.kill_aof_rewrite();
         self.aof.status = AofStatus::Off;
+        // What could not be written (a write error) is dropped with the
+        // file, as Redis drops its buffer: no offset stays behind for the
+        // replies of a later `appendonly yes` to wait on.
         self.aof.buf.clear();
+        self.aof.written = self.aof.appended;
+        self.aof.inline_synced = self.aof.appended;
+        if let Some(s) = self.aof.syncer.as_ref() {
+            s.synced.fetch_max(self.aof.appended, Ordering::AcqRel);
+        }
         self.feed.detach();
         // Nothing holds replies any more.
         self.release_held_replies();
@@ -946,6 +1057,16 @@ impl Server {
             if !self.aof.buf.is_empty() {
                 self.flush_aof();
                 self.drain_aof_uring();
+            }
+            // Bytes the old file would not take (a write error) would go to
+            // the new incremental file, after a snapshot that has them: a
+            // load would apply them twice.
+            if !self.aof.buf.is_empty() {
+                self.aof.last_bgrewrite_ok = false;
+                return Err(format!(
+                    "Can't rewrite the append only file while it cannot be written: {}",
+                    self.aof.last_write_error
+                ));
             }
             // Waiting for the first base, the writes go to a temporary
             // file that joins the manifest only with that base (Redis's
@@ -985,7 +1106,10 @@ impl Server {
                 if self.config.appendfsync == FsyncPolicy::Always {
                     // Already synced but for this turn's writes: cheap, and
                     // replies held for them are released by it.
-                    let _ = old.sync_data();
+                    if let Err(e) = old.sync_data() {
+                        warn!("Can't persist AOF for fsync error when the AOF fsync policy is 'always': {}. Exiting...", crate::config::os_error_text(&e));
+                        std::process::exit(1);
+                    }
                     self.aof.inline_synced = self.aof.written;
                 } else {
                     // Possibly hundreds of MB unsynced: the thread syncs and
@@ -1010,6 +1134,8 @@ impl Server {
         };
         let preamble = self.config.aof_use_rdb_preamble;
         let reports = super::snapshot::child_info_pipe(self);
+        // Counted when started, as Redis's aof_rewrites.
+        self.aof.rewrites += 1;
         // SAFETY: as for BGSAVE (see snapshot.rs): the child only
         // serialises memory, writes its file and `_exit`s.
         let pid = unsafe { libc::fork() };
@@ -1111,6 +1237,11 @@ impl Server {
         }
         self.sync_aof_everysec();
         if self.aof.rewrite.is_some() || self.snapshot.child.is_some() {
+            return;
+        }
+        // Not while writes fail: what the buffer holds would go to the new
+        // incremental file after the child's snapshot already has it.
+        if !self.aof.last_write_ok {
             return;
         }
         if self.aof.rewrite_scheduled {
@@ -1229,7 +1360,6 @@ impl Server {
         }
         self.aof.manifest = next;
         self.aof.last_bgrewrite_ok = true;
-        self.aof.rewrites += 1;
         self.aof.rewrites_consecutive_failures = 0;
         let timer = self.latency_start();
         self.aof.current_size = files_size(&dir, &self.aof.manifest);

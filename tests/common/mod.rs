@@ -90,10 +90,50 @@ pub fn start_kvstore_env(
     args: &[&str],
     envs: &[(&str, &str)],
 ) -> ServerProcess {
+    start_kvstore_cmd(dir, args, &mut |cmd| {
+        cmd.envs(envs.iter().copied());
+    })
+}
+
+/// Start kvstore in `dir` whose files cannot grow past `bytes`
+/// (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write past it fails with
+/// EFBIG instead of killing the process): a disk that fills up.
+#[allow(dead_code)]
+pub fn start_kvstore_file_limit(
+    dir: tempfile::TempDir,
+    args: &[&str],
+    bytes: u64,
+) -> ServerProcess {
+    use std::os::unix::process::CommandExt;
+    start_kvstore_cmd(dir, args, &mut |cmd| {
+        // SAFETY: setrlimit and signal are async-signal-safe; nothing else
+        // runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    })
+}
+
+/// Start kvstore in `dir`, `setup` adding to its command.
+fn start_kvstore_cmd(
+    dir: tempfile::TempDir,
+    args: &[&str],
+    setup: &mut dyn FnMut(&mut Command),
+) -> ServerProcess {
     for _ in 0..5 {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kvstore"));
-        cmd.envs(envs.iter().copied());
+        setup(&mut cmd);
         cmd.args([
             "--port",
             &port.to_string(),
