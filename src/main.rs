@@ -49,6 +49,18 @@ fn main() -> ExitCode {
         ident: &config.syslog_ident,
         facility: &config.syslog_facility,
     });
+    // Data files are relative to `dir`, as in Redis, and so is the log
+    // file (Redis changes directory while it reads its configuration);
+    // the directory must exist (a typo must not make the server write
+    // somewhere new).
+    if let Err(e) = std::env::set_current_dir(&config.dir) {
+        let why = kvstore::config::os_error_text(&e);
+        eprintln!(
+            "*** FATAL CONFIG FILE ERROR ***\nCan't chdir to '{}': {why}",
+            config.dir.display()
+        );
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = kvstore::logging::init(&config.loglevel, &config.logfile, syslog) {
         eprintln!("Can't open the log file '{}': {e}", config.logfile);
         return ExitCode::FAILURE;
@@ -58,17 +70,6 @@ fn main() -> ExitCode {
     kvstore::logging::CRASH_LOG_ENABLED.store(config.crash_log_enabled, Ordering::Relaxed);
     kvstore::logging::USE_EXIT_ON_PANIC.store(config.use_exit_on_panic, Ordering::Relaxed);
     process::remember_exec_name(&std::env::args().next().unwrap_or_default());
-    // Data files are relative to `dir`, as in Redis; the directory must
-    // exist (a typo must not make the server write somewhere new).
-    if let Err(e) = std::env::set_current_dir(&config.dir) {
-        let why = kvstore::config::os_error_text(&e);
-        eprintln!(
-            "*** FATAL CONFIG FILE ERROR ***\nCan't chdir to '{}': {why}",
-            config.dir.display()
-        );
-        error!("Can't chdir to '{}': {why}", config.dir.display());
-        return ExitCode::FAILURE;
-    }
     // Before anything listens, as Redis (upstart stops the process here).
     let supervised = process::start_supervision(config.supervised);
     let mut config = config;

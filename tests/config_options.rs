@@ -13,7 +13,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{start_kvstore_env, start_kvstore_in, wait_for, Conn, ServerProcess};
+use common::{start_kvstore, start_kvstore_env, wait_for, Conn, ServerProcess};
 
 /// Option names of `CONFIG GET *`.
 fn config_names(port: u16) -> Vec<String> {
@@ -48,19 +48,25 @@ fn config_get_star_has_every_redis_option() {
     );
 }
 
-/// Start kvstore with its log in its own directory (the harness's
-/// `--logfile kvstore.log` is relative to where the test runs).
+/// Start kvstore; its log (the harness's `--logfile kvstore.log`) is in
+/// its own directory, as Redis puts a relative log file.
 fn start(args: &[&str]) -> ServerProcess {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("kvstore.log").to_str().unwrap().to_string();
-    let mut all = vec!["--logfile", log.as_str()];
-    all.extend_from_slice(args);
-    start_kvstore_in(dir, &all)
+    start_kvstore(args)
 }
 
 /// The text of a server's log file.
 fn log_of(srv: &ServerProcess) -> String {
     std::fs::read_to_string(srv.dir.path().join("kvstore.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_relative_logfile_is_written_in_the_data_directory() {
+    // As Redis: `--dir D --logfile kvstore.log` logs to D/kvstore.log, not
+    // to the directory the server was started from.
+    let srv = start(&[]);
+    wait_for("the log in the data directory", 10, || {
+        log_of(&srv).contains("Ready to accept connections")
+    });
 }
 
 /// Wait for a server process to exit; its status.

@@ -1329,14 +1329,10 @@ fn silent_replica(port: u16) -> Conn {
     r
 }
 
-/// Start kvstore with its log in its own directory (the harness's
-/// `--logfile kvstore.log` is relative to where the test runs).
+/// Start kvstore; its log (the harness's `--logfile kvstore.log`) is in
+/// its own directory, as Redis puts a relative log file.
 fn start_logged(args: &[&str]) -> common::ServerProcess {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("kvstore.log").to_str().unwrap().to_string();
-    let mut all = vec!["--logfile", log.as_str()];
-    all.extend_from_slice(args);
-    common::start_kvstore_in(dir, &all)
+    common::start_kvstore(args)
 }
 
 fn server_log(server: &common::ServerProcess) -> String {
