@@ -300,6 +300,59 @@ fn input_that_arrives_during_a_busy_script_waits_for_it() {
 }
 
 #[test]
+fn input_taken_in_during_a_busy_script_is_answered_or_closed_after_it() {
+    for engine in ENGINES {
+        let kv = start(engine, &["--busy-reply-threshold", "100"]);
+        let mut runner = Conn::connect(kv.port);
+        let mut other = Conn::connect(kv.port);
+        let mut blocked = Conn::connect(kv.port);
+        blocked.send(&[b"BLPOP", b"nolist", b"0"]);
+        // A big argument (read into a buffer of its own) half sent.
+        let mut big = Conn::connect(kv.port);
+        let set = encode(&[b"SET", b"big", &pattern(200_000, 7)]);
+        big.send_raw(&set[..100_000]);
+        common::wait_for("the clients", 10, || {
+            other.info_field("clients", "blocked_clients") == "1"
+        });
+        runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
+        common::wait_for("the script to be busy", 10, || {
+            other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+        });
+        // The script's caller sends many small packets, each on its own
+        // (each took a receive buffer of the ring until the script ended,
+        // and once they ran out nobody's input, SCRIPT KILL's included,
+        // could be read).
+        for _ in 0..600 {
+            runner.send_raw(b"PING\r\n");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // The big argument is completed, and the blocked client leaves.
+        big.send_raw(&set[100_000..]);
+        drop(blocked);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n", "{engine}");
+        let reply = String::from_utf8(runner.read_reply()).unwrap();
+        assert!(reply.starts_with("-ERR Script killed"), "{engine}: {reply}");
+        for _ in 0..600 {
+            assert_eq!(runner.read_reply(), b"+PONG\r\n", "{engine}");
+        }
+        // Answered (BUSY while the script ran, or run after it), not left
+        // waiting for more input that will not come.
+        let reply = big.read_reply();
+        assert!(
+            reply == b"+OK\r\n" || reply.starts_with(b"-BUSY"),
+            "{engine}: {:?}",
+            String::from_utf8_lossy(&reply)
+        );
+        // The client that left while blocked is gone, not kept forever.
+        common::wait_for("the blocked client to be closed", 10, || {
+            other.info_field("clients", "connected_clients") == "3"
+        });
+        assert_eq!(other.info_field("clients", "blocked_clients"), "0");
+    }
+}
+
+#[test]
 fn snapshots_forked_while_clients_send_are_whole() {
     for engine in ENGINES {
         let kv = start(engine, &["--enable-debug-command", "yes"]);

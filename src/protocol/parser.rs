@@ -158,6 +158,12 @@ impl QueryBuffer {
         self.buf.len() - self.pos
     }
 
+    /// Is there anything for the parser to look at: bytes not parsed yet,
+    /// or a big argument being read (perhaps complete)?
+    pub fn has_input(&self) -> bool {
+        self.unparsed() > 0 || self.big.is_some()
+    }
+
     /// The input after the last parsed command, when the parser stands
     /// between commands (for a look ahead: see [`leading_keys`]).
     pub fn ahead(&self) -> Option<&[u8]> {

@@ -41,6 +41,8 @@ pub(super) struct Pump {
     pub listeners: *const Vec<Listener>,
     pub poll: *const Poll,
     pub uring: *mut Option<UringNet>,
+    /// The loop's clients to read (run) next turn.
+    pub pending_reads: *mut Vec<usize>,
 }
 
 impl BusyPump for Pump {
@@ -48,12 +50,13 @@ impl BusyPump for Pump {
         // SAFETY: the loop made these from its own fields just before it
         // ran the command that is calling back, and clears the pump when
         // that command returns; nothing else touches those fields meanwhile.
-        let (links, listeners, poll, uring) = unsafe {
+        let (links, listeners, poll, uring, pending_reads) = unsafe {
             (
                 &mut *self.links,
                 &*self.listeners,
                 &*self.poll,
                 &mut *self.uring,
+                &mut *self.pending_reads,
             )
         };
         for listener in listeners {
@@ -73,13 +76,27 @@ impl BusyPump for Pump {
                 true => !link.peer_closed,
                 false => read_available(srv, link),
             };
-            if link.query.unparsed() > 0 {
+            // (A big argument may have just been completed: the parser is
+            // run whatever `unparsed` says.)
+            if link.query.has_input() {
                 serve_commands(srv, idx, link);
             }
             // A client (a replica) that went away is let go now: a script
             // waiting for it to leave (INFO's connected_slaves) sees it go.
             if !open {
-                close_slot(srv, links, poll, idx);
+                close_slot(srv, links, poll, uring.as_mut(), idx);
+            }
+        }
+        // Input taken in here makes no event for the loop: what is left of
+        // it (commands past a turn's output, a protocol error to answer,
+        // the input of a blocked client, an end of stream) is the loop's
+        // to run or close after the script, like any other read.
+        for (idx, link) in links.iter().enumerate() {
+            let Some(link) = link else {
+                continue;
+            };
+            if (link.query.has_input() || link.peer_closed) && !pending_reads.contains(&idx) {
+                pending_reads.push(idx);
             }
         }
         srv.flush_feed();
@@ -115,22 +132,25 @@ fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet)
         }
         let slot = c.slot();
         // The script's caller is out of its slots, as is a client closed
-        // meanwhile: the loop tells them apart afterwards.
+        // meanwhile: the loop tells them apart afterwards. Their input
+        // waits out of the ring's buffers (see `UringNet::park`).
         let Some(st) = srv.clients.get(slot).and_then(|s| s.as_ref()) else {
+            let mut c = c;
+            u.park(&mut c);
             keep.push_back(c);
             continue;
         };
         if !c.is_for(st.id) {
-            if let Some(bid) = c.buffer() {
-                u.recycle(bid);
-            }
+            u.discard(&c);
             continue;
         }
         match links.get_mut(slot).and_then(|l| l.as_mut()) {
             // Past the query buffer limit: no more is taken in while the
             // script runs (the loop closes the client after it, as with
-            // epoll); the completions wait, holding their ring buffers.
+            // epoll).
             Some(link) if link.query.len() as u64 > srv.config.client_query_buffer_limit => {
+                let mut c = c;
+                u.park(&mut c);
                 keep.push_back(c)
             }
             Some(link) => {
@@ -138,7 +158,11 @@ fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet)
                     link.peer_closed = true;
                 }
             }
-            None => keep.push_back(c),
+            None => {
+                let mut c = c;
+                u.park(&mut c);
+                keep.push_back(c)
+            }
         }
     }
     // What arrived meanwhile (absorbing re-arms receives) goes after.
@@ -235,7 +259,10 @@ fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
             keep.push((idx, id));
             continue;
         };
-        let Some(link) = link.filter(|_| st.id == id && st.repl.is_none()) else {
+        // A send in flight owns the reply buffer until the loop handles its
+        // completion.
+        let Some(link) = link.filter(|l| st.id == id && st.repl.is_none() && !l.send_inflight)
+        else {
             keep.push((idx, id));
             continue;
         };

@@ -567,9 +567,7 @@ impl EventLoop {
         let slot = c.slot();
         let Some(link) = live_link(&self.srv, &mut self.links, c) else {
             // A completion for a client that is gone.
-            if let Some(bid) = c.buffer() {
-                uring.recycle(bid);
-            }
+            uring.discard(c);
             return;
         };
         match absorb_received(link, uring, c, &mut self.srv.stats) {
@@ -809,8 +807,9 @@ impl EventLoop {
         if client.link.uring {
             return self.run_received(idx, client);
         }
-        // Input left over from an earlier turn runs before anything new is read.
-        if client.link.query.unparsed() > 0 {
+        // Input left over from an earlier turn (or a big argument a busy
+        // script's pump completed) runs before anything new is read.
+        if client.link.query.has_input() {
             match self.run_buffered(idx, client) {
                 None => return false,
                 Some(false) => return true,
@@ -1028,6 +1027,7 @@ impl EventLoop {
                 listeners: &self.listeners,
                 poll: &self.poll,
                 uring: &mut self.uring,
+                pending_reads: &mut self.pending_reads,
             };
             self.srv.busy_pump =
                 Some(&mut pump as *mut busy::Pump as *mut dyn crate::state::BusyPump);
@@ -1410,7 +1410,13 @@ impl EventLoop {
     }
 
     fn close_client(&mut self, idx: usize) {
-        close_slot(&mut self.srv, &mut self.links, &self.poll, idx);
+        close_slot(
+            &mut self.srv,
+            &mut self.links,
+            &self.poll,
+            self.uring.as_mut(),
+            idx,
+        );
     }
 
     fn close_marked(&mut self) {
@@ -1721,7 +1727,13 @@ fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &s
 /// Close the client in slot `idx`: detached from everything it was part
 /// of, removed, its socket deregistered and closed (from the loop, and
 /// from a script running too long: see `busy.rs`).
-fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: usize) {
+fn close_slot(
+    srv: &mut Server,
+    links: &mut [Option<Link>],
+    poll: &Poll,
+    uring: Option<&mut UringNet>,
+    idx: usize,
+) {
     let Some(mut st) = srv.clients.get_mut(idx).and_then(|c| c.take()) else {
         return;
     };
@@ -1730,6 +1742,9 @@ fn close_slot(srv: &mut Server, links: &mut [Option<Link>], poll: &Poll, idx: us
     srv.remove_client(idx);
     if let Some(mut link) = links.get_mut(idx).and_then(|l| l.take()) {
         if link.uring {
+            if let Some(u) = uring {
+                u.submit_queued();
+            }
             // Ends the receive and any poll in flight, which hold the
             // socket open until they complete (their completions are then
             // stale: see `uring.rs`).
@@ -1898,12 +1913,18 @@ fn absorb_received(
     if !c.more() {
         link.recv_armed = false;
     }
+    let parked = uring.unpark(c);
     let got = match (c.result, c.buffer()) {
-        // Cancelled for SCRIPT DEBUG (`detach_from_uring`).
+        // Cancelled for SCRIPT DEBUG (`detach_from_uring`) or while a busy
+        // script ran (`UringNet::park`).
         (e, _) if e == -libc::ECANCELED => Received::Nothing,
-        (n, Some(bid)) if n > 0 => {
+        (n, bid) if n > 0 && (bid.is_some() || parked.is_some()) => {
             let n = n as usize;
-            let mut data = uring.buffer(bid, n);
+            let mut data = match (&parked, bid) {
+                (Some(bytes), _) => &bytes[..n.min(bytes.len())],
+                (None, Some(bid)) => uring.buffer(bid, n),
+                (None, None) => &[],
+            };
             while !data.is_empty() {
                 let res = link.query.read_with(|buf| {
                     let k = buf.len().min(data.len());
@@ -1920,7 +1941,9 @@ fn absorb_received(
                 }
             }
             let placed = data.is_empty();
-            uring.recycle(bid);
+            if let Some(bid) = bid {
+                uring.recycle(bid);
+            }
             stats.total_reads_processed += 1;
             stats.total_net_input_bytes += n as u64;
             match placed {

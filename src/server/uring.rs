@@ -44,7 +44,7 @@
 //! even have them, and the parent's pages (pinned by the kernel for the
 //! buffer ring) are never copied on write.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -60,6 +60,9 @@ const BUF_GROUP: u16 = 0;
 const SQ_ENTRIES: u32 = 1024;
 const CQ_ENTRIES: u32 = 8192;
 const SLOT_BITS: u32 = 28;
+/// The kernel's IORING_CQE_F_BUFFER: the completion names a ring buffer
+/// (the `io-uring` crate reads it but does not export it).
+const CQE_F_BUFFER: u32 = 1;
 
 /// What an operation in flight is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +83,10 @@ pub struct Cqe {
     pub user_data: u64,
     pub result: i32,
     pub flags: u32,
+    /// A receive whose bytes were copied out of their ring buffer (which
+    /// went back to the kernel) to wait for their client: the key of the
+    /// copy in [`UringNet::parked`].
+    pub parked: Option<u32>,
 }
 
 impl Cqe {
@@ -177,6 +184,9 @@ pub struct UringNet {
     /// order: the loop takes them one at a time, and a busy script's pump
     /// takes the input of other clients out of it (see `busy.rs`).
     pub queue: VecDeque<Cqe>,
+    /// Received bytes copied out of their ring buffers (see [`Self::park`]).
+    parked: HashMap<u32, Vec<u8>>,
+    next_parked: u32,
 }
 
 impl UringNet {
@@ -216,6 +226,8 @@ impl UringNet {
             sends_in_flight: 0,
             sends_urgent: false,
             queue: VecDeque::new(),
+            parked: HashMap::new(),
+            next_parked: 0,
         };
         for bid in 0..BUF_COUNT {
             net.recycle(bid);
@@ -236,6 +248,19 @@ impl UringNet {
             if let Err(e) = self.ring.submit() {
                 tracing::warn!("io_uring submission: {e}");
             }
+        }
+    }
+
+    /// Hand the queued entries to the kernel now, before a socket they
+    /// name is closed: its descriptor number may go to the next accepted
+    /// connection, and an entry submitted later (a receive armed again)
+    /// would then act on that connection with the old client's user data.
+    pub fn submit_queued(&mut self) {
+        if self.ring.submission().is_empty() {
+            return;
+        }
+        if let Err(e) = self.ring.submit() {
+            tracing::warn!("io_uring submission: {e}");
         }
     }
 
@@ -339,6 +364,7 @@ impl UringNet {
                 user_data: c.user_data(),
                 result: c.result(),
                 flags: c.flags(),
+                parked: None,
             });
         }
     }
@@ -370,6 +396,44 @@ impl UringNet {
         // SAFETY: inside the region; the kernel wrote these bytes and no
         // longer owns the buffer until it is recycled.
         unsafe { std::slice::from_raw_parts(self.bufs.ptr.add(bid * BUF_SIZE), len) }
+    }
+
+    /// A receive completion that waits for its client while a busy script
+    /// runs (the script's caller, a client over its query buffer limit):
+    /// its bytes are copied out and its ring buffer goes back to the
+    /// kernel, so that waiting completions cannot drain the ring and stop
+    /// every other client's input (SCRIPT KILL's among it); and the
+    /// client's multishot receive is cancelled, so that what it sends
+    /// meanwhile stays in its socket, as under epoll (the loop arms the
+    /// receive again once it handles the last completion).
+    pub fn park(&mut self, c: &mut Cqe) {
+        if let (Some(bid), true) = (c.buffer(), c.result > 0) {
+            let data = self.buffer(bid, c.result as usize).to_vec();
+            self.recycle(bid);
+            let key = self.next_parked;
+            self.next_parked = self.next_parked.wrapping_add(1);
+            self.parked.insert(key, data);
+            c.flags &= !CQE_F_BUFFER;
+            c.parked = Some(key);
+        }
+        if c.more() {
+            // Its own completion (user data 0) is nobody's and is ignored.
+            self.push(opcode::AsyncCancel::new(c.user_data).build().user_data(0));
+        }
+    }
+
+    /// The bytes of a parked receive, taken.
+    pub fn unpark(&mut self, c: &Cqe) -> Option<Vec<u8>> {
+        c.parked.and_then(|key| self.parked.remove(&key))
+    }
+
+    /// A receive completion that no client will take (it is gone): its
+    /// buffer goes back to the kernel, or its parked bytes are dropped.
+    pub fn discard(&mut self, c: &Cqe) {
+        if let Some(bid) = c.buffer() {
+            self.recycle(bid);
+        }
+        self.unpark(c);
     }
 
     /// Give buffer `bid` back to the kernel (seen by it after `publish`).
