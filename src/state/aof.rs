@@ -840,9 +840,8 @@ impl Server {
     }
 
     /// Writes fail with MISCONF while the AOF cannot be written (Redis's
-    /// writeCommandsDeniedByDiskError for the AOF).
-    /// A failed background fsync counts as Redis's does, until one
-    /// succeeds.
+    /// writeCommandsDeniedByDiskError for the AOF). A failed background
+    /// fsync counts as Redis's does, until one succeeds.
     pub fn aof_write_error(&self) -> Option<String> {
         if self.aof.status == AofStatus::Off {
             return None;
