@@ -1059,3 +1059,33 @@ fn random_picks_with_a_count_are_members_distinct_and_spread() {
         );
     }
 }
+
+#[test]
+fn a_write_while_paused_replaces_an_expired_key_instead_of_adding_a_second() {
+    // Nothing expires while clients are paused, but a write that runs then
+    // (an EXEC that paused) stores a new value under the key: the expired
+    // entry must go first (redis-server 7.0.15 fails an assertion here).
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "k", "v", "PX", "1"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["SET", "f", "1.5", "PX", "1"]), b"+OK\r\n");
+    std::thread::sleep(Duration::from_millis(20));
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["CLIENT", "PAUSE", "10000", "WRITE"]);
+    c.cmd_str(&["LPUSH", "k", "x"]);
+    c.cmd_str(&["INCRBYFLOAT", "f", "1"]);
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*3\r\n+OK\r\n:1\r\n$1\r\n1\r\n");
+    assert_eq!(c.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["DBSIZE"]), b":2\r\n");
+    assert_eq!(c.cmd_str(&["TYPE", "k"]), b"+list\r\n");
+    assert_eq!(c.cmd_str(&["TTL", "k"]), b":-1\r\n");
+    assert_eq!(
+        c.info_field("keyspace", "db0"),
+        "keys=2,expires=0,avg_ttl=0"
+    );
+    // The dataset saves and loads (a key written twice was refused).
+    assert_eq!(c.cmd_str(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    assert_eq!(c.cmd_str(&["LRANGE", "k", "0", "-1"]), b"*1\r\n$1\r\nx\r\n");
+    assert_eq!(c.cmd_str(&["GET", "f"]), b"$1\r\n1\r\n");
+}

@@ -925,6 +925,12 @@ fn debug_reload_takes_redis_s_options() {
         b"*3\r\n$1\r\n1\r\n$1\r\n1\r\n$1\r\n1\r\n"
     );
     assert_eq!(c.cmd_str(&["TTL", "a"]), b":-1\r\n");
+    // The replaced key's TTL is gone from the expires table too (it stayed,
+    // and active expiry would have deleted the key later).
+    assert_eq!(
+        c.info_field("keyspace", "db0"),
+        "keys=3,expires=0,avg_ttl=0"
+    );
     assert_eq!(
         c.cmd_str(&["DEBUG", "RELOAD", "FAST"]),
         b"-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.\r\n"

@@ -82,8 +82,13 @@ fn lookup_live(srv: &mut Server, db: usize, key: &[u8], write: bool) -> Option<*
     // entries) happen before it is used or the key is deleted.
     let has_expire = unsafe { (*e).has_expire() };
     if has_expire && !srv.replaying_aof && d.is_expired(key, now) && !srv.master_is_running() {
-        // A master deletes it; a writable replica too, for a write.
-        if srv.clients_paused().is_none() && (write || srv.master.target.is_none()) {
+        // A master deletes it, unless clients are paused (nothing expires
+        // then, as in Redis); a writable replica too, for a write. A write
+        // deletes it even while paused (one that runs then: in an EXEC
+        // that paused, a blocked client served again): it is about to
+        // store a new value under the key, which must not sit beside the
+        // old entry.
+        if write || (srv.clients_paused().is_none() && srv.master.target.is_none()) {
             delete_expired(srv, db, key);
         }
         return None;

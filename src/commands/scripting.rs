@@ -540,6 +540,16 @@ impl ScriptHost<'_> {
 
 impl Host for ScriptHost<'_> {
     fn call(&mut self, argv: &[&[u8]], resp: u8) -> Result<Vec<u8>, String> {
+        // Clients cannot send such an argument (the parser refuses it); a
+        // script can build one.
+        if argv.iter().any(|a| a.len() > crate::protocol::ARG_LEN_MAX) {
+            let e = format!(
+                "ERR an argument is longer than {} bytes",
+                crate::protocol::ARG_LEN_MAX
+            );
+            count_script_error(self.srv, &e);
+            return Err(e);
+        }
         let Some(cmd) = lookup_command(argv[0]).and_then(|base| base.resolve(argv).ok()) else {
             let e = "Unknown Redis command called from script".to_string();
             count_script_error(self.srv, &e);

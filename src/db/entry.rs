@@ -241,6 +241,9 @@ impl Entry {
             }
             v => v,
         };
+        // Every way in refuses longer ones (`protocol::ARG_LEN_MAX`); a
+        // longer key would be read back as its length modulo 2^32.
+        assert!(key.len() <= u32::MAX as usize, "key longer than 4 GiB");
         let wide = key.len() > NARROW_KLEN_MAX;
         let klen_size = if wide { 4 } else { 1 };
         let key_off = OFF_KLEN + klen_size;

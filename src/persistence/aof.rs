@@ -16,7 +16,7 @@
 //! know the server. Loading commands into the keyspace and writing are the
 //! state layer's business.
 
-use crate::protocol::split_args;
+use crate::protocol::{split_args, ARG_LEN_MAX};
 
 /// Longest manifest line Redis accepts.
 const MANIFEST_MAX_LINE: usize = 1024;
@@ -338,7 +338,7 @@ impl<'a> CommandReader<'a> {
                 if len_line.first() != Some(&b'$') {
                     return Some(Err(LogError::Format { offset: at }));
                 }
-                let Some(len) = parse_len(&len_line[1..]) else {
+                let Some(len) = parse_len(&len_line[1..]).filter(|&n| n <= ARG_LEN_MAX) else {
                     return Some(Err(LogError::Format { offset: at }));
                 };
                 let end = next.checked_add(len).filter(|&e| e <= self.data.len());

@@ -63,6 +63,12 @@ impl ProtocolError {
     }
 }
 
+/// The longest argument taken, whatever `proto-max-bulk-len` allows: keys,
+/// hash fields and set and sorted-set members are stored with a 32-bit
+/// length (see `db/entry.rs`). Redis has no such bound, but needs 4 GiB
+/// for one argument to meet it.
+pub const ARG_LEN_MAX: usize = u32::MAX as usize;
+
 /// Limits that apply while parsing, taken from the configuration and the
 /// client's authentication state.
 #[derive(Clone, Copy, Debug)]
@@ -371,7 +377,7 @@ impl QueryBuffer {
                 };
                 let n =
                     parse_i64(&self.buf[self.pos + 1..cr]).ok_or(ProtocolError::InvalidBulkLen)?;
-                if n < 0 || n > limits.max_bulk_len {
+                if n < 0 || n > limits.max_bulk_len || n as u64 > ARG_LEN_MAX as u64 {
                     return Err(ProtocolError::InvalidBulkLen);
                 }
                 if !limits.authenticated && n > UNAUTH_MAX_BULK_LEN {
@@ -703,6 +709,21 @@ mod tests {
         let mut q = QueryBuffer::new();
         q.feed(b"set \"abc\n");
         assert_eq!(parse_all(&mut q), Err(ProtocolError::UnbalancedQuotes));
+    }
+
+    #[test]
+    fn no_argument_is_longer_than_4_gib_whatever_the_limit_says() {
+        let limits = ParseLimits {
+            max_bulk_len: i64::MAX,
+            authenticated: true,
+        };
+        let mut q = QueryBuffer::new();
+        q.feed(b"*2\r\n$3\r\nGET\r\n$4294967296\r\n");
+        assert_eq!(q.parse(limits), Err(ProtocolError::InvalidBulkLen));
+        // One byte less is taken (and waits for its bytes).
+        let mut q = QueryBuffer::new();
+        q.feed(b"*2\r\n$3\r\nGET\r\n$4294967295\r\n");
+        assert_eq!(q.parse(limits), Ok(false));
     }
 
     #[test]

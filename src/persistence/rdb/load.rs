@@ -11,6 +11,7 @@ use crate::db::quicklist::Container;
 use crate::db::{Db, Hash, List, Set, Value, ZSet};
 use crate::persistence::crc64::crc64;
 use crate::persistence::lzf;
+use crate::protocol::ARG_LEN_MAX;
 
 /// What a load found.
 #[derive(Debug, Default, Clone)]
@@ -131,6 +132,10 @@ impl<'a> Reader<'a> {
 
     fn string(&mut self) -> R<Cow<'a, [u8]>> {
         let (n, enc) = self.len_enc()?;
+        // Keys and elements are stored with a 32-bit length.
+        if !enc && n > ARG_LEN_MAX as u64 {
+            return self.fail("a string longer than 4 GiB");
+        }
         if !enc {
             return Ok(Cow::Borrowed(self.bytes(n as usize, "string")?));
         }
@@ -151,6 +156,9 @@ impl<'a> Reader<'a> {
             3 => {
                 let clen = self.len()? as usize;
                 let len = self.len()? as usize;
+                if len > ARG_LEN_MAX {
+                    return self.fail("a compressed string longer than 4 GiB");
+                }
                 let at = self.pos;
                 let comp = self.bytes(clen, "compressed string")?;
                 match lzf::decompress(comp, len) {
@@ -886,7 +894,11 @@ fn insert_batch(
         let key = p.ttl.map(|_| p.entry.key().to_vec());
         let replaced = d.main.insert_hashed(p.entry, p.hash);
         if let (Some(old), true) = (&replaced, allow_dup) {
-            d.persist(old.key());
+            // The old entry's TTL goes with it (the new entry, in its
+            // place, has none yet: a lookup by key would see that one).
+            if old.has_expire() {
+                d.expires.remove(old.key());
+            }
         } else if let Some(old) = replaced {
             return Err(format!(
                 "offset {}: duplicate key '{}'",
@@ -1163,6 +1175,27 @@ mod tests {
             let (a, b) = (image_of(&dbs, &cfg), image_of(&whole, &cfg));
             let (x, y) = (body(&a), body(&b));
             assert!(x == y, "chunk {chunk}: the datasets differ");
+        }
+    }
+
+    #[test]
+    fn a_string_longer_than_4_gib_is_refused_before_anything_is_allocated() {
+        // A 64-bit length (0x81), plain and as an LZF string's length.
+        let mut plain = vec![0x81];
+        plain.extend_from_slice(&(1u64 << 32).to_be_bytes());
+        let mut lzf = vec![0xc3, 0x01];
+        lzf.push(0x81);
+        lzf.extend_from_slice(&(1u64 << 32).to_be_bytes());
+        lzf.push(0x00);
+        for data in [plain, lzf] {
+            let mut r = Reader {
+                data: &data,
+                pos: 0,
+                complete: true,
+                short: false,
+            };
+            let e = r.string().unwrap_err();
+            assert!(e.contains("longer than 4 GiB"), "{e}");
         }
     }
 
