@@ -1683,3 +1683,90 @@ fn psync_with_the_lowest_offset_is_a_full_sync_not_a_crash() {
     assert!(line.starts_with("+FULLRESYNC"), "{line}");
     assert_eq!(m.cmd_str(&["PING"]), b"+PONG\r\n");
 }
+
+#[test]
+fn a_replica_restarted_from_its_aof_does_not_apply_writes_twice() {
+    // The replica's AOF base was written after its full sync; the master's
+    // later writes are in the incremental file after it. Restarted, the
+    // replica must not ask to continue from the base's offset (the master
+    // would send those writes again): Redis's AOF base has no replication
+    // history, and the replica syncs in full.
+    let master = start_kvstore(&["--repl-backlog-size", "10mb"]);
+    let mut m = Conn::connect(master.port);
+    m.cmd_str(&["SET", "counter", "0"]);
+    let dir = tempfile::tempdir().unwrap();
+    let replica = common::start_kvstore_in(dir, &["--appendonly", "yes"]);
+    let mut r = Conn::connect(replica.port);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    wait_in_sync(&mut m, &mut r);
+    common::wait_for("the AOF rewrite after the sync", 20, || {
+        r.info_field("persistence", "aof_rewrite_in_progress") == "0"
+            && r.info_field("persistence", "aof_rewrites") == "1"
+    });
+    for _ in 0..10 {
+        m.cmd_str(&["INCR", "counter"]);
+    }
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["GET", "counter"]), b"$2\r\n10\r\n");
+    let dir = {
+        let mut replica = replica;
+        let _ = r.try_cmd_str(&["SHUTDOWN", "NOSAVE"]);
+        let _ = replica.child.wait();
+        std::mem::replace(&mut replica.dir, tempfile::tempdir().unwrap())
+    };
+    let port = master.port.to_string();
+    let again = common::start_kvstore_in(
+        dir,
+        &["--appendonly", "yes", "--replicaof", "127.0.0.1", &port],
+    );
+    let mut r = Conn::connect(again.port);
+    common::wait_for("the restarted replica to load", 10, || {
+        r.try_cmd_str(&["PING"]).is_ok_and(|p| p == b"+PONG\r\n")
+    });
+    wait_in_sync(&mut m, &mut r);
+    assert_eq!(r.cmd_str(&["GET", "counter"]), b"$2\r\n10\r\n");
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "0");
+}
+
+#[test]
+fn a_replica_may_announce_a_host_name_and_wait_asks_for_acks_only_after_a_pause() {
+    let master = start_kvstore(&[]);
+    let mut m = Conn::connect(master.port);
+    // REPLCONF ip-address takes a host name up to 255 bytes, as Redis's.
+    let mut peer = Conn::connect(master.port);
+    let name = "h".repeat(255);
+    assert_eq!(peer.cmd_str(&["REPLCONF", "ip-address", &name]), b"+OK\r\n");
+    assert_eq!(
+        text(&peer.cmd_str(&["REPLCONF", "ip-address", &"h".repeat(256)])),
+        "-ERR REPLCONF ip-address provided by replica instance is too long: 256 bytes\r\n"
+    );
+    let replica = start_kvstore(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+    let mut r = Conn::connect(replica.port);
+    m.cmd_str(&["SET", "k", "v"]);
+    wait_in_sync(&mut m, &mut r);
+    // While clients are paused the stream does not move: a WAIT's GETACK
+    // waits for the pause to end (Redis's beforeSleep).
+    m.cmd_str(&["CONFIG", "SET", "repl-ping-replica-period", "3600"]);
+    let before: u64 = m
+        .info_field("replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    let mut waiter = Conn::connect(master.port);
+    waiter.send_raw(&common::encode(&[b"SET", b"x", b"1"]));
+    waiter.send_raw(&common::encode(&[b"CLIENT", b"PAUSE", b"5000", b"WRITE"]));
+    waiter.send_raw(&common::encode(&[b"WAIT", b"1", b"300"]));
+    assert_eq!(waiter.read_reply(), b"+OK\r\n");
+    assert_eq!(waiter.read_reply(), b"+OK\r\n");
+    waiter.read_reply();
+    // The SET (27 bytes: *3 $3 SET $1 x $1 1), and no GETACK (37 bytes).
+    let offset = |m: &mut Conn| -> u64 {
+        m.info_field("replication", "master_repl_offset")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(offset(&mut m), before + 27);
+    assert_eq!(m.cmd_str(&["CLIENT", "UNPAUSE"]), b"+OK\r\n");
+    common::wait_for("the GETACK once resumed", 10, || {
+        offset(&mut m) == before + 27 + 37
+    });
+}

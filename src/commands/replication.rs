@@ -113,7 +113,9 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
             };
             link(c.cl).listening_port = port.clamp(0, u16::MAX as i64) as u16;
         } else if eq_ic(option, "ip-address") {
-            if value.len() >= 46 {
+            // Redis's NET_HOST_STR_LEN: a host name fits, not only an
+            // address.
+            if value.len() >= 256 {
                 return c.cl.reply.error(&format!(
                     "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
                     value.len()

@@ -1475,7 +1475,7 @@ impl EventLoop {
         let timeout = self.srv.config.shutdown_timeout;
         if !flags.has(ShutdownFlags::NOW) && timeout != 0 && !self.srv.replicas_caught_up() {
             if self.srv.clients_paused().is_none() {
-                self.srv.repl.want_acks = true;
+                self.srv.send_getack();
             }
             self.srv.shutdown_wait = Some(ShutdownWait {
                 flags,

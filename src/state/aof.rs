@@ -874,6 +874,8 @@ impl Server {
                     .config
                     .aof_rewrite_incremental_fsync
                     .then_some(crate::persistence::INCREMENTAL_FSYNC_BYTES),
+                // No replication history: see `rewrite_aof_background`.
+                repl: None,
                 ..super::snapshot::save_options(self)
             };
             let res = if preamble {
@@ -1129,6 +1131,12 @@ impl Server {
                 .config
                 .aof_rewrite_incremental_fsync
                 .then_some(crate::persistence::INCREMENTAL_FSYNC_BYTES),
+            // No replication history (Redis saves the base without it):
+            // the incremental files after the base hold writes past its
+            // offset, so a replica restarted from them that asked its
+            // master to continue from the base's offset would apply them
+            // twice.
+            repl: None,
             ..super::snapshot::save_options(self)
         };
         let preamble = self.config.aof_use_rdb_preamble;

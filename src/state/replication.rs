@@ -601,14 +601,26 @@ impl Server {
     }
 
     /// Before the loop sleeps: if a WAIT needs them, ask every replica for
-    /// an ACK (through the stream, as Redis: REPLCONF GETACK *).
+    /// an ACK (through the stream, as Redis: REPLCONF GETACK *). Not while
+    /// clients are paused (as Redis): the request would move the offset a
+    /// failover waits for its target to reach; it goes once they resume.
     pub fn request_acks(&mut self) {
-        if std::mem::take(&mut self.repl.want_acks)
-            && !self.repl.replicas.is_empty()
-            && self.master.target.is_none()
-        {
-            self.append_to_replication(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
+        if self.clients_paused().is_some() {
+            return;
         }
+        if std::mem::take(&mut self.repl.want_acks) {
+            self.send_getack();
+        }
+    }
+
+    /// REPLCONF GETACK * to every replica now, after the writes made so
+    /// far (a shutdown asks before it pauses writes, as Redis's).
+    pub fn send_getack(&mut self) {
+        if self.repl.replicas.is_empty() || self.master.target.is_some() {
+            return;
+        }
+        self.flush_feed();
+        self.append_to_replication(b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n");
     }
 
     /// PSYNC replid offset / SYNC from `client`: continue from the backlog

@@ -900,7 +900,11 @@ fn load_slice(srv: &mut Server, load: &mut AsyncLoad, replay: Replay) -> Result<
                     st.stats.keys, st.stats.expired_skipped, st.stats.empty_skipped
                 );
             }
-            if !load.history_restored {
+            // Not from an AOF's base (older builds wrote the history into
+            // it): the incremental files go past its offset, and a replica
+            // continuing from it would apply them twice. Redis restores it
+            // from a dump only.
+            if !load.history_restored && !load.aof {
                 if let Some(repl) = st.stats.repl() {
                     srv.restore_replication_history(repl);
                 }
