@@ -273,16 +273,22 @@ fn input_that_arrives_while_blocked_runs_after_the_unblock() {
     }
 }
 
+/// `runner` starts a script that never ends; return once `other` is told
+/// BUSY.
+fn start_busy_script(runner: &mut Conn, other: &mut Conn) {
+    runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
+    common::wait_for("the script to be busy", 10, || {
+        other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+    });
+}
+
 #[test]
 fn input_that_arrives_during_a_busy_script_waits_for_it() {
     for engine in ENGINES {
         let kv = start(engine, &["--busy-reply-threshold", "100"]);
         let mut runner = Conn::connect(kv.port);
         let mut other = Conn::connect(kv.port);
-        runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
-        common::wait_for("the script to be busy", 10, || {
-            other.cmd_str(&["PING"]).starts_with(b"-BUSY")
-        });
+        start_busy_script(&mut runner, &mut other);
         // The script's own client sends more while its script runs, and a
         // client connects meanwhile.
         runner.send_raw(&encode(&[b"ECHO", b"after"]));
@@ -314,10 +320,7 @@ fn input_taken_in_during_a_busy_script_is_answered_or_closed_after_it() {
         common::wait_for("the clients", 10, || {
             other.info_field("clients", "blocked_clients") == "1"
         });
-        runner.send(&[b"EVAL", b"local i = 0 while true do i = i + 1 end", b"0"]);
-        common::wait_for("the script to be busy", 10, || {
-            other.cmd_str(&["PING"]).starts_with(b"-BUSY")
-        });
+        start_busy_script(&mut runner, &mut other);
         // The script's caller sends many small packets, each on its own
         // (each took a receive buffer of the ring until the script ended,
         // and once they ran out nobody's input, SCRIPT KILL's included,

@@ -125,43 +125,39 @@ fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet)
     u.poll_now();
     let queue = std::mem::take(&mut u.queue);
     let mut keep = std::collections::VecDeque::with_capacity(queue.len());
-    for c in queue {
+    for mut c in queue {
         if c.op() != Some(Op::Recv) {
             keep.push_back(c);
             continue;
         }
         let slot = c.slot();
-        // The script's caller is out of its slots, as is a client closed
-        // meanwhile: the loop tells them apart afterwards. Their input
-        // waits out of the ring's buffers (see `UringNet::park`).
-        let Some(st) = srv.clients.get(slot).and_then(|s| s.as_ref()) else {
-            let mut c = c;
-            u.park(&mut c);
-            keep.push_back(c);
-            continue;
-        };
-        if !c.is_for(st.id) {
-            u.discard(&c);
-            continue;
-        }
-        match links.get_mut(slot).and_then(|l| l.as_mut()) {
-            // Past the query buffer limit: no more is taken in while the
-            // script runs (the loop closes the client after it, as with
-            // epoll).
-            Some(link) if link.query.len() as u64 > srv.config.client_query_buffer_limit => {
-                let mut c = c;
-                u.park(&mut c);
-                keep.push_back(c)
+        let live = match srv.clients.get(slot).and_then(|s| s.as_ref()) {
+            Some(st) if !c.is_for(st.id) => {
+                u.discard(&c);
+                continue;
             }
+            Some(_) => true,
+            None => false,
+        };
+        // The script's caller is out of its slots, as is a client closed
+        // meanwhile (the loop tells them apart afterwards); a client past
+        // its query buffer limit takes no more while the script runs (the
+        // loop closes it after, as with epoll). Their input waits, out of
+        // the ring's buffers (see `UringNet::park`).
+        let limit = srv.config.client_query_buffer_limit;
+        let link = links
+            .get_mut(slot)
+            .and_then(|l| l.as_mut())
+            .filter(|l| live && l.query.len() as u64 <= limit);
+        match link {
             Some(link) => {
                 if let Received::Failed(_) = absorb_received(link, u, &c, &mut srv.stats) {
                     link.peer_closed = true;
                 }
             }
             None => {
-                let mut c = c;
                 u.park(&mut c);
-                keep.push_back(c)
+                keep.push_back(c);
             }
         }
     }

@@ -512,11 +512,12 @@ impl Server {
         }
         if let Err(e) = result {
             let always = self.config.appendfsync == FsyncPolicy::Always;
+            let why = write_error_text(&e);
             if self.aof.last_write_ok {
-                warn!("Error writing to the AOF file: {}", write_error_text(&e));
+                warn!("Error writing to the AOF file: {why}");
             }
             self.aof.last_write_ok = false;
-            self.aof.last_write_error = write_error_text(&e);
+            self.aof.last_write_error = why;
             if always {
                 // Redis cannot keep its promise either: it exits.
                 warn!("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting...");
@@ -607,11 +608,12 @@ impl Server {
                     warn!("Can't recover from AOF write error when the AOF fsync policy is 'always': {e}. Exiting...");
                     std::process::exit(1);
                 }
+                let why = write_error_text(&e);
                 if self.aof.last_write_ok {
-                    warn!("Error writing to the AOF file: {}", write_error_text(&e));
+                    warn!("Error writing to the AOF file: {why}");
                 }
                 self.aof.last_write_ok = false;
-                self.aof.last_write_error = write_error_text(&e);
+                self.aof.last_write_error = why;
                 // Try the unwritten bytes again, before anything newer.
                 let mut rest = c.rest;
                 rest.extend_from_slice(&self.aof.buf);
