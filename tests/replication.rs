@@ -1280,40 +1280,256 @@ fn a_write_on_a_writable_replica_replaces_an_expired_key() {
 }
 
 #[test]
-fn a_filtered_dump_for_a_replica_without_capa_eof_is_the_whole_dump() {
-    // A filtered dump never becomes the server's dump file, so a replica
-    // asking for one without taking diskless transfers gets the whole dump
-    // from the file, rather than waiting for a snapshot that never comes.
-    use std::io::{Read, Write};
+fn a_filtered_dump_needs_a_replica_that_takes_diskless_transfers() {
+    // A filtered dump never becomes the server's dump file: it is sent
+    // diskless, so a replica that cannot take an `$EOF:` transfer is
+    // refused, with redis-server 7.0's words, and stays a plain client.
     let kv = start_kvstore(&["--repl-diskless-sync", "no"]);
     let mut m = Conn::connect(kv.port);
     m.cmd_str(&["SET", "k", "v"]);
-    let mut link = std::net::TcpStream::connect(("127.0.0.1", kv.port)).unwrap();
-    link.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    link.write_all(&common::encode(&[
-        b"REPLCONF",
-        b"rdb-filter-only",
-        b"functions",
-    ]))
-    .unwrap();
-    let mut buf = [0u8; 4096];
-    let n = link.read(&mut buf).unwrap();
-    assert_eq!(&buf[..n], b"+OK\r\n");
-    link.write_all(&common::encode(&[b"PSYNC", b"?", b"-1"]))
-        .unwrap();
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !text(&got).contains("\n$") && Instant::now() < deadline {
-        let n = link
-            .read(&mut buf)
-            .unwrap_or_else(|e| panic!("{e}: {}", text(&got)));
-        assert!(n > 0, "closed: {}", text(&got));
-        got.extend_from_slice(&buf[..n]);
+    let mut link = Conn::connect(kv.port);
+    assert_eq!(
+        link.cmd_str(&["REPLCONF", "rdb-filter-only", "functions"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        text(&link.cmd_str(&["PSYNC", "?", "-1"])),
+        "-ERR Filtered replica requires EOF capability\r\n"
+    );
+    assert_eq!(link.cmd_str(&["PING"]), b"+PONG\r\n");
+    assert_eq!(m.info_field("replication", "connected_slaves"), "0");
+    // With `capa eof` it gets its filtered dump, diskless.
+    assert_eq!(link.cmd_str(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    link.send(&[b"PSYNC", b"?", b"-1"]);
+    let line = link.read_line();
+    assert!(line.starts_with("+FULLRESYNC "), "{line}");
+    let mut header = link.read_line();
+    while header.is_empty() {
+        header = link.read_line();
     }
-    let got = text(&got);
-    assert!(got.starts_with("+FULLRESYNC "), "{got}");
-    assert!(got.contains("\n$"), "no dump: {got}");
+    assert!(header.starts_with("$EOF:"), "{header}");
+}
+
+/// A replica by hand that takes a diskless transfer (`capa eof`) and reads
+/// all of it, and sends nothing after it: the link is at the stream's
+/// start, or at the end of the stream held until the first ACK.
+fn diskless_replica(port: u16) -> Conn {
+    let mut r = Conn::connect(port);
+    assert_eq!(
+        r.cmd_str(&["REPLCONF", "capa", "eof", "capa", "psync2"]),
+        b"+OK\r\n"
+    );
+    r.send(&[b"PSYNC", b"?", b"-1"]);
+    let line = r.read_line();
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    let mut header = r.read_line();
+    while header.is_empty() {
+        header = r.read_line();
+    }
+    let mark = header
+        .strip_prefix("$EOF:")
+        .unwrap_or_else(|| panic!("not a diskless transfer: {header}"))
+        .as_bytes()
+        .to_vec();
+    let mut dump = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dump.ends_with(&mark) {
+        assert!(Instant::now() < deadline, "the transfer did not end");
+        let (more, closed) = r.read_available(Duration::from_millis(100));
+        assert!(!closed, "closed during the transfer");
+        dump.extend_from_slice(&more);
+    }
+    r
+}
+
+#[test]
+fn a_replica_that_never_acknowledges_its_diskless_transfer_is_dropped() {
+    // Once the child ended, a replica that has its whole transfer is
+    // online as Redis counts: without an ACK (or an empty line while it
+    // loads) for `repl-timeout`, it goes.
+    let kv = start_logged(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-timeout",
+        "2",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    m.cmd_str(&["SET", "k", "v"]);
+    let mut quiet = diskless_replica(kv.port);
+    common::wait_for("the transfer's child to end", 10, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    assert_eq!(m.info_field("replication", "connected_slaves"), "1");
+    common::wait_for("the silent replica to be dropped", 10, || {
+        m.info_field("replication", "connected_slaves") == "0"
+    });
+    assert!(
+        server_log(&kv).contains("Disconnecting timedout replica (streaming sync)"),
+        "{}",
+        server_log(&kv)
+    );
+    let (_, closed) = quiet.read_available(Duration::from_secs(2));
+    assert!(closed);
+}
+
+#[test]
+fn an_ack_that_is_not_a_number_does_not_start_the_stream() {
+    let kv = start_kvstore(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    let mut r = diskless_replica(kv.port);
+    common::wait_for("the transfer's child to end", 10, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    m.cmd_str(&["SET", "k", "v"]);
+    r.send(&[b"REPLCONF", b"ACK", b"abc"]);
+    let (got, closed) = r.read_available(Duration::from_millis(500));
+    assert!(!closed);
+    assert!(got.is_empty(), "the stream started: {}", text(&got));
+    r.send(&[b"REPLCONF", b"ACK", b"0"]);
+    common::wait_for("the stream after a real ACK", 10, || {
+        let (got, _) = r.read_available(Duration::from_millis(100));
+        text(&got).contains("SET")
+    });
+}
+
+#[test]
+fn a_failed_later_snapshot_leaves_replicas_loading_an_earlier_one() {
+    // Replica A has its whole diskless transfer and is loading it (no ACK
+    // yet); B's snapshot, the next one, is stopped by FLUSHALL: B goes, A
+    // stays and gets the stream on its ACK (Redis frees only the replicas
+    // waiting for the failed child).
+    let kv = start_kvstore(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut m = Conn::connect(kv.port);
+    for i in 0..50 {
+        m.cmd_str(&["SET", &format!("k{i}"), "v"]);
+    }
+    let mut a = diskless_replica(kv.port);
+    common::wait_for("A's child to end", 10, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "0"
+    });
+    // B's snapshot takes seconds.
+    m.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    let mut b = Conn::connect(kv.port);
+    assert_eq!(b.cmd_str(&["REPLCONF", "capa", "eof"]), b"+OK\r\n");
+    b.send(&[b"PSYNC", b"?", b"-1"]);
+    common::wait_for("B's snapshot", 10, || {
+        m.info_field("persistence", "rdb_bgsave_in_progress") == "1"
+            && m.info_field("replication", "connected_slaves") == "2"
+    });
+    assert_eq!(m.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
+    common::wait_for("B to be dropped", 10, || {
+        m.info_field("replication", "connected_slaves") == "1"
+    });
+    let (_, closed) = b.read_available(Duration::from_millis(500));
+    assert!(closed, "B was kept");
+    assert_eq!(m.info_field("replication", "connected_slaves"), "1");
+    m.cmd_str(&["SET", "after", "1"]);
+    a.send(&[b"REPLCONF", b"ACK", b"0"]);
+    common::wait_for("A's stream, FLUSHALL and the SET", 10, || {
+        let (got, closed) = a.read_available(Duration::from_millis(100));
+        assert!(!closed, "A was dropped");
+        text(&got).contains("after")
+    });
+}
+
+/// A master (`master_redis`: redis-server, else kvstore) with
+/// `repl-timeout 2` and a replica (likewise) whose load of the full sync
+/// takes about five seconds: the replica's empty lines while it loads keep
+/// the link, and it syncs once.
+fn a_slow_load_keeps_the_link(master_redis: bool, replica_redis: bool, diskless: &str) {
+    let master_args = [
+        "--repl-timeout",
+        "2",
+        "--repl-diskless-sync",
+        diskless,
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    let master = if master_redis {
+        let Some(m) = common::start_redis(&master_args) else {
+            return;
+        };
+        m
+    } else {
+        start_logged(&master_args)
+    };
+    let mut m = Conn::connect(master.port);
+    for i in 0..500 {
+        m.cmd_str(&["SET", &format!("key:{i}"), &"v".repeat(100)]);
+    }
+    // 10 ms a key, and the loop (or Redis's events) served every KB.
+    let port = master.port.to_string();
+    let replica_args = [
+        "--key-load-delay",
+        "10000",
+        "--loading-process-events-interval-bytes",
+        "1024",
+        "--repl-timeout",
+        "60",
+    ];
+    let replica = if replica_redis {
+        let Some(r) = common::start_redis(&replica_args) else {
+            return;
+        };
+        r
+    } else {
+        start_kvstore(&replica_args)
+    };
+    let mut r = Conn::connect(replica.port);
+    // Not empty: a kvstore replica loads after the transfer, not as it
+    // arrives.
+    r.cmd_str(&["SET", "old", "data"]);
+    r.cmd_str(&["REPLICAOF", "127.0.0.1", &port]);
+    let start = Instant::now();
+    common::wait_for("the slow load to finish in sync", 40, || {
+        r.try_cmd_str(&["INFO", "replication"])
+            .is_ok_and(|i| text(&i).contains("master_link_status:up"))
+            && r.info_field("replication", "slave_repl_offset")
+                == m.info_field("replication", "master_repl_offset")
+    });
+    assert!(
+        start.elapsed() > Duration::from_secs(4),
+        "the load was not slow: {:?}",
+        start.elapsed()
+    );
+    // Not dropped after the load and continued (a partial resync): a
+    // master that dropped the loading replica is seen once it loaded.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.info_field("replication", "master_link_status"), "up");
+    assert_eq!(m.info_field("stats", "sync_full"), "1");
+    assert_eq!(m.info_field("stats", "sync_partial_ok"), "0");
+    assert_eq!(r.cmd_str(&["DBSIZE"]), b":500\r\n");
+    if !master_redis {
+        assert!(!server_log(&master).contains("timedout replica"));
+    }
+}
+
+#[test]
+fn a_kvstore_replica_loading_longer_than_repl_timeout_keeps_its_kvstore_master() {
+    a_slow_load_keeps_the_link(false, false, "no");
+    a_slow_load_keeps_the_link(false, false, "yes");
+}
+
+#[test]
+fn a_redis_replica_loading_longer_than_repl_timeout_keeps_its_kvstore_master() {
+    a_slow_load_keeps_the_link(false, true, "no");
+}
+
+#[test]
+fn a_kvstore_replica_loading_longer_than_repl_timeout_keeps_its_redis_master() {
+    a_slow_load_keeps_the_link(true, false, "no");
 }
 
 /// A replica by hand: the handshake and PSYNC, then it reads nothing more.

@@ -56,6 +56,18 @@ pub fn psync(c: &mut Ctx, argv: &[&[u8]]) {
             .reply
             .error("ERR SYNC and PSYNC are invalid with pending output");
     }
+    // A filtered dump is never the server's dump file: it goes diskless,
+    // so the replica must take an `$EOF:` transfer (Redis's syncCommand).
+    if c.cl
+        .repl
+        .as_ref()
+        .is_some_and(|l| l.filter.any() && !l.capa_eof)
+    {
+        return c
+            .cl
+            .reply
+            .error("ERR Filtered replica requires EOF capability");
+    }
     tracing::info!("Replica {} asks for synchronization", replica_name(c.cl));
     let psync = if c.cmd.name == "psync" {
         let Some(offset) = parse_i64(argv[2]) else {
@@ -136,7 +148,12 @@ pub fn replconf(c: &mut Ctx, argv: &[&[u8]]) {
             if c.cl.kind != crate::state::ClientKind::Replica {
                 return;
             }
-            if let (Some(offset), Some(l)) = (parse_i64(value), c.cl.repl.as_mut()) {
+            // An offset that is not a number is no acknowledgement: it
+            // neither refreshes the link nor starts its stream (Redis's).
+            let Some(offset) = parse_i64(value) else {
+                return;
+            };
+            if let Some(l) = c.cl.repl.as_mut() {
                 l.ack_offset = l.ack_offset.max(offset);
                 l.ack_time = std::time::Instant::now();
             }

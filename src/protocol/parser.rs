@@ -110,6 +110,8 @@ pub struct QueryBuffer {
     /// Exact-size buffer of a big bulk argument still being read.
     big: Option<Vec<u8>>,
     ready: bool,
+    /// An empty line came in (a replica's sign of life while it loads).
+    empty_line: bool,
 }
 
 impl QueryBuffer {
@@ -118,6 +120,12 @@ impl QueryBuffer {
             bulk_len: -1,
             ..Default::default()
         }
+    }
+
+    /// Whether an empty line (`\n` or `\r\n`) was skipped since the last
+    /// call.
+    pub fn take_empty_line(&mut self) -> bool {
+        std::mem::take(&mut self.empty_line)
     }
 
     /// Bytes held: pending input plus any big argument being read. This is
@@ -346,6 +354,11 @@ impl QueryBuffer {
         let mut line = &rest[..nl];
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
+        }
+        if line.is_empty() {
+            self.pos += nl + 1;
+            self.empty_line = true;
+            return Ok(Some(false));
         }
         let args = split_args(line).ok_or(ProtocolError::UnbalancedQuotes)?;
         self.pos += nl + 1;

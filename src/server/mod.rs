@@ -1051,6 +1051,20 @@ impl EventLoop {
                 break;
             }
         }
+        // A replica's empty line says it is alive while it loads its dump
+        // (Redis's processInlineBuffer refreshes repl_ack_time).
+        if client.link.query.take_empty_line() {
+            use crate::state::replication::ReplicaPhase;
+            // (While it waits for a snapshot the time is its wait's start.)
+            if let Some(l) = client
+                .st
+                .repl
+                .as_mut()
+                .filter(|l| !matches!(l.phase, ReplicaPhase::WaitBgsaveStart))
+            {
+                l.ack_time = Instant::now();
+            }
+        }
         client.link.query.compact();
         let qlen = client.link.query.capacity();
         if qlen > self.srv.recent_max_input {

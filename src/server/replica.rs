@@ -46,6 +46,8 @@ pub(super) struct Handshake {
     inbuf: Vec<u8>,
     /// What is to be written next.
     outbuf: Vec<u8>,
+    /// When an empty line last told the master we are alive.
+    newline_at: Instant,
 }
 
 impl EventLoop {
@@ -57,8 +59,12 @@ impl EventLoop {
             // A new master is tried at once, not after the retry pause.
             self.srv.master.retry_at = Instant::now();
         }
+        if self.srv.master.target.is_none() {
+            return;
+        }
         // Not before the dataset (and the history it names) is loaded.
-        if self.srv.master.target.is_none() || self.srv.loading.is_some() {
+        if self.srv.loading.is_some() {
+            self.newline_while_loading();
             return;
         }
         if self
@@ -77,6 +83,22 @@ impl EventLoop {
         {
             self.connect_to_master();
         }
+    }
+
+    /// While the master's dump loads, an empty line a second tells the
+    /// master we are alive: it counts our `repl-timeout` from our last ACK,
+    /// and a load can take longer (Redis's replicationSendNewlineToMaster).
+    fn newline_while_loading(&mut self) {
+        let Some(h) = self.handshake.as_mut() else {
+            return;
+        };
+        if h.newline_at.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        h.newline_at = Instant::now();
+        h.outbuf.push(b'\n');
+        // A failed write is the link's end, found by the next read.
+        let _ = h.flush_out();
     }
 
     /// Close the handshake or the master client, whichever exists.
@@ -163,6 +185,7 @@ impl EventLoop {
             conn,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
+            newline_at: Instant::now(),
         });
     }
 

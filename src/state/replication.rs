@@ -90,6 +90,10 @@ pub struct ReplicaLink {
     /// looked at, and since when that has not changed (it reads nothing).
     pub stalled_at: usize,
     pub stalled_since: Instant,
+    /// Its diskless transfer's child still runs: a failure of that child
+    /// drops it, even once every byte is out (Redis keeps such a replica
+    /// in WAIT_BGSAVE_END until its child ends); a later child's does not.
+    pub child_running: bool,
 }
 
 impl Default for ReplicaLink {
@@ -112,6 +116,7 @@ impl Default for ReplicaLink {
             acked_early: false,
             stalled_at: 0,
             stalled_since: Instant::now(),
+            child_running: false,
         }
     }
 }
@@ -736,6 +741,7 @@ impl Server {
             ReplicaPhase::WaitBgsaveEnd
         };
         link.initial_offset = offset;
+        link.child_running = streaming;
         if !link.rdb_only {
             link.stream = Some(StreamRef {
                 sent: offset,
@@ -785,8 +791,9 @@ impl Server {
             .iter()
             .filter(|&&(f, _)| f == wanted)
             .all(|&(_, eof)| eof);
-        // A filtered dump is never the server's dump file: diskless only;
-        // a replica that cannot take one gets the whole dump.
+        // A filtered dump is never the server's dump file: diskless only
+        // (PSYNC refuses a filter without `capa eof`); a replica that
+        // reads its dump over RDMA, from the file, gets the whole dump.
         let filter = if all_eof {
             wanted
         } else {
@@ -853,20 +860,23 @@ impl Server {
             self.start_pending_replication_snapshot();
             return;
         }
+        if !ok {
+            // A failed child drops the replicas it was for: those waiting
+            // for its dump or still receiving it, and those that have all
+            // of it but wait for their first ACK (Redis frees its
+            // WAIT_BGSAVE_END replicas). Replicas that synced from an
+            // earlier child and are loading its dump are left alone.
+            self.repl.rdb_pipe = None;
+            self.drop_replicas_where(|l| match l.phase {
+                ReplicaPhase::Streaming | ReplicaPhase::WaitBgsaveEnd => true,
+                ReplicaPhase::WaitFirstAck => l.child_running,
+                _ => false,
+            });
+        }
+        self.replication_child_ended();
         if self.repl.rdb_pipe.is_some() || !ok {
             // A diskless transfer: what is left in the pipe still goes out
-            // (`refill_bulk`); a failed one drops its replicas.
-            if !ok {
-                self.repl.rdb_pipe = None;
-                self.drop_replicas_where(|p| {
-                    matches!(
-                        p,
-                        ReplicaPhase::Streaming
-                            | ReplicaPhase::WaitFirstAck
-                            | ReplicaPhase::WaitBgsaveEnd
-                    )
-                });
-            }
+            // (`refill_bulk`).
             self.start_pending_replication_snapshot();
             return;
         }
@@ -1056,6 +1066,7 @@ impl Server {
             info!("Diskless rdb transfer, last replica dropped, killing fork child.");
             self.repl.rdb_pipe = None;
             super::snapshot::kill_child(self);
+            self.replication_child_ended();
             return;
         }
         let room = targets.iter().all(|&(slot, _)| {
@@ -1080,6 +1091,9 @@ impl Server {
                     };
                     let early = c.repl.as_mut().is_some_and(|l| {
                         l.phase = ReplicaPhase::WaitFirstAck;
+                        // `repl-timeout` counts from here once the child
+                        // ended (it may have before its last bytes went).
+                        l.ack_time = Instant::now();
                         std::mem::take(&mut l.acked_early)
                     });
                     if early {
@@ -1113,7 +1127,8 @@ impl Server {
                 // Nobody reads the pipe any more: the child would block on
                 // it for ever, holding the one child slot.
                 super::snapshot::kill_child(self);
-                self.drop_replicas_where(|p| matches!(p, ReplicaPhase::Streaming));
+                self.drop_replicas_where(|l| matches!(l.phase, ReplicaPhase::Streaming));
+                self.replication_child_ended();
             }
         }
     }
@@ -1135,11 +1150,29 @@ impl Server {
         info!("Synchronization with replica {} succeeded", client.addr);
     }
 
-    /// Close the replicas whose phase matches.
-    fn drop_replicas_where(&mut self, pick: impl Fn(&ReplicaPhase) -> bool) {
+    /// The snapshot child made for replicas ended, or was stopped: the
+    /// replicas of its diskless transfer that have all of it are online
+    /// from now on as Redis counts (`repl-timeout` runs from here until
+    /// their first ACK), and no child runs for replicas.
+    pub fn replication_child_ended(&mut self) {
+        self.repl.rdb_for_replicas = false;
+        let ids = self.repl.replicas.clone();
+        for id in ids {
+            let Some(l) = self.client_by_id_mut(id).and_then(|c| c.repl.as_mut()) else {
+                continue;
+            };
+            if std::mem::take(&mut l.child_running) && matches!(l.phase, ReplicaPhase::WaitFirstAck)
+            {
+                l.ack_time = Instant::now();
+            }
+        }
+    }
+
+    /// Close the replicas whose link matches.
+    fn drop_replicas_where(&mut self, pick: impl Fn(&ReplicaLink) -> bool) {
         let doomed: Vec<u64> = self
             .replica_links()
-            .filter(|(_, l)| pick(&l.phase))
+            .filter(|(_, l)| pick(l))
             .map(|(c, _)| {
                 warn!(
                     "SYNC failed for replica {}: the snapshot child failed",
@@ -1241,8 +1274,13 @@ impl Server {
                     c.queue_write(&mut self.pending_writes);
                 }
                 // A SYNC replica never sends ACKs (Redis spares it too).
-                ReplicaPhase::Online
-                    if !link.old_sync && now.duration_since(link.ack_time) > timeout =>
+                // One that has its whole diskless transfer and loads it
+                // counts as online once the child ended: its empty lines
+                // while it loads, or its first ACK, keep it.
+                ReplicaPhase::Online | ReplicaPhase::WaitFirstAck
+                    if !link.old_sync
+                        && !link.child_running
+                        && now.duration_since(link.ack_time) > timeout =>
                 {
                     warn!(
                         "Disconnecting timedout replica (streaming sync): {}",
