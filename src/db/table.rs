@@ -417,12 +417,27 @@ impl Table {
         (!tab.is_empty()).then(|| tab.as_ptr().wrapping_add((h as usize) & (tab.len() - 1)))
     }
 
+    /// The bucket a lookup of hash `h` reads first: during a rehash, the
+    /// old array's while that bucket has not moved yet, else the current.
+    #[inline]
+    fn lookup_bucket(&self, h: u64) -> Option<*const Link> {
+        if let Some(r) = self.rehash_idx {
+            let old = &self.tabs[0];
+            let idx = (h as usize) & old.len().wrapping_sub(1);
+            if !old.is_empty() && idx >= r {
+                return Some(old.as_ptr().wrapping_add(idx));
+            }
+        }
+        self.insert_bucket(h)
+    }
+
     /// Hint that the bucket of hash `h` is read soon. With `prefetch_chain`
-    /// this lets a batch of inserts (the RDB loader's) wait for their cache
-    /// misses together: every bucket first, then the entry each points at.
+    /// this lets a batch of lookups or inserts (a pipeline's, the RDB
+    /// loader's) wait for their cache misses together: every bucket first,
+    /// then the entry each points at.
     #[inline]
     pub fn prefetch_bucket(&self, h: u64) {
-        if let Some(b) = self.insert_bucket(h) {
+        if let Some(b) = self.lookup_bucket(h) {
             crate::util::prefetch_read(b as *const u8);
         }
     }
@@ -432,8 +447,8 @@ impl Table {
     /// bucket's filter says the key may be in the chain.
     #[inline]
     pub fn prefetch_chain(&self, h: u64) {
-        if let Some(b) = self.insert_bucket(h) {
-            // SAFETY: `b` is a slot of the current bucket array.
+        if let Some(b) = self.lookup_bucket(h) {
+            // SAFETY: `b` is a slot of one of the bucket arrays.
             let head = unsafe { *b };
             let want = filter_of(h);
             if filter(head) & want == want {
