@@ -376,3 +376,100 @@ fn huge_random_pick_counts_close_a_client_with_a_hard_output_limit() {
     };
     huge_random_picks_close_their_clients(redis.port, false);
 }
+
+/// What CLIENT LIST, CLIENT KILL and HELLO say of a MONITOR, a doomed
+/// transaction, a list of ids and a replica, on one server.
+fn client_views(port: u16) -> Vec<String> {
+    let mut c = Conn::connect(port);
+    let mut seen = Vec::new();
+    // A MONITOR is a normal client, as Redis's getClientType.
+    let mut mon = Conn::connect(port);
+    mon.cmd_str(&["CLIENT", "SETNAME", "mon"]);
+    assert_eq!(mon.cmd_str(&["MONITOR"]), b"+OK\r\n");
+    let raw = c.cmd_str(&["CLIENT", "LIST", "TYPE", "replica"]);
+    seen.push(format!(
+        "replicas: {}",
+        text(bulk_payload(&raw).unwrap()).lines().count()
+    ));
+    let raw = c.cmd_str(&["CLIENT", "LIST", "TYPE", "normal"]);
+    seen.push(format!(
+        "monitor is normal: {}",
+        text(&raw).contains("name=mon ")
+    ));
+    seen.push(text(&c.cmd_str(&["CLIENT", "KILL", "TYPE", "replica"])));
+    // A transaction EXEC will refuse keeps no more commands.
+    let mut tx = Conn::connect(port);
+    tx.cmd_str(&["CLIENT", "SETNAME", "tx"]);
+    let a = tx.client_id();
+    tx.cmd_str(&["WATCH", "k"]);
+    c.cmd_str(&["SET", "k", "1"]);
+    tx.cmd_str(&["MULTI"]);
+    tx.cmd_str(&["GET", "x"]);
+    tx.cmd_str(&["GET", "y"]);
+    seen.push(format!(
+        "dirty: multi={}",
+        client_field(&mut c, "tx", "multi").unwrap()
+    ));
+    let mut bad = Conn::connect(port);
+    bad.cmd_str(&["CLIENT", "SETNAME", "bad"]);
+    let b = bad.client_id();
+    bad.cmd_str(&["MULTI"]);
+    bad.cmd_str(&["GET", "x"]);
+    bad.cmd_str(&["NOSUCH"]);
+    bad.cmd_str(&["GET", "y"]);
+    bad.cmd_str(&["GET", "z"]);
+    seen.push(format!(
+        "errored: multi={}",
+        client_field(&mut c, "bad", "multi").unwrap()
+    ));
+    // CLIENT LIST ID: in the order given, repeated as given.
+    let raw = c.cmd_str(&["CLIENT", "LIST", "ID", &b, &a, "0", &b]);
+    let names: Vec<String> = text(bulk_payload(&raw).unwrap())
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .find(|f| f.starts_with("name="))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    seen.push(format!("ids: {names:?}"));
+    // HELLO's role follows REPLICAOF.
+    let unused = common::free_port().to_string();
+    c.cmd_str(&["REPLICAOF", "127.0.0.1", &unused]);
+    let hello = text(&c.cmd_str(&["HELLO", "2"]));
+    seen.push(format!(
+        "role replica: {}",
+        hello.contains("$4\r\nrole\r\n$7\r\nreplica\r\n")
+    ));
+    c.cmd_str(&["REPLICAOF", "NO", "ONE"]);
+    let hello = text(&c.cmd_str(&["HELLO", "2"]));
+    seen.push(format!(
+        "role master: {}",
+        hello.contains("$4\r\nrole\r\n$6\r\nmaster\r\n")
+    ));
+    seen
+}
+
+#[test]
+fn client_types_transactions_ids_and_roles_show_as_redis_shows_them() {
+    let kv = start_kvstore(&[]);
+    let got = client_views(kv.port);
+    assert_eq!(
+        got,
+        [
+            "replicas: 0",
+            "monitor is normal: true",
+            ":0\r\n",
+            "dirty: multi=0",
+            "errored: multi=1",
+            "ids: [\"name=bad\", \"name=tx\", \"name=bad\"]",
+            "role replica: true",
+            "role master: true",
+        ]
+    );
+    let Some(redis) = start_redis(&[]) else {
+        return;
+    };
+    assert_eq!(got, client_views(redis.port));
+}

@@ -478,6 +478,10 @@ fn replies_match_redis() {
     for case in &cases {
         // Connection pairs of this case: (kvstore, redis), by number.
         let mut conns: Vec<Option<(Conn, Conn)>> = Vec::new();
+        // `{id:N}` as first asked, so that it can name a connection that
+        // is blocked since: (server side, connection) -> id.
+        let mut ids_known: std::collections::HashMap<(usize, usize), Vec<u8>> =
+            std::collections::HashMap::new();
         let open = |conns: &mut Vec<Option<(Conn, Conn)>>, n: usize| {
             if conns.len() <= n {
                 conns.resize_with(n + 1, || None);
@@ -511,6 +515,7 @@ fn replies_match_redis() {
             match step {
                 Step::Close => {
                     conns[n] = None;
+                    ids_known.retain(|&(_, m), _| m != n);
                     continue;
                 }
                 Step::Drain => {
@@ -552,25 +557,34 @@ fn replies_match_redis() {
                     // A protocol error closes the connection: start afresh.
                     if !keep {
                         conns[n] = None;
+                        ids_known.retain(|&(_, m), _| m != n);
                     }
                 }
                 Step::Cmd { args, compare } => {
                     // `{id:N}`: connection N's id, asked of each server.
-                    let ids =
-                        |side: usize, conns: &mut Vec<Option<(Conn, Conn)>>| -> Vec<Vec<u8>> {
-                            args.iter()
-                                .map(|arg| match connection_id_ref(arg) {
-                                    Some(m) => {
+                    let ids = |side: usize,
+                               conns: &mut Vec<Option<(Conn, Conn)>>,
+                               known: &mut std::collections::HashMap<(usize, usize), Vec<u8>>|
+                     -> Vec<Vec<u8>> {
+                        args.iter()
+                            .map(|arg| match connection_id_ref(arg) {
+                                Some(m) => known
+                                    .entry((side, m))
+                                    .or_insert_with(|| {
                                         open(conns, m);
                                         let (ka, kb) = conns[m].as_mut().unwrap();
                                         let c = if side == 0 { ka } else { kb };
                                         c.client_id().into_bytes()
-                                    }
-                                    None => arg.clone(),
-                                })
-                                .collect()
-                        };
-                    let (args_a, args_b) = (ids(0, &mut conns), ids(1, &mut conns));
+                                    })
+                                    .clone(),
+                                None => arg.clone(),
+                            })
+                            .collect()
+                    };
+                    let (args_a, args_b) = (
+                        ids(0, &mut conns, &mut ids_known),
+                        ids(1, &mut conns, &mut ids_known),
+                    );
                     let (a, b) = conns[n].as_mut().unwrap();
                     let refs_a: Vec<&[u8]> = args_a.iter().map(|v| v.as_slice()).collect();
                     let refs_b: Vec<&[u8]> = args_b.iter().map(|v| v.as_slice()).collect();

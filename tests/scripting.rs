@@ -789,3 +789,29 @@ fn deprecated_lua_builtins_are_withheld_unless_enabled() {
         }
     }
 }
+
+#[test]
+fn function_stats_is_refused_while_an_eval_script_runs() {
+    // Redis's functionStatsCommand: the busy error an EVAL gets, not the
+    // stats (which would say no function runs).
+    for server in [Some(start_kvstore(&[])), common::start_redis(&[])]
+        .into_iter()
+        .flatten()
+    {
+        let mut runner = Conn::connect(server.port);
+        let mut other = Conn::connect(server.port);
+        other.cmd_str(&["CONFIG", "SET", "busy-reply-threshold", "100"]);
+        runner.send(&[b"EVAL", b"while true do end", b"0"]);
+        common::wait_for("the script to be busy", 10, || {
+            other.cmd_str(&["PING"]).starts_with(b"-BUSY")
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&other.cmd_str(&["FUNCTION", "STATS"])),
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n",
+            "{}",
+            server.name
+        );
+        assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n");
+        runner.read_reply();
+    }
+}

@@ -375,15 +375,21 @@ pub fn expire_blocked(srv: &mut Server, now: Instant) {
         let Some((slot, mut client)) = srv.take_client(id) else {
             continue;
         };
-        match client.blocked.as_ref().and_then(|b| b.wait) {
-            // WAIT answers how many replicas got there in time.
-            Some((offset, _)) => client.reply.int(srv.replicas_acked(offset)),
-            None => client.reply.null_array(),
-        }
+        reply_timed_out(srv, &mut client);
         account_unserved(srv, &mut client, false);
         unblock(srv, &mut client);
         srv.unblocked.push((slot, id));
         srv.clients[slot] = Some(client);
+    }
+}
+
+/// A blocked client's reply when its timeout passes, or CLIENT UNBLOCK
+/// says so (Redis's replyToBlockedClientTimedOut): WAIT answers how many
+/// replicas got there in time, the others a null array.
+fn reply_timed_out(srv: &Server, client: &mut ClientState) {
+    match client.blocked.as_ref().and_then(|b| b.wait) {
+        Some((offset, _)) => client.reply.int(srv.replicas_acked(offset)),
+        None => client.reply.null_array(),
     }
 }
 
@@ -439,7 +445,7 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
                 .reply
                 .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
         } else {
-            target.reply.null_array();
+            reply_timed_out(c.srv, &mut target);
         }
         account_unserved(c.srv, &mut target, error);
         unblock(c.srv, &mut target);

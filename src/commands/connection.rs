@@ -48,8 +48,9 @@ pub fn reset(c: &mut Ctx, _argv: &[&[u8]]) {
     c.srv.disable_tracking(c.cl);
     c.cl.db = 0;
     c.cl.reply.proto = Proto::Resp2;
+    // CLIENT REPLY OFF and a SKIP still to come end; a SKIP that covers
+    // this very command stands (Redis clears REPLY_OFF and SKIP_NEXT only).
     c.cl.reply_off = false;
-    c.cl.reply_skip = false;
     c.cl.reply_skip_next = false;
     c.cl.name = None;
     // Back to the default user, logged in when it needs no password.
@@ -117,15 +118,24 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
             return c.cl.reply.error("NOPROTO unsupported protocol version");
         }
     }
-    let mut creds = None;
-    let mut name = None;
+    // Each option takes effect as it is read, as Redis's: a name set
+    // before a bad option or a failed AUTH stays.
     while j < argv.len() {
         let more = argv.len() - 1 - j;
         if eq_ic(argv[j], "auth") && more >= 2 {
-            creds = Some((argv[j + 1], argv[j + 2]));
+            let (user, pass) = (argv[j + 1], argv[j + 2]);
+            if !super::acl::authenticate(c.srv, c.cl, user, pass, argv[0]) {
+                return auth_failed(c, user);
+            }
             j += 3;
         } else if eq_ic(argv[j], "setname") && more >= 1 {
-            name = Some(argv[j + 1]);
+            let n = argv[j + 1];
+            if !valid_client_name(n) {
+                return c.cl.reply.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            c.cl.name = if n.is_empty() { None } else { Some(n.to_vec()) };
             j += 2;
         } else {
             return c.cl.reply.error(&format!(
@@ -134,22 +144,8 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
             ));
         }
     }
-    if let Some((user, pass)) = creds {
-        if !super::acl::authenticate(c.srv, c.cl, user, pass, argv[0]) {
-            return auth_failed(c, user);
-        }
-    }
     if !c.cl.authenticated {
-        return c.cl.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
-    }
-    if let Some(n) = name {
-        if !valid_client_name(n) {
-            return c
-                .cl
-                .reply
-                .error("ERR Client names cannot contain spaces, newlines or special characters.");
-        }
-        c.cl.name = if n.is_empty() { None } else { Some(n.to_vec()) };
+        return c.cl.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if ver == 3 {
         c.cl.reply.proto = Proto::Resp3;
@@ -170,7 +166,11 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(b"master");
+    out.bulk(if c.srv.master.target.is_some() {
+        b"replica"
+    } else {
+        b"master"
+    });
     out.bulk(b"modules");
     out.array(0);
 }
@@ -588,35 +588,46 @@ fn client_trackinginfo(c: &mut Ctx) {
 }
 
 fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
+    // As Redis's clientCommand: `TYPE t` alone, or `ID` and one or more
+    // ids (listed in their order, repeated as given; unknown ones skipped).
     let mut ids: Option<Vec<u64>> = None;
     let mut type_filter: Option<&str> = None;
-    let mut j = 2;
-    while j < argv.len() {
-        if eq_ic(argv[j], "type") && j + 1 < argv.len() {
-            let Some(t) = client_type_arg(argv[j + 1]) else {
-                return c.cl.reply.error(&format!(
-                    "ERR Unknown client type '{}'",
-                    String::from_utf8_lossy(argv[j + 1])
-                ));
-            };
-            type_filter = Some(t);
-            j += 2;
-        } else if eq_ic(argv[j], "id") && j + 1 < argv.len() {
-            let mut list = Vec::new();
-            j += 1;
-            while j < argv.len() {
-                match parse_i64(argv[j]) {
-                    Some(n) if n > 0 => list.push(n as u64),
-                    _ => return c.cl.reply.error("ERR Invalid client ID"),
-                }
-                j += 1;
+    if argv.len() == 4 && eq_ic(argv[2], "type") {
+        let Some(t) = client_type_arg(argv[3]) else {
+            return c.cl.reply.error(&format!(
+                "ERR Unknown client type '{}'",
+                String::from_utf8_lossy(argv[3])
+            ));
+        };
+        type_filter = Some(t);
+    } else if argv.len() > 3 && eq_ic(argv[2], "id") {
+        let mut list = Vec::with_capacity(argv.len() - 3);
+        for a in &argv[3..] {
+            match parse_i64(a) {
+                Some(n) => list.push(n as u64),
+                None => return c.cl.reply.error("ERR Invalid client ID"),
             }
-            ids = Some(list);
-        } else {
-            return c.cl.reply.error(ERR_SYNTAX);
         }
+        ids = Some(list);
+    } else if argv.len() != 2 {
+        return c.cl.reply.error(ERR_SYNTAX);
     }
     let mut text = String::new();
+    if let Some(ids) = ids {
+        for id in ids {
+            let line = if id == c.cl.id {
+                c.cl.info_line_running(argv)
+            } else {
+                match c.srv.client_by_id(id) {
+                    Some(other) => other.info_line(),
+                    None => continue,
+                }
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        return c.cl.reply.verbatim(text.as_bytes());
+    }
     let mut lines: Vec<(u64, String)> = Vec::new();
     let wanted = |st: &ClientState| type_filter.is_none_or(|t| st.type_name() == t);
     if wanted(c.cl) {
@@ -628,12 +639,7 @@ fn client_list(c: &mut Ctx, argv: &[&[u8]]) {
         }
     }
     lines.sort_by_key(|(id, _)| *id);
-    for (id, line) in lines {
-        if let Some(ids) = &ids {
-            if !ids.contains(&id) {
-                continue;
-            }
-        }
+    for (_, line) in lines {
         text.push_str(&line);
         text.push('\n');
     }

@@ -299,16 +299,48 @@ pub fn install_renames(renames: &[(String, String)]) -> Result<(), String> {
 /// Longest command name the lookup's stack buffer takes.
 const MAX_COMMAND_NAME: usize = 32;
 
+/// The name last found and what it named (as the map says: a renamed
+/// command is found by its new name only): a pipeline repeats its
+/// command, and a comparison costs less than hashing the name.
+#[derive(Clone, Copy)]
+struct LastLookup {
+    name: [u8; MAX_COMMAND_NAME],
+    len: usize,
+    spec: Option<&'static CommandSpec>,
+}
+
+thread_local! {
+    static LAST_LOOKUP: std::cell::Cell<LastLookup> = const {
+        std::cell::Cell::new(LastLookup {
+            name: [0; MAX_COMMAND_NAME],
+            len: 0,
+            spec: None,
+        })
+    };
+}
+
 /// Find a command by name, case-insensitively.
 pub fn lookup_command(name: &[u8]) -> Option<&'static CommandSpec> {
     let mut buf = [0u8; MAX_COMMAND_NAME];
     if name.len() > buf.len() {
         return None;
     }
+    let last = LAST_LOOKUP.get();
+    if last.spec.is_some() && name.eq_ignore_ascii_case(&last.name[..last.len]) {
+        return last.spec;
+    }
     for (d, s) in buf.iter_mut().zip(name) {
         *d = s.to_ascii_lowercase();
     }
-    command_map().get(&buf[..name.len()]).copied()
+    let spec = command_map().get(&buf[..name.len()]).copied();
+    if spec.is_some() {
+        LAST_LOOKUP.set(LastLookup {
+            name: buf,
+            len: name.len(),
+            spec,
+        });
+    }
+    spec
 }
 
 /// A command named as COMMAND INFO, COMMAND DOCS and LATENCY HISTOGRAM
@@ -753,8 +785,12 @@ fn enter_client(srv: &mut Server, client: &ClientState) -> bool {
 
 /// `client` is no longer running: changes to keys it watches, noted while
 /// it was out of the client table, now reach it.
+#[inline]
 fn leave_client(srv: &mut Server, client: &mut ClientState) {
     srv.current_client = 0;
+    if srv.deferred_touches.is_empty() {
+        return;
+    }
     for (db, key) in std::mem::take(&mut srv.deferred_touches) {
         srv.touch_watched_key(Some(client), db, &key);
     }
@@ -890,7 +926,9 @@ pub fn call(
     }
     // A blocked command is shown once, when it first runs.
     if !srv.monitors.is_empty() && cmd.flags & (ADMIN | SKIP_MONITOR) == 0 && !retry {
-        monitor::feed_monitors(srv, client, db, argv);
+        // In the database the client has after the command (Redis's
+        // call(): `SELECT 2` shows as `[2 …]`).
+        monitor::feed_monitors(srv, client, client.db, argv);
     }
     if outer {
         leave_client(srv, client);

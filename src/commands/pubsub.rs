@@ -150,6 +150,15 @@ pub fn unsubscribe_everything(srv: &mut Server, client: &mut ClientState) {
 }
 
 fn subscribe_generic(c: &mut Ctx, argv: &[&[u8]], kind: Kind) {
+    // A client that expects one reply per command (a transaction's, a
+    // script's) cannot subscribe; MULTI may still SUBSCRIBE and PSUBSCRIBE,
+    // as Redis keeps for compatibility, but not SSUBSCRIBE (Redis 7.0).
+    if c.cl.deny_blocking && (kind == Kind::Shard || c.cl.multi.is_none()) {
+        return c.cl.reply.error(&format!(
+            "ERR {} isn't allowed for a DENY BLOCKING client",
+            kind.verbs().0.to_ascii_uppercase()
+        ));
+    }
     for ch in &argv[1..] {
         subscribe_one(c.srv, c.cl, kind, ch);
     }

@@ -878,6 +878,11 @@ pub fn function(c: &mut Ctx, argv: &[&[u8]]) {
         }
         "list" => function_list(c, argv),
         "stats" => {
+            // While an EVAL script runs the stats are refused with the
+            // busy error an EVAL gets (Redis's functionStatsCommand).
+            if c.srv.script_run.as_ref().is_some_and(|r| r.eval) {
+                return c.cl.reply.error(ERR_BUSY_SCRIPT);
+            }
             c.cl.reply.map(2);
             c.cl.reply.bulk(b"running_script");
             match c.srv.script_run.as_ref().filter(|r| !r.eval) {

@@ -18,6 +18,12 @@ pub fn queue(client: &mut ClientState, base: &'static CommandSpec, argv: &[&[u8]
     let Some(m) = client.multi.as_mut() else {
         return;
     };
+    // A transaction that EXEC will refuse keeps nothing more (Redis's
+    // queueMultiCommand): CLIENT LIST's `multi=` stops counting.
+    if m.errored || client.dirty_cas {
+        client.reply.simple("QUEUED");
+        return;
+    }
     let first = m.arg_ends.len();
     for a in argv {
         m.args.extend_from_slice(a);

@@ -359,7 +359,9 @@ impl ClientState {
     /// `getClientType`: monitors count as replicas).
     pub fn output_class(&self) -> crate::config::ClientClass {
         use crate::config::ClientClass;
-        if self.kind == ClientKind::Replica || self.monitor {
+        // A MONITOR is a normal client here, as Redis's getClientType
+        // ("normal clients including MONITOR clients").
+        if self.kind == ClientKind::Replica {
             ClientClass::Replica
         } else if self.subscriptions() > 0 {
             ClientClass::PubSub
@@ -386,7 +388,6 @@ impl ClientState {
         match self.kind {
             ClientKind::Master => "master",
             ClientKind::Replica => "replica",
-            ClientKind::Normal if self.monitor => "replica",
             ClientKind::Normal if self.subscriptions() > 0 => "pubsub",
             ClientKind::Normal => "normal",
         }

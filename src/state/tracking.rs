@@ -246,10 +246,16 @@ impl Server {
 
     /// Send the running client's own invalidations, after its reply
     /// (Redis's trackingHandlePendingKeyInvalidations).
+    #[inline]
     pub fn tracking_flush_pending(&mut self, client: &mut ClientState) {
-        if self.tracking.pending.is_empty() {
-            return;
+        // After every command: the test alone stays on the command's path.
+        if !self.tracking.pending.is_empty() {
+            self.send_pending_invalidations(client);
         }
+    }
+
+    #[inline(never)]
+    fn send_pending_invalidations(&mut self, client: &mut ClientState) {
         for item in std::mem::take(&mut self.tracking.pending) {
             let Some(t) = client.tracking.as_ref() else {
                 continue;
