@@ -1303,29 +1303,26 @@ fn a_filtered_dump_needs_a_replica_that_takes_diskless_transfers() {
     link.send(&[b"PSYNC", b"?", b"-1"]);
     let line = link.read_line();
     assert!(line.starts_with("+FULLRESYNC "), "{line}");
-    let mut header = link.read_line();
-    while header.is_empty() {
-        header = link.read_line();
-    }
+    let header = transfer_header(&mut link);
     assert!(header.starts_with("$EOF:"), "{header}");
+}
+
+/// The dump's header line (`$len` or `$EOF:<mark>`), past the newlines
+/// that keep the link alive until it comes.
+fn transfer_header(r: &mut Conn) -> String {
+    let mut header = r.read_line();
+    while header.is_empty() {
+        header = r.read_line();
+    }
+    header
 }
 
 /// A replica by hand that takes a diskless transfer (`capa eof`) and reads
 /// all of it, and sends nothing after it: the link is at the stream's
 /// start, or at the end of the stream held until the first ACK.
 fn diskless_replica(port: u16) -> Conn {
-    let mut r = Conn::connect(port);
-    assert_eq!(
-        r.cmd_str(&["REPLCONF", "capa", "eof", "capa", "psync2"]),
-        b"+OK\r\n"
-    );
-    r.send(&[b"PSYNC", b"?", b"-1"]);
-    let line = r.read_line();
-    assert!(line.starts_with("+FULLRESYNC"), "{line}");
-    let mut header = r.read_line();
-    while header.is_empty() {
-        header = r.read_line();
-    }
+    let mut r = silent_replica(port);
+    let header = transfer_header(&mut r);
     let mark = header
         .strip_prefix("$EOF:")
         .unwrap_or_else(|| panic!("not a diskless transfer: {header}"))
@@ -1444,6 +1441,15 @@ fn a_failed_later_snapshot_leaves_replicas_loading_an_earlier_one() {
     });
 }
 
+/// redis-server (None where it is skipped), or kvstore.
+fn start_either(redis: bool, args: &[&str]) -> Option<common::ServerProcess> {
+    if redis {
+        common::start_redis(args)
+    } else {
+        Some(start_logged(args))
+    }
+}
+
 /// A master (`master_redis`: redis-server, else kvstore) with
 /// `repl-timeout 2` and a replica (likewise) whose load of the full sync
 /// takes about five seconds: the replica's empty lines while it loads keep
@@ -1457,13 +1463,8 @@ fn a_slow_load_keeps_the_link(master_redis: bool, replica_redis: bool, diskless:
         "--repl-diskless-sync-delay",
         "0",
     ];
-    let master = if master_redis {
-        let Some(m) = common::start_redis(&master_args) else {
-            return;
-        };
-        m
-    } else {
-        start_logged(&master_args)
+    let Some(master) = start_either(master_redis, &master_args) else {
+        return;
     };
     let mut m = Conn::connect(master.port);
     for i in 0..500 {
@@ -1479,13 +1480,8 @@ fn a_slow_load_keeps_the_link(master_redis: bool, replica_redis: bool, diskless:
         "--repl-timeout",
         "60",
     ];
-    let replica = if replica_redis {
-        let Some(r) = common::start_redis(&replica_args) else {
-            return;
-        };
-        r
-    } else {
-        start_kvstore(&replica_args)
+    let Some(replica) = start_either(replica_redis, &replica_args) else {
+        return;
     };
     let mut r = Conn::connect(replica.port);
     // Not empty: a kvstore replica loads after the transfer, not as it
