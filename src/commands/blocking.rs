@@ -262,12 +262,21 @@ pub fn serve_blocked(srv: &mut Server) {
     srv.update_time();
     loop {
         let mut progress = false;
-        let ready: Vec<(usize, Vec<u8>)> = srv
-            .blocked_keys
-            .keys()
-            .filter(|(db, k)| WANTS.iter().any(|&w| has_data(srv, *db, k, w)))
-            .cloned()
+        let can_serve = |srv: &Server, (db, k): &(usize, Vec<u8>)| {
+            WANTS.iter().any(|&w| has_data(srv, *db, k, w))
+        };
+        // The keys written, in the order written; then any other key that
+        // can serve its waiters now.
+        let mut ready: Vec<(usize, Vec<u8>)> = std::mem::take(&mut srv.ready_keys)
+            .into_iter()
+            .filter(|s| srv.blocked_keys.contains_key(s) && can_serve(srv, s))
             .collect();
+        let written = ready.len();
+        for slot in srv.blocked_keys.keys() {
+            if can_serve(srv, slot) && !ready[..written].contains(slot) {
+                ready.push(slot.clone());
+            }
+        }
         // Stream waiters are re-run once per signal.
         let signalled = std::mem::take(&mut srv.ready_streams);
         for (db, key) in ready {

@@ -846,11 +846,11 @@ pub fn call(
         ctx.propagate_to,
     );
     srv.dirty += dirty;
-    // A write to a stream others wait on (XADD, XGROUP DESTROY, and RENAME,
-    // COPY, RESTORE, … that make or replace one: Redis signals every key
-    // dbAdd creates) lets them look: the one place streams are signalled.
+    // A write to keys others wait on: they are served in the order the
+    // keys were written (Redis's ready_keys list), and a stream's waiters
+    // look again (the one place streams are signalled).
     if dirty > 0 && cmd.flags & WRITE != 0 && !srv.blocked_keys.is_empty() {
-        signal_stream_waiters(srv, db, cmd, argv);
+        signal_ready_keys(srv, db, cmd, argv);
     }
     // A tracking client may now cache the keys this read returned (a
     // read-only script's keys count once it reads: see scripting.rs).
@@ -936,18 +936,42 @@ pub fn call(
 }
 
 /// Signal the stream keys of `argv` that blocked readers wait on.
-fn signal_stream_waiters(srv: &mut Server, db: usize, cmd: &'static CommandSpec, argv: &[&[u8]]) {
+fn signal_ready_keys(srv: &mut Server, db: usize, cmd: &'static CommandSpec, argv: &[&[u8]]) {
+    // Stream writes that give a waiter nothing new are not signals (Redis
+    // signals XADD, XGROUP DESTROY and a key made or replaced): a waiter
+    // looking again would see, after XGROUP SETID, entries it was not
+    // woken for, and its consumer's seen-time would move.
+    const QUIET_STREAM_WRITES: &[&str] = &[
+        "xdel",
+        "xtrim",
+        "xsetid",
+        "xack",
+        "xclaim",
+        "xautoclaim",
+        "xreadgroup",
+        "xgroup|setid",
+        "xgroup|createconsumer",
+        "xgroup|delconsumer",
+    ];
     for (pos, _) in meta::get_keys(cmd.meta, argv) {
         let slot = (db, argv[pos].to_vec());
+        if !srv.blocked_keys.contains_key(&slot) {
+            continue;
+        }
         let holds_stream = matches!(
             srv.dbs[db].main.get(argv[pos]).map(|e| e.value()),
             Some(ValueRef::Boxed(crate::db::Value::Stream(_)))
         );
-        if holds_stream
-            && srv.blocked_keys.contains_key(&slot)
-            && !srv.ready_streams.contains(&slot)
-        {
-            srv.ready_streams.push(slot);
+        if holds_stream {
+            if QUIET_STREAM_WRITES.contains(&cmd.name) {
+                continue;
+            }
+            if !srv.ready_streams.contains(&slot) {
+                srv.ready_streams.push(slot.clone());
+            }
+        }
+        if !srv.ready_keys.contains(&slot) {
+            srv.ready_keys.push(slot);
         }
     }
 }

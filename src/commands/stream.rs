@@ -1250,16 +1250,15 @@ pub fn xgroup(c: &mut Ctx, argv: &[&[u8]]) {
         "delconsumer" => {
             let s = write_stream(c, key).ok().flatten().expect("stream");
             let g = s.groups.get_mut(gname).expect("group");
-            let pending = match g.consumers.remove(argv[4]) {
-                Some(cons) => {
-                    for id in &cons.pel {
-                        g.pel.remove(id);
-                    }
-                    cons.pel.len() as i64
-                }
-                None => 0,
+            // A consumer that is not there: 0, and nothing changed (no
+            // write, no event), as Redis's.
+            let Some(cons) = g.consumers.remove(argv[4]) else {
+                return c.cl.reply.int(0);
             };
-            c.cl.reply.int(pending);
+            for id in &cons.pel {
+                g.pel.remove(id);
+            }
+            c.cl.reply.int(cons.pel.len() as i64);
             c.dirty(1);
             c.notify(NotifyFlags::STREAM, "xgroup-delconsumer", key);
         }

@@ -301,6 +301,10 @@ pub struct Server {
     /// Streams that got entries (or lost a group) this turn while clients
     /// wait on them: their XREAD/XREADGROUP run again.
     pub ready_streams: Vec<(usize, Vec<u8>)>,
+    /// Keys with waiters written since they were last served, in the order
+    /// written: served in that order (Redis's ready_keys), before keys made
+    /// ready otherwise (FLUSHALL, SWAPDB, …: found by a scan).
+    pub ready_keys: Vec<(usize, Vec<u8>)>,
     pub blocked_keys: std::collections::HashMap<
         (usize, Vec<u8>),
         std::collections::VecDeque<u64>,
@@ -503,6 +507,7 @@ impl Server {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             ready_streams: Vec::new(),
+            ready_keys: Vec::new(),
             blocked_keys: Default::default(),
             tracking: Tracking::default(),
             repl: replication::Replication::default(),
