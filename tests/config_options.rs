@@ -1399,3 +1399,26 @@ fn every_listed_option_can_be_set_to_its_own_value() {
         b"-ERR CONFIG SET failed (possibly related to argument 'io-engine') - can't set immutable config\r\n"
     );
 }
+
+#[test]
+fn a_failed_config_set_puts_the_working_directory_back() {
+    let kv = start_kvstore(&["--enable-protected-configs", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    let pid = c.info_field("server", "process_id");
+    let cwd = || std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    let before = cwd();
+    let other = tempfile::tempdir().unwrap();
+    // The port is taken: the whole CONFIG SET fails, dir included.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let dir = other.path().to_str().unwrap();
+    let reply = String::from_utf8_lossy(&c.cmd_str(&["CONFIG", "SET", "dir", dir, "port", &port]))
+        .into_owned();
+    assert!(reply.starts_with("-ERR CONFIG SET failed"), "{reply}");
+    assert_eq!(cwd(), before);
+    let got = String::from_utf8_lossy(&c.cmd_str(&["CONFIG", "GET", "dir"])).into_owned();
+    assert!(got.contains(&before.display().to_string()), "{got}");
+    // A CONFIG SET that succeeds moves it.
+    assert_eq!(c.cmd_str(&["CONFIG", "SET", "dir", dir]), b"+OK\r\n");
+    assert_eq!(cwd(), std::fs::canonicalize(other.path()).unwrap());
+}

@@ -82,6 +82,16 @@ const REPL_BACKLOG_MIN_SIZE: u64 = 16 * 1024;
 /// Options CONFIG SET refuses while a dataset loads.
 const DENY_WHILE_LOADING: &[&str] = &["appendonly", "repl-diskless-load", "dir"];
 
+/// A CONFIG SET failed after the working directory changed: every
+/// option goes back, and so does the directory (Redis's
+/// restoreBackupConfig applies the old values again).
+fn roll_back(srv: &mut Server, backup: crate::config::Config) {
+    if srv.config.dir != backup.dir {
+        let _ = std::env::set_current_dir(&backup.dir);
+    }
+    srv.config = backup;
+}
+
 fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     if !argv.len().is_multiple_of(2) {
         return c.cl.reply.error(ERR_SYNTAX);
@@ -173,7 +183,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         let wanted = c.srv.config.maxclients;
         if let Ok(fits) = crate::process::adjust_open_files_limit(wanted) {
             if fits != wanted {
-                c.srv.config = backup;
+                roll_back(c.srv, backup);
                 return c.cl.reply.error(&format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {fits}"));
             }
         }
@@ -218,7 +228,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
                 Ok(ctx) => c.srv.tls = Some(ctx),
                 Err(e) => {
                     tracing::warn!("Failed to configure TLS: {e}");
-                    c.srv.config = backup;
+                    roll_back(c.srv, backup);
                     return c.cl.reply.error(&fail(
                         first_tls,
                         "Unable to update TLS configuration. Check server logs.",
@@ -233,30 +243,16 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
     let bind_changed = c.srv.config.bind != backup.bind;
     if c.srv.config.tls.port != backup.tls.port || (bind_changed && c.srv.config.tls.port != 0) {
         if let Err(msg) = listen_again(c.srv, &backup, true) {
-            c.srv.config = backup;
+            roll_back(c.srv, backup);
             return c.cl.reply.error(&msg);
         }
     }
     if c.srv.config.port != backup.port || bind_changed {
         if let Err(msg) = listen_again(c.srv, &backup, false) {
-            c.srv.config = backup;
+            roll_back(c.srv, backup);
             // TLS listeners bound for this call go too.
             c.srv.new_tls_listeners = None;
             return c.cl.reply.error(&msg);
-        }
-    }
-    // appendonly: start (a rewrite makes the first base) or stop the AOF.
-    if c.srv.config.appendonly != backup.appendonly {
-        if c.srv.config.appendonly {
-            if let Err(e) = c.srv.start_aof() {
-                tracing::warn!("Unable to turn on AOF: {e}");
-                c.srv.config = backup;
-                return c.cl.reply.error(
-                    "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
-                );
-            }
-        } else {
-            c.srv.stop_aof();
         }
     }
     // The OOM score follows its options at once (Redis's updateOOMScoreAdj);
@@ -272,7 +268,7 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             } else {
                 "oom-score-adj-values"
             };
-            c.srv.config = backup;
+            roll_back(c.srv, backup);
             let _ = crate::process::set_oom_score_adj(&c.srv.config, class);
             return c.cl.reply.error(&format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - Failed to set current oom_score_adj. Check server logs."
@@ -285,10 +281,25 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
         && c.srv.config.set_proc_title
         && crate::process::apply_proc_title(&c.srv.config, None).is_err()
     {
-        c.srv.config = backup;
+        roll_back(c.srv, backup);
         return c.cl.reply.error(
             "ERR CONFIG SET failed (possibly related to argument 'proc-title-template') - failed to set process title",
         );
+    }
+    // appendonly: start (a rewrite makes the first base) or stop the AOF;
+    // the last step that can fail, so that no rollback has an AOF to undo.
+    if c.srv.config.appendonly != backup.appendonly {
+        if c.srv.config.appendonly {
+            if let Err(e) = c.srv.start_aof() {
+                tracing::warn!("Unable to turn on AOF: {e}");
+                roll_back(c.srv, backup);
+                return c.cl.reply.error(
+                    "ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.",
+                );
+            }
+        } else {
+            c.srv.stop_aof();
+        }
     }
     c.srv.apply_lazyfree_config();
     let cfg = &c.srv.config;
