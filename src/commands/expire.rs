@@ -142,7 +142,12 @@ fn ttl_generic(c: &mut Ctx, key: &[u8], ms: bool, absolute: bool) {
     } else {
         (when - c.clock_ms()).max(0)
     };
-    c.cl.reply.int(if ms { ttl } else { (ttl + 500) / 1000 });
+    // (Rounded without overflow at the largest deadlines.)
+    c.cl.reply.int(if ms {
+        ttl
+    } else {
+        ((ttl as i128 + 500) / 1000) as i64
+    });
 }
 
 /// `TTL key` — seconds to live, rounded.

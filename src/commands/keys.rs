@@ -512,7 +512,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
         }
         "idletime" => {
             if lfu {
-                return c.cl.reply.error("ERR An LRU maxmemory policy is not selected, access time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+                return c.cl.reply.error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
             }
             let idle = idle_seconds(e, now);
             c.cl.reply.int(idle);
@@ -598,7 +598,9 @@ pub fn restore(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let deleted = replace && c.srv.dbs[db].delete(key);
     if ttl != 0 && !absttl {
-        ttl = ttl.saturating_add(c.clock_ms());
+        // As Redis's `ttl += mstime()`: a TTL that overflows wraps to the
+        // past, so the key counts as already expired.
+        ttl = ttl.wrapping_add(c.clock_ms());
     }
     if ttl != 0 && c.srv.already_expired(ttl) && c.srv.may_delete_expired() {
         // Already expired: nothing is added (what it replaced is gone).

@@ -370,6 +370,11 @@ pub fn getset(c: &mut Ctx, argv: &[&[u8]]) {
             true
         }
     };
+    // Redis's GETSET reads, then setKey looks the key up for writing: an
+    // LFU counter is bumped twice.
+    if existed && crate::db::entry::lfu_policy() {
+        lookup_write(c.srv, db, argv[1]);
+    }
     set_string(&mut c.srv.dbs[db], argv[1], argv[2], false);
     c.dirty(1);
     string_written(c, argv[1], existed, "set");

@@ -144,9 +144,18 @@ pub fn lfu_log_incr(counter: u8, log_factor: i64, r: f64) -> u8 {
 }
 
 /// Set the access clock new entries start with (the loop calls this
-/// whenever it reads the time).
-pub fn set_lru_clock(clock: u32) {
+/// whenever it reads the time), and whether it is an LFU word.
+pub fn set_lru_clock(clock: u32, lfu: bool) {
     LRU_CLOCK.store(clock, Ordering::Relaxed);
+    LFU_POLICY.store(lfu, Ordering::Relaxed);
+}
+
+/// An LFU maxmemory policy is in force: an overwritten key's counter goes
+/// to its new value (Redis's dbOverwrite), as a hot key stays hot.
+static LFU_POLICY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn lfu_policy() -> bool {
+    LFU_POLICY.load(Ordering::Relaxed)
 }
 
 /// Longest string that may be stored as an integer (Redis tries at most 20 chars).

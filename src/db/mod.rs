@@ -112,6 +112,12 @@ impl Db {
         let Some(old) = self.main.insert(entry) else {
             return;
         };
+        // Under an LFU policy the new value keeps the key's counter.
+        if entry::lfu_policy() {
+            if let Some(e) = self.main.get_mut(old.key()) {
+                e.set_lru(old.lru());
+            }
+        }
         if old.has_expire() {
             if keep_ttl {
                 if let Some(e) = self.main.get_mut(old.key()) {
@@ -208,13 +214,12 @@ pub fn deadline_passed(when: i64, now_ms: i64) -> bool {
     now_ms > when
 }
 
-/// Rebuild `entry` for a different key name (RENAME, COPY).
+/// A copy of `entry`'s value under another key (COPY): a new value, with
+/// the access clock of a new one, as Redis's copyCommand makes it.
 pub fn entry_with_key(entry: &Entry, key: &[u8]) -> Entry {
-    let mut e = match entry.value() {
+    match entry.value() {
         ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), entry.is_raw()),
         ValueRef::Int(n) => Entry::new(key, NewValue::Int(n), false),
         ValueRef::Boxed(v) => Entry::new(key, NewValue::Boxed(Box::new(v.clone())), entry.is_raw()),
-    };
-    e.set_lru(entry.lru());
-    e
+    }
 }

@@ -641,12 +641,13 @@ impl Server {
         self.now_read_at = crate::util::cycles::now();
         // New entries start with the clock the policy keeps: an LRU time,
         // or an LFU time with the initial counter.
-        let word = if self.config.maxmemory_policy.is_lfu() {
+        let lfu = self.config.maxmemory_policy.is_lfu();
+        let word = if lfu {
             crate::db::entry::lfu_initial_word(self.now_ms)
         } else {
             crate::db::entry::lru_clock(self.now_ms)
         };
-        crate::db::entry::set_lru_clock(word);
+        crate::db::entry::set_lru_clock(word, lfu);
     }
 
     /// Does anything consume propagated writes? Callers skip building a
