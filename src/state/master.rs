@@ -430,9 +430,7 @@ pub fn streamed_load_progress(srv: &mut Server) {
 fn prepare_synced_load(srv: &mut Server) {
     srv.disconnect_replicas();
     srv.repl.backlog = None;
-    super::snapshot::kill_child(srv);
-    srv.repl.rdb_pipe = None;
-    srv.replication_child_ended();
+    srv.stop_replication_child();
     srv.master.stream_db = 0;
     srv.master.aof_to_restart = srv.aof.status != super::aof::AofStatus::Off;
     if srv.master.aof_to_restart {

@@ -1064,9 +1064,7 @@ impl Server {
         if targets.is_empty() {
             // Every replica it was for is gone: stop the child.
             info!("Diskless rdb transfer, last replica dropped, killing fork child.");
-            self.repl.rdb_pipe = None;
-            super::snapshot::kill_child(self);
-            self.replication_child_ended();
+            self.stop_replication_child();
             return;
         }
         let room = targets.iter().all(|&(slot, _)| {
@@ -1123,12 +1121,10 @@ impl Server {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 warn!("Diskless rdb transfer: reading from the child: {e}");
-                self.repl.rdb_pipe = None;
                 // Nobody reads the pipe any more: the child would block on
                 // it for ever, holding the one child slot.
-                super::snapshot::kill_child(self);
+                self.stop_replication_child();
                 self.drop_replicas_where(|l| matches!(l.phase, ReplicaPhase::Streaming));
-                self.replication_child_ended();
             }
         }
     }
@@ -1148,6 +1144,14 @@ impl Server {
         }
         link.phase = ReplicaPhase::Online;
         info!("Synchronization with replica {} succeeded", client.addr);
+    }
+
+    /// Kill the snapshot child (whoever it was for) without a failure
+    /// report: its pipe is closed and no child runs for replicas after.
+    pub fn stop_replication_child(&mut self) {
+        self.repl.rdb_pipe = None;
+        super::snapshot::kill_child(self);
+        self.replication_child_ended();
     }
 
     /// The snapshot child made for replicas ended, or was stopped: the
