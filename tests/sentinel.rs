@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use common::{Conn, KillOnDrop};
 
 /// kvstore on a config file of its own (the promotion rewrites it).
@@ -41,33 +38,17 @@ fn sentinels_fail_over_a_kvstore_master_to_a_kvstore_replica() {
     let mut sentinels = Vec::new();
     let mut sports = Vec::new();
     for d in &dirs[3..] {
-        let port = common::free_port();
-        let conf = d.path().join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {mport} 2\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
-                d.path().display()
+        let (sentinel, port) = common::start_sentinel(
+            &redis,
+            d.path(),
+            &format!(
+                "sentinel monitor mymaster 127.0.0.1 {mport} 2\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
             ),
-        )
-        .unwrap();
-        let child = Command::new(&redis)
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server --sentinel");
-        sentinels.push(KillOnDrop(child));
+        );
+        sentinels.push(sentinel);
         sports.push(port);
     }
-    let mut s = loop {
-        if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", sports[0])) {
-            drop(c);
-            break Conn::connect(sports[0]);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut s = Conn::connect(sports[0]);
     // The sentinels find the replicas (from INFO) and each other.
     common::wait_for(
         "the sentinels to know the replicas and each other",
@@ -170,32 +151,14 @@ fn sentinel_logs_in_as_its_acl_user() {
     common::wait_for("the replica to log in and sync", 20, || {
         m.info_field("replication", "connected_slaves") == "1"
     });
-    let sport = common::free_port();
-    let conf = dirs[2].path().join("sentinel.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "port {sport}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {mport} 1\nsentinel auth-user mymaster sentinel-user\nsentinel auth-pass mymaster sentpass\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
-            dirs[2].path().display()
+    let (_sentinel, sport) = common::start_sentinel(
+        &redis,
+        dirs[2].path(),
+        &format!(
+            "sentinel monitor mymaster 127.0.0.1 {mport} 1\nsentinel auth-user mymaster sentinel-user\nsentinel auth-pass mymaster sentpass\nsentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n"
         ),
-    )
-    .unwrap();
-    let _sentinel = KillOnDrop(
-        Command::new(&redis)
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server --sentinel"),
     );
-    let mut s = loop {
-        if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", sport)) {
-            drop(c);
-            break Conn::connect(sport);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut s = Conn::connect(sport);
     common::wait_for("the sentinel to see the master and its replica", 30, || {
         let master =
             String::from_utf8_lossy(&s.cmd_str(&["SENTINEL", "MASTER", "mymaster"])).to_string();

@@ -269,6 +269,39 @@ pub fn start_redis(args: &[&str]) -> Option<ServerProcess> {
     panic!("redis-server did not start");
 }
 
+/// Start `redis-server --sentinel` on a config file written into `dir`:
+/// `port` and `bind` lines first, then `body`. A port taken between
+/// `free_port` and the sentinel's bind (another test's server) makes the
+/// sentinel exit: it is started again on a new port until it answers PING.
+pub fn start_sentinel(
+    redis: &std::path::Path,
+    dir: &std::path::Path,
+    body: &str,
+) -> (KillOnDrop, u16) {
+    let conf = dir.join("sentinel.conf");
+    for _ in 0..5 {
+        let port = free_port();
+        std::fs::write(
+            &conf,
+            format!("port {port}\nbind 127.0.0.1\ndir {}\n{body}", dir.display()),
+        )
+        .unwrap();
+        let mut child = Command::new(redis)
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        if wait_ready(port, &mut child) {
+            return (KillOnDrop(child), port);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis-server --sentinel did not start");
+}
+
 /// A raw RESP connection.
 pub struct Conn {
     pub reader: BufReader<TcpStream>,
