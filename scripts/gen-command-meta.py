@@ -142,6 +142,10 @@ def arg(a, indent):
     pad = " " * indent
     flags = [f for f in ("optional", "multiple", "multiple_token") if a.get(f)]
     token = a.get("token")
+    if token == '""':
+        # Redis's commands.c writes this token as `""""`: C joins the two
+        # literals into an empty string, which is what COMMAND DOCS shows.
+        token = ""
     sub = ""
     if a["type"] in ("oneof", "block"):
         sub = "&[\n%s\n%s]" % (",\n".join(arg(x, indent + 4) for x in a["arguments"]), pad)
@@ -151,7 +155,7 @@ def arg(a, indent):
         "%sArg { name: %s, kind: %s, key_spec_index: %d, token: %s, since: %s, "
         "deprecated_since: %s, flags: &[%s], arguments: %s }"
         % (pad, rs(a["name"].lower()), rs(a["type"]), a.get("key_spec_index", -1),
-           opt(token.upper() if token else None), opt(a.get("since")),
+           opt(token.upper() if token is not None else None), opt(a.get("since")),
            opt(a.get("deprecated_since")), ", ".join(rs(f) for f in flags), sub))
 
 

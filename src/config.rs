@@ -69,7 +69,6 @@ pub struct Config {
     /// `list-compress-depth`: list nodes kept uncompressed at each end (0: none compressed).
     pub list_compress_depth: i64,
     pub set_max_intset_entries: i64,
-    pub set_max_listpack_entries: i64,
     pub zset_max_listpack_entries: i64,
     pub stream_node_max_bytes: u64,
     /// A sparse HyperLogLog grows to at most this many bytes, then becomes dense.
@@ -383,7 +382,6 @@ impl Default for Config {
             list_max_listpack_size: 0,
             list_compress_depth: 0,
             set_max_intset_entries: 0,
-            set_max_listpack_entries: 0,
             zset_max_listpack_entries: 0,
             stream_node_max_bytes: 0,
             hll_sparse_max_bytes: 0,
@@ -1787,14 +1785,6 @@ pub static OPTIONS: &[OptionSpec] = &[
         |c, v| c.set_max_intset_entries = parse_int(v, 0, i64::MAX)?
     ),
     opt!(
-        "set-max-listpack-entries",
-        "128",
-        true,
-        "Small non-integer sets stay compact up to this many members.",
-        |c| c.set_max_listpack_entries.to_string(),
-        |c, v| c.set_max_listpack_entries = parse_int(v, 0, i64::MAX)?
-    ),
-    opt!(
         "hll-sparse-max-bytes",
         "3000",
         true,
@@ -2922,7 +2912,7 @@ pub const HIDDEN_OPTIONS: &[&str] = &[
 ];
 
 /// Options redis-server 7.0 does not have.
-pub const KVSTORE_ONLY_OPTIONS: &[&str] = &["io-engine", "repl-rdma", "set-max-listpack-entries"];
+pub const KVSTORE_ONLY_OPTIONS: &[&str] = &["io-engine", "repl-rdma"];
 
 pub fn find_option(name: &str) -> Option<&'static OptionSpec> {
     let lower = name.to_ascii_lowercase();

@@ -1089,3 +1089,76 @@ fn a_write_while_paused_replaces_an_expired_key_instead_of_adding_a_second() {
     assert_eq!(c.cmd_str(&["LRANGE", "k", "0", "-1"]), b"*1\r\n$1\r\nx\r\n");
     assert_eq!(c.cmd_str(&["GET", "f"]), b"$1\r\n1\r\n");
 }
+
+/// INFO's counters move as Redis's do: total_commands_processed counts
+/// what runs (not a refused command, not a command when MULTI queues it,
+/// but a script's commands and a transaction's), a blocked command once;
+/// OBJECT counts a keyspace hit or miss.
+#[test]
+fn info_counters_move_as_redis_does() {
+    let Some(redis) = common::start_redis(&[]) else {
+        return;
+    };
+    let kv = start_kvstore(&[]);
+    let scenarios: &[&[&[&str]]] = &[
+        &[&["FOO"], &["GET"], &["OBJECT", "FOO"]],
+        &[&["MULTI"], &["SET", "q", "1"], &["GET", "q"], &["EXEC"]],
+        &[&["MULTI"], &["SET", "q", "1"], &["DISCARD"]],
+        &[&["MULTI"], &["SET", "q"], &["GET", "q"], &["EXEC"]],
+        &[&["EVAL", "return redis.call('set','q','1')", "0"]],
+        &[&["SET", "a", "1"], &["OBJECT", "ENCODING", "a"]],
+        &[
+            &["OBJECT", "ENCODING", "zz"],
+            &["OBJECT", "IDLETIME", "zz"],
+            &["OBJECT", "FREQ", "zz"],
+        ],
+        &[&["BLPOP", "nolist", "0.05"]],
+    ];
+    let stats = |c: &mut Conn| -> [i64; 3] {
+        let info = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).to_string();
+        let field = |name: &str| -> i64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .unwrap_or_else(|| panic!("no {name}: {info}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        [
+            field("total_commands_processed"),
+            field("keyspace_hits"),
+            field("keyspace_misses"),
+        ]
+    };
+    let delta = |port: u16, steps: &[&[&str]]| -> [i64; 3] {
+        let mut c = Conn::connect(port);
+        let before = stats(&mut c);
+        for step in steps {
+            c.cmd_str(step);
+        }
+        let after = stats(&mut c);
+        [0, 1, 2].map(|i| after[i] - before[i])
+    };
+    for steps in scenarios {
+        assert_eq!(
+            delta(kv.port, steps),
+            delta(redis.port, steps),
+            "[commands, hits, misses] after {steps:?}: kvstore, then redis"
+        );
+    }
+    // A blocked command counts once, when it is called, not again when a
+    // push serves it.
+    let blocked = |port: u16| -> [i64; 3] {
+        let mut c = Conn::connect(port);
+        let mut waiter = Conn::connect(port);
+        let before = stats(&mut c);
+        waiter.send(&[b"BLPOP", b"w", b"0"]);
+        // (Waited for without commands, which would count.)
+        std::thread::sleep(Duration::from_millis(300));
+        c.cmd_str(&["RPUSH", "w", "x"]);
+        assert_eq!(waiter.read_reply(), b"*2\r\n$1\r\nw\r\n$1\r\nx\r\n");
+        let after = stats(&mut c);
+        [0, 1, 2].map(|i| after[i] - before[i])
+    };
+    assert_eq!(blocked(kv.port), blocked(redis.port), "a served BLPOP");
+}

@@ -1245,6 +1245,7 @@ pub fn acl(c: &mut Ctx, argv: &[&[u8]]) {
             }
         }
         "cat" => acl_cat(c, argv),
+        "genpass" if argv.len() > 3 => subcommand_syntax_error(c, argv, "ACL"),
         "genpass" => {
             let bits = match argv.get(2) {
                 None => 256,

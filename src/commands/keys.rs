@@ -492,9 +492,13 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let expired = expire_if_needed(c.srv, db, argv[2]);
     let now = c.srv.now_ms;
     let lfu = c.srv.config.maxmemory_policy.is_lfu();
+    // A hit or a miss, but no access and no keymiss event (Redis's
+    // LOOKUP_NOTOUCH | LOOKUP_NONOTIFY).
     let Some(e) = c.srv.dbs[db].main.get(argv[2]).filter(|_| !expired) else {
+        c.srv.stats.keyspace_misses += 1;
         return c.cl.reply.null();
     };
+    c.srv.stats.keyspace_hits += 1;
     match sub {
         "encoding" => {
             let name = encoding_name(e);

@@ -499,6 +499,9 @@ fn lmpop_generic(c: &mut Ctx, args: &MpopArgs, blocking: bool) {
     let db = c.cl.db;
     for key in &args.keys {
         let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+            // Run again because another key got data: passed over, as
+            // Redis 7.0.15 serves the key that did.
+            Typed::WrongType if c.retry => continue,
             Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
             Typed::Missing => continue,
             Typed::Found(l) => {
@@ -539,6 +542,7 @@ fn bpop_generic(c: &mut Ctx, argv: &[&[u8]], end: End) {
     let db = c.cl.db;
     for key in keys {
         let (v, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+            Typed::WrongType if c.retry => continue,
             Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
             Typed::Missing => continue,
             Typed::Found(l) => match pop(l, end) {

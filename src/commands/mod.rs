@@ -687,12 +687,6 @@ fn finish_command(
     errors_before: u64,
     reply_mark: crate::protocol::reply::ReplyMark,
 ) {
-    // Counted once, when it is done with: a command a pause holds back is
-    // counted when it runs.
-    if !client.blocked.as_ref().is_some_and(|b| b.postponed) {
-        srv.stats.total_commands_processed += 1;
-        client.commands += 1;
-    }
     // The master gets no replies, except the ACK its GETACK asked for (with
     // the offset before the GETACK); its command counts in the offset once
     // it has run (not while a pause holds it).
@@ -817,6 +811,13 @@ pub fn call(
     argv: &[&[u8]],
     retry: bool,
 ) {
+    // Counted as Redis's call() counts: every command that runs (a script's
+    // and a transaction's included, MULTI and EXEC themselves too), once
+    // (not again when a blocked one is served); not one refused, queued in
+    // MULTI or held by a pause.
+    if !retry {
+        srv.stats.total_commands_processed += 1;
+    }
     let errors_before = client.reply.errors;
     let reply_before = client.reply.len();
     let started = crate::util::cycles::now();

@@ -78,7 +78,7 @@ pub fn slowlog(c: &mut Ctx, argv: &[&[u8]]) {
         }
         "get" => {
             if argv.len() > 3 {
-                return c.cl.reply.error(&arity_error("slowlog|get"));
+                return subcommand_syntax_error(c, argv, "SLOWLOG");
             }
             let count = match argv.get(2) {
                 None => 10,

@@ -935,7 +935,12 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
                     .reply
                     .error("UNBLOCKED the stream key no longer exists");
             }
-            Typed::WrongType if retry => return,
+            // Another of its keys got data: this one is passed over
+            // (Redis 7.0.15 serves the key that got data).
+            Typed::WrongType if retry => {
+                froms.push(ReadFrom::After(StreamId::MAX));
+                continue;
+            }
             Typed::WrongType => return c.cl.reply.error(ERR_WRONGTYPE),
             Typed::Missing => None,
             Typed::Found(s) => Some(s),
@@ -990,9 +995,15 @@ fn read_generic(c: &mut Ctx, argv: &[&[u8]], xreadgroup: bool) {
         let Typed::Found(s) = lookup_typed(c.srv, db, key, true, pick) else {
             continue;
         };
+        // A blocked reader is served once the stream's last ID passes the
+        // one it waits after, even if what was added is gone again (a
+        // MAXLEN 0, an XDEL in the same MULTI): it gets an empty read, as
+        // from Redis 7.0.15's serveClientsBlockedOnStreamKey.
         let ready = match (group, from) {
             (Some(_), ReadFrom::After(_)) => true,
+            (Some((gname, _)), ReadFrom::New) if retry => s.last_id > s.groups[gname].last_id,
             (Some((gname, _)), ReadFrom::New) => s.has_entries_after(s.groups[gname].last_id),
+            (None, ReadFrom::After(gt)) if retry => s.last_id > *gt,
             (None, ReadFrom::After(gt)) => s.has_entries_after(*gt),
             (None, ReadFrom::New) => false,
         };

@@ -140,8 +140,6 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
             c.cl.reply.error(&super::acl::exec_denial_error(denial));
             continue;
         }
-        c.srv.stats.total_commands_processed += 1;
-        c.cl.commands += 1;
         call(c.srv, c.cl, cmd, &refs, false);
     }
     c.cl.deny_blocking = denied_before;

@@ -266,9 +266,11 @@ fn zadd_generic(c: &mut Ctx, argv: &[&[u8]], incr_cmd: bool) {
     let (mut added, mut updated, mut processed) = (0, 0, 0);
     let mut last_score = 0.0;
     if exists || !xx {
-        let maxlen = pairs.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
+        // A new set starts compact unless its first member is too long
+        // for it (Redis 7.0.15's zaddGenericCommand), and converts as the
+        // members go in: a -0 score stored while compact reads back as 0.
         let (me, mv) = limits(c);
-        let Some(z) = zset_for_write(c, argv[1], elements, maxlen) else {
+        let Some(z) = zset_for_write(c, argv[1], 1, pairs[0].1.len()) else {
             return;
         };
         for (score, member) in &pairs {
@@ -521,7 +523,9 @@ fn zrange_generic(
         None => reply_scored(&mut c.cl.reply, &items, withscores),
         Some(dst) => {
             let n = items.len();
-            let result = (n > 0).then(|| build_zset(c, &items));
+            // Sized by the count alone, as Redis 7.0.15's
+            // zrangeResultBeginStore: long members convert it as they go in.
+            let result = (n > 0).then(|| build_zset_sized(c, &items, 0));
             if store_result(c, dst, result, NotifyFlags::ZSET, "zrangestore") {
                 c.dirty(1);
             }
@@ -533,8 +537,13 @@ fn zrange_generic(
 /// A sorted set of `items` (a STORE command's result), encoded as the
 /// configured limits say.
 pub(super) fn build_zset(c: &Ctx, items: &[(Vec<u8>, f64)]) -> Value {
-    let (me, mv) = limits(c);
     let maxlen = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
+    build_zset_sized(c, items, maxlen)
+}
+
+/// `build_zset`, its encoding first chosen for members of `maxlen` bytes.
+fn build_zset_sized(c: &Ctx, items: &[(Vec<u8>, f64)], maxlen: usize) -> Value {
+    let (me, mv) = limits(c);
     let mut z = ZSet::with_hint(items.len(), maxlen, me, mv);
     for (m, s) in items {
         z.insert(m, *s, me, mv);
@@ -701,6 +710,9 @@ pub fn zremrangebylex(c: &mut Ctx, argv: &[&[u8]]) {
 fn pop_members(c: &mut Ctx, key: &[u8], count: usize, max: bool) -> Result<Option<Scored>, ()> {
     let db = c.cl.db;
     let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
+        // A blocked pop run again because another of its keys got data
+        // passes over this one (Redis 7.0.15 serves the key that did).
+        Typed::WrongType if c.retry => return Ok(None),
         Typed::WrongType => {
             c.cl.reply.error(ERR_WRONGTYPE);
             return Err(());

@@ -328,6 +328,9 @@ impl Hash {
         if let Hash::Packed(p) = self {
             if let Some(i) = p.find_pair(field) {
                 p.set(i + 1, value);
+                // Redis's hashTypeSet checks the length after an update
+                // too (the limit may have been lowered since).
+                self.convert_if_needed(0, max_entries);
                 return false;
             }
             self.convert_if_needed(1, max_entries);

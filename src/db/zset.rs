@@ -434,11 +434,13 @@ impl ZSet {
         }
     }
 
-    /// Insert or update a member's score.
+    /// Insert or update a member's score. Only a new member converts a
+    /// listpack past the limits: an update stays in place, as Redis's
+    /// zsetAdd (even when the limits were lowered since).
     pub fn insert(&mut self, member: &[u8], score: f64, max_entries: usize, max_value: usize) {
-        self.remove(member);
+        let existed = self.remove(member);
         if let ZSet::Packed(p) = self {
-            if p.len() / 2 + 1 > max_entries || member.len() > max_value {
+            if !existed && (p.len() / 2 + 1 > max_entries || member.len() > max_value) {
                 self.convert_to_tree();
             }
         }

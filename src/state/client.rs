@@ -53,8 +53,6 @@ pub struct ClientState {
     /// Query buffer size, copied in for CLIENT LIST while the client runs.
     pub qbuf_len: usize,
     pub qbuf_free: usize,
-    /// Total commands this client ran.
-    pub commands: u64,
     /// Set while the client waits in a blocking command (BLPOP, …).
     pub blocked: Option<Blocked>,
     /// CLIENT TRACKING settings, when on.
@@ -314,7 +312,6 @@ impl ClientState {
             sent: 0,
             qbuf_len: 0,
             qbuf_free: 0,
-            commands: 0,
             blocked: None,
             tracking: None,
             repl: None,
