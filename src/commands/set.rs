@@ -15,6 +15,10 @@ fn pick(v: &mut Value) -> Option<&mut Set> {
     }
 }
 
+/// SPOP with a count keeps the members not popped in a new set when they
+/// are at most a fifth of those popped (Redis's SPOP_MOVE_STRATEGY_MUL).
+const SPOP_MOVE_STRATEGY_MUL: usize = 5;
+
 fn max_intset(c: &Ctx) -> usize {
     c.srv.config.set_max_intset_entries.max(0) as usize
 }
@@ -120,6 +124,7 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
     };
     let db = c.cl.db;
     let key = argv[1];
+    let max_intset = max_intset(c);
     // The RNG is borrowed out of the server while the set is borrowed.
     let mut rng = std::mem::replace(&mut c.srv.rng, crate::util::Rng::new(1));
     let (popped, empty) = match lookup_typed(c.srv, db, key, false, pick) {
@@ -133,6 +138,23 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
             if count.is_some() && n == s.len() && matches!(s, Set::Ints(_)) {
                 popped = s.members();
                 *s = Set::default();
+            }
+            let kept = s.len() - n;
+            if count.is_some() && kept > 0 && kept * SPOP_MOVE_STRATEGY_MUL <= n {
+                // Most of the set goes (Redis's spopWithCountCommand, case
+                // 3): the few members kept move to a new set, encoded as
+                // new (an intset again when they are all integers), and
+                // what is left of the old one is the reply, in its order.
+                let mut new = Set::default();
+                for _ in 0..kept {
+                    let Some(m) = s.random(&mut || rng.next_u64()) else {
+                        break;
+                    };
+                    s.remove(&m);
+                    new.add(&m, max_intset);
+                }
+                popped = s.members();
+                *s = new;
             }
             while popped.len() < n {
                 let Some(m) = s.random(&mut || rng.next_u64()) else {
@@ -340,6 +362,27 @@ fn combine(sets: &[Option<Vec<Vec<u8>>>], op: Op, max_intset: usize, limit: usiz
             let Some(Some(first)) = sets.first() else {
                 return result;
             };
+            // Redis's two algorithms, chosen as it chooses them: the second
+            // (the whole first set, then the others taken out) when the
+            // first set is large against the others, so the result is a
+            // hashtable whenever the first set would be one.
+            let present = sets.iter().flatten();
+            let one_work = present.clone().count() * first.len() / 2;
+            let two_work: usize = present.map(|s| s.len()).sum();
+            if one_work > two_work {
+                for m in first {
+                    result.add(m, max_intset);
+                }
+                for other in sets[1..].iter().flatten() {
+                    for m in other {
+                        result.remove(m);
+                    }
+                    if result.is_empty() {
+                        break;
+                    }
+                }
+                return result;
+            }
             let others: Vec<std::collections::HashSet<&[u8]>> = sets[1..]
                 .iter()
                 .flatten()
