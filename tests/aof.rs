@@ -1338,3 +1338,54 @@ fn everysec_writes_and_replies_go_on_while_a_slow_fsync_runs() {
         "a reply waited {slowest:?} for the fsync"
     );
 }
+
+/// Loading an AOF counts in INFO as Redis counts it: not the commands it
+/// replays (Redis runs them without call()), but those an EXEC in it runs.
+#[test]
+fn loading_an_aof_counts_only_what_its_exec_runs() {
+    let args = ["--appendonly", "yes", "--enable-debug-command", "yes"];
+    let Some(redis) = start_redis(&args) else {
+        return;
+    };
+    let kv = common::start_kvstore(&args);
+    let counts = |port: u16| -> Vec<String> {
+        let mut c = Conn::connect(port);
+        for cmd in [
+            &["SET", "a", "1"][..],
+            &["MULTI"],
+            &["SET", "b", "2"],
+            &["INCR", "c"],
+            &["EXEC"],
+        ] {
+            c.cmd_str(cmd);
+        }
+        let fields = |c: &mut Conn| -> Vec<String> {
+            let stats = String::from_utf8_lossy(&c.cmd_str(&["INFO", "stats"])).to_string();
+            let cmds = String::from_utf8_lossy(&c.cmd_str(&["INFO", "commandstats"])).to_string();
+            let mut out: Vec<String> = stats
+                .lines()
+                .filter(|l| l.starts_with("total_commands_processed:"))
+                .map(str::to_string)
+                .collect();
+            // calls= of each command, without the timings.
+            out.extend(
+                cmds.lines()
+                    .filter(|l| l.starts_with("cmdstat_"))
+                    .map(|l| l.split(",usec=").next().unwrap().to_string()),
+            );
+            out.sort();
+            out
+        };
+        let before = fields(&mut c);
+        assert_eq!(c.cmd_str(&["DEBUG", "LOADAOF"]), b"+OK\r\n");
+        assert_eq!(
+            c.cmd_str(&["MGET", "a", "b", "c"]),
+            b"*3\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n1\r\n"
+        );
+        let mut all = before;
+        all.push("--- after DEBUG LOADAOF".into());
+        all.extend(fields(&mut c));
+        all
+    };
+    assert_eq!(counts(kv.port), counts(redis.port), "kvstore, then redis");
+}

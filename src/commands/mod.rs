@@ -815,9 +815,12 @@ pub fn call(
     // and a transaction's included, MULTI and EXEC themselves too), once
     // (not again when a blocked one is served); not one refused, queued in
     // MULTI or held by a pause.
-    if !retry {
-        srv.stats.total_commands_processed += 1;
-    }
+    // What an AOF being loaded runs is not counted either (Redis runs it
+    // without call()), except the commands an EXEC in it runs; its
+    // commands have no statistics, slow log or latency samples (Redis's
+    // CMD_CALL_NONE for them).
+    let replayed = srv.replaying_aof;
+    let counted = !retry && (!replayed || srv.in_exec);
     let errors_before = client.reply.errors;
     let reply_before = client.reply.len();
     let started = crate::util::cycles::now();
@@ -901,11 +904,15 @@ pub fn call(
         (false, true) => Some("fast-command"),
         (false, false) => Some("command"),
     };
-    if let Some(event) = latency_event {
+    // Counted once it has run (an INFO does not count itself).
+    if counted {
+        srv.stats.total_commands_processed += 1;
+    }
+    if let Some(event) = latency_event.filter(|_| !replayed) {
         srv.latency_add_sample_if_needed(event, duration_us / 1000);
     }
     // A blocked command is accounted when it is served (or times out).
-    if client.blocked.is_none() || served {
+    if (client.blocked.is_none() || served) && !replayed {
         let tracking = srv.config.latency_tracking;
         let stats = stats_of(srv, cmd);
         stats.calls += 1;
