@@ -133,13 +133,13 @@ pub fn spop(c: &mut Ctx, argv: &[&[u8]]) {
         Typed::Found(s) => {
             let n = count.unwrap_or(1).min(s.len());
             let mut popped = Vec::with_capacity(n);
+            let kept = s.len() - n;
             // The whole of an intset comes back in its (sorted) order, as
             // Redis returns it.
-            if count.is_some() && n == s.len() && matches!(s, Set::Ints(_)) {
+            if count.is_some() && kept == 0 && matches!(s, Set::Ints(_)) {
                 popped = s.members();
                 *s = Set::default();
             }
-            let kept = s.len() - n;
             if count.is_some() && kept > 0 && kept * SPOP_MOVE_STRATEGY_MUL <= n {
                 // Most of the set goes (Redis's spopWithCountCommand, case
                 // 3): the few members kept move to a new set, encoded as
