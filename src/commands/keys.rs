@@ -100,19 +100,9 @@ pub fn exists(c: &mut Ctx, argv: &[&[u8]]) {
 /// key if needed, counts a hit or a miss, and a miss is a `keymiss` event.
 fn lookup_type_name(c: &mut Ctx, key: &[u8]) -> &'static str {
     let db = c.cl.db;
-    let expired = expire_if_needed(c.srv, db, key);
-    match c.srv.dbs[db]
-        .main
-        .get(key)
-        .filter(|_| !expired)
-        .map(type_name)
-    {
-        Some(name) => {
-            c.srv.stats.keyspace_hits += 1;
-            name
-        }
+    match lookup_notouch(c.srv, db, key).map(type_name) {
+        Some(name) => name,
         None => {
-            c.srv.stats.keyspace_misses += 1;
             c.notify(NotifyFlags::KEY_MISS, "keymiss", key);
             "none"
         }
@@ -489,16 +479,14 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
         return reply_help(c, OBJECT_HELP);
     }
     let db = c.cl.db;
-    let expired = expire_if_needed(c.srv, db, argv[2]);
     let now = c.srv.now_ms;
     let lfu = c.srv.config.maxmemory_policy.is_lfu();
-    // A hit or a miss, but no access and no keymiss event (Redis's
-    // LOOKUP_NOTOUCH | LOOKUP_NONOTIFY).
-    let Some(e) = c.srv.dbs[db].main.get(argv[2]).filter(|_| !expired) else {
-        c.srv.stats.keyspace_misses += 1;
+    let decay = c.srv.config.lfu_decay_time;
+    let policy = c.srv.config.maxmemory_policy;
+    let sharing = c.srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu());
+    let Some(e) = lookup_notouch(c.srv, db, argv[2]) else {
         return c.cl.reply.null();
     };
-    c.srv.stats.keyspace_hits += 1;
     match sub {
         "encoding" => {
             let name = encoding_name(e);
@@ -507,9 +495,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
         "refcount" => {
             // Redis shares the integers 0..9999 (refcount INT_MAX), except
             // under an LRU or LFU maxmemory policy, where each value needs
-            // its own access time.
-            let policy = c.srv.config.maxmemory_policy;
-            let sharing = c.srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu());
+            // its own access time (`sharing`).
             let shared =
                 sharing && matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
             c.cl.reply.int(if shared { i32::MAX as i64 } else { 1 });
@@ -526,7 +512,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
                 return c.cl.reply.error("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
             }
             let minutes = crate::db::entry::lfu_minutes(now);
-            let freq = crate::db::entry::lfu_decayed(e.lru(), minutes, c.srv.config.lfu_decay_time);
+            let freq = crate::db::entry::lfu_decayed(e.lru(), minutes, decay);
             c.cl.reply.int(freq as i64);
         }
     }

@@ -63,6 +63,20 @@ pub fn lookup_read<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s
     found.map(|p| unsafe { &mut *p })
 }
 
+/// Look up a key without touching its access clock (Redis's
+/// LOOKUP_NOTOUCH | LOOKUP_NONOTIFY: TYPE, OBJECT, DEBUG LISTPACK): expires
+/// it if needed and counts a keyspace hit or miss.
+pub fn lookup_notouch<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s Entry> {
+    let expired = expire_if_needed(srv, db, key);
+    let found = srv.dbs[db].main.get(key).filter(|_| !expired);
+    if found.is_some() {
+        srv.stats.keyspace_hits += 1;
+    } else {
+        srv.stats.keyspace_misses += 1;
+    }
+    found
+}
+
 /// Look up a key for writing: expires it if needed, updates its clock.
 pub fn lookup_write<'s>(srv: &'s mut Server, db: usize, key: &[u8]) -> Option<&'s mut Entry> {
     // SAFETY: as in lookup_read.

@@ -393,12 +393,9 @@ const DUMP_FRAMING: usize = 1 + 2 + 8;
 /// layout on stdout, as Redis does (its lpRepr / quicklistRepr), and say so.
 fn debug_print_encoding(c: &mut Ctx, sub: &str, argv: &[&[u8]]) {
     let db = c.cl.db;
-    // Looked up as OBJECT looks (a hit or a miss, no access).
-    let Some(e) = c.srv.dbs[db].main.get(argv[2]) else {
-        c.srv.stats.keyspace_misses += 1;
+    let Some(e) = lookup_notouch(c.srv, db, argv[2]) else {
         return c.cl.reply.error(ERR_NO_SUCH_KEY);
     };
-    c.srv.stats.keyspace_hits += 1;
     let text = match (sub, e.value()) {
         ("listpack", ValueRef::Boxed(Value::Hash(h))) if h.encoding_is_packed() => {
             crate::db::listpack::repr(&crate::persistence::rdb::hash_listpack(h))

@@ -112,20 +112,22 @@ impl Db {
         let Some(old) = self.main.insert(entry) else {
             return;
         };
-        // Under an LFU policy the new value keeps the key's counter.
-        if entry::lfu_policy() {
+        // Under an LFU policy the new value keeps the key's counter; with
+        // `keep_ttl` it keeps the deadline (one lookup for both).
+        let keep_counter = entry::lfu_policy();
+        let keep_expire = keep_ttl && old.has_expire();
+        if keep_counter || keep_expire {
             if let Some(e) = self.main.get_mut(old.key()) {
-                e.set_lru(old.lru());
-            }
-        }
-        if old.has_expire() {
-            if keep_ttl {
-                if let Some(e) = self.main.get_mut(old.key()) {
+                if keep_counter {
+                    e.set_lru(old.lru());
+                }
+                if keep_expire {
                     e.set_has_expire(true);
                 }
-            } else {
-                self.expires.remove(old.key());
             }
+        }
+        if old.has_expire() && !keep_ttl {
+            self.expires.remove(old.key());
         }
         lazyfree::free_entry(old, self.server_del);
     }
