@@ -703,3 +703,59 @@ fn eviction_started_by_config_set_runs_after_the_command() {
         assert_eq!(eviction_after_config_set(redis.port), (exec, stream));
     }
 }
+
+/// Eviction that runs out of its time slice goes on by itself while no
+/// command arrives (Redis's eviction time event), instead of a slice per
+/// cron tick; INFO counts the time spent over the limit.
+#[test]
+fn eviction_past_its_time_limit_goes_on_while_idle() {
+    let s = start_kvstore(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut c = Conn::connect(s.port);
+    assert_eq!(
+        c.cmd_str(&["DEBUG", "POPULATE", "200000", "key", "100"]),
+        b"+OK\r\n"
+    );
+    let used = info_u64(&mut c, "memory", "used_memory");
+    // Tenacity 0: a slice stops after 16 keys.
+    c.cmd_str(&["CONFIG", "SET", "maxmemory-eviction-tenacity", "0"]);
+    let limit = used / 2;
+    assert_eq!(
+        c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
+        b"+OK\r\n"
+    );
+    // About 100,000 keys must go: at a slice per cron tick that would take
+    // minutes; without a command meanwhile it takes well under a second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let evicted = info_u64(&mut c, "stats", "evicted_keys");
+    assert!(evicted > 90_000, "only {evicted} keys evicted");
+    // Under the limit again: the spell over it is over.
+    assert_eq!(
+        info_u64(&mut c, "stats", "current_eviction_exceeded_time"),
+        0
+    );
+    assert!(info_u64(&mut c, "stats", "total_eviction_exceeded_time") > 0);
+
+    // noeviction: the spell lasts while memory stays over the limit.
+    c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);
+    assert!(c.cmd_str(&["SET", "k", "v"]).starts_with(b"-OOM"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let current = info_u64(&mut c, "stats", "current_eviction_exceeded_time");
+    assert!(current >= 250, "current_eviction_exceeded_time {current}");
+    let total = info_u64(&mut c, "stats", "total_eviction_exceeded_time");
+    assert!(total >= current);
+    // No limit: the spell ends.
+    c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]);
+    c.cmd_str(&["PING"]);
+    assert_eq!(
+        info_u64(&mut c, "stats", "current_eviction_exceeded_time"),
+        0
+    );
+    assert_eq!(c.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    assert_eq!(info_u64(&mut c, "stats", "total_eviction_exceeded_time"), 0);
+}

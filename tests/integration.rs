@@ -1162,3 +1162,21 @@ fn info_counters_move_as_redis_does() {
     };
     assert_eq!(blocked(kv.port), blocked(redis.port), "a served BLPOP");
 }
+
+/// INFO keyspace's avg_ttl is an estimate the active expiry cycle keeps;
+/// once a database has no key with a TTL left it is 0 again (it kept the
+/// last estimate for ever).
+#[test]
+fn avg_ttl_goes_back_to_zero_without_volatile_keys() {
+    let kv = start_kvstore(&[]);
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["SET", "t", "v", "EX", "1000"]);
+    c.cmd_str(&["SET", "u", "v"]);
+    common::wait_for("an avg_ttl estimate", 10, || {
+        !c.info_field("keyspace", "db0").ends_with("avg_ttl=0")
+    });
+    assert_eq!(c.cmd_str(&["PERSIST", "t"]), b":1\r\n");
+    common::wait_for("avg_ttl to go back to 0", 10, || {
+        c.info_field("keyspace", "db0") == "keys=2,expires=0,avg_ttl=0"
+    });
+}

@@ -200,3 +200,127 @@ fn a_stopped_replicas_buffer_is_counted_at_what_it_costs() {
         "{delta} bytes unexplained (allowed {allowed})"
     );
 }
+
+fn info_num(c: &mut Conn, section: &str, field: &str) -> i64 {
+    c.info_field(section, field).parse().unwrap()
+}
+
+/// A small socket buffer, so that a client that does not read leaves its
+/// replies on the server.
+fn idle_client(port: u16) -> std::net::TcpStream {
+    use std::os::fd::AsRawFd;
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let size: libc::c_int = 4096;
+    // SAFETY: setsockopt on a socket we own, with an int option value.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &size as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    s
+}
+
+/// A big value queued to many clients that do not read is held once, by
+/// reference: the clients' memory is their share of it, so INFO's overhead
+/// stays under used_memory and the dataset keeps its size (the whole
+/// queued length was counted per client: 100 MB of "client memory" for
+/// 1 MB held, the dataset shown as 0). A long pub/sub message is held
+/// once for all its subscribers too, not copied into a buffer that grows
+/// by doubling.
+#[test]
+fn queued_big_values_count_at_what_they_cost() {
+    use std::io::Write;
+    let s = start_kvstore(&["--client-output-buffer-limit", "pubsub 0 0 0"]);
+    let mut c = Conn::connect(s.port);
+    let big = vec![b'x'; 1_000_000];
+    assert_eq!(c.cmd(&[b"SET", b"big", &big]), b"+OK\r\n");
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let mut s = idle_client(s.port);
+        for _ in 0..5 {
+            s.write_all(&common::encode(&[
+                b"MGET", b"big", b"big", b"big", b"big", b"big",
+            ]))
+            .unwrap();
+        }
+        idle.push(s);
+    }
+    // 100 MB of replies are queued (500 copies of the value).
+    let queued = || {
+        let list = String::from_utf8_lossy(&Conn::connect(s.port).cmd_str(&["CLIENT", "LIST"]))
+            .into_owned();
+        list.lines()
+            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("omem=")))
+            .map(|n| n.parse::<u64>().unwrap())
+            .sum::<u64>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while queued() < 90_000_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replies were not queued"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let used = info_num(&mut c, "memory", "used_memory");
+    let overhead = info_num(&mut c, "memory", "used_memory_overhead");
+    let clients = info_num(&mut c, "memory", "mem_clients_normal");
+    assert!(used < 20_000_000, "used_memory {used}");
+    assert!(
+        overhead < used,
+        "overhead {overhead} over used_memory {used}"
+    );
+    assert!(clients < 10_000_000, "mem_clients_normal {clients}");
+    drop(idle);
+
+    let sub_socket = idle_client(s.port);
+    let mut sub = Conn {
+        reader: std::io::BufReader::new(sub_socket.try_clone().unwrap()),
+        writer: sub_socket,
+    };
+    sub.cmd_str(&["SUBSCRIBE", "ch"]);
+    let before = info_num(&mut c, "memory", "used_memory");
+    let message = vec![b'y'; 100_000];
+    for _ in 0..200 {
+        assert_eq!(c.cmd(&[b"PUBLISH", b"ch", &message]), b":1\r\n");
+    }
+    let grown = info_num(&mut c, "memory", "used_memory") - before;
+    // 20 MB of messages wait for the subscriber (some in its socket).
+    assert!(
+        (10_000_000..25_000_000).contains(&grown),
+        "used_memory grew {grown} bytes for 20 MB of messages"
+    );
+}
+
+/// INFO memory's function fields follow what FUNCTION LOAD loaded.
+#[test]
+fn info_memory_counts_functions() {
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    assert_eq!(info_num(&mut c, "memory", "number_of_functions"), 0);
+    assert_eq!(info_num(&mut c, "memory", "number_of_libraries"), 0);
+    let code = "#!lua name=mylib\nredis.register_function('f1', function() return 1 end)\nredis.register_function('f2', function() return 2 end)";
+    assert_eq!(c.cmd_str(&["FUNCTION", "LOAD", code]), b"$5\r\nmylib\r\n");
+    c.cmd_str(&["SCRIPT", "LOAD", "return 1"]);
+    assert_eq!(info_num(&mut c, "memory", "number_of_functions"), 2);
+    assert_eq!(info_num(&mut c, "memory", "number_of_libraries"), 1);
+    let vm_eval = info_num(&mut c, "memory", "used_memory_vm_eval");
+    let vm_functions = info_num(&mut c, "memory", "used_memory_vm_functions");
+    assert!(vm_functions > 0);
+    assert_eq!(
+        info_num(&mut c, "memory", "used_memory_vm_total"),
+        vm_eval + vm_functions
+    );
+    let eval = info_num(&mut c, "memory", "used_memory_scripts_eval");
+    let functions = info_num(&mut c, "memory", "used_memory_functions");
+    assert!(eval > 0 && functions > 0);
+    assert_eq!(
+        info_num(&mut c, "memory", "used_memory_scripts"),
+        eval + functions
+    );
+}

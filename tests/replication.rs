@@ -1982,3 +1982,52 @@ fn a_replica_may_announce_a_host_name_and_wait_asks_for_acks_only_after_a_pause(
         offset(&mut m) == before + 27 + 37
     });
 }
+
+fn info_num(c: &mut Conn, section: &str, field: &str) -> u64 {
+    c.info_field(section, field).parse().unwrap()
+}
+
+/// INFO's replication traffic: what a master wrote to its replicas (the
+/// dump and the stream) and what a replica read from its master, each
+/// also inside total_net_*_bytes; ordinary clients' traffic is not in it.
+#[test]
+fn replication_traffic_is_counted_apart() {
+    let m = start_kvstore(&[]);
+    let mut cm = Conn::connect(m.port);
+    // Values LZF cannot shrink, so the dump is as big as the stream.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut value = || {
+        (0..125)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("{:08x}", x as u32)
+            })
+            .collect::<String>()
+    };
+    for i in 0..1000 {
+        cm.cmd_str(&["SET", &format!("before:{i}"), &value()]);
+    }
+    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_output_bytes"), 0);
+    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_input_bytes"), 0);
+    let r = start_kvstore(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut cr = Conn::connect(r.port);
+    wait_in_sync(&mut cm, &mut cr);
+    for i in 0..1000 {
+        cm.cmd_str(&["SET", &format!("after:{i}"), &value()]);
+    }
+    wait_in_sync(&mut cm, &mut cr);
+    // The dump (over 1 MB of values) and the stream (1 MB more).
+    let sent = info_num(&mut cm, "stats", "total_net_repl_output_bytes");
+    let received = info_num(&mut cr, "stats", "total_net_repl_input_bytes");
+    assert!(sent > 2_000_000, "master wrote {sent} bytes to its replica");
+    assert!(received > 2_000_000, "replica read {received} bytes");
+    assert!(received <= sent, "read {received}, sent {sent}");
+    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_input_bytes"), 0);
+    assert_eq!(info_num(&mut cr, "stats", "total_net_repl_output_bytes"), 0);
+    assert!(info_num(&mut cm, "stats", "total_net_output_bytes") > sent);
+    assert!(info_num(&mut cr, "stats", "total_net_input_bytes") > received);
+    assert_eq!(cm.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
+    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_output_bytes"), 0);
+}

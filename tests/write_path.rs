@@ -170,6 +170,28 @@ fn monitor_shows_commands_as_redis_formats_them() {
     assert!(lines[3].contains("[2 127.0.0.1:"), "{}", lines[3]);
 }
 
+/// A MONITOR is a replica to Redis: it may not touch the keyspace, and it
+/// sees its own commands, each after its reply.
+#[test]
+fn a_monitor_sees_its_own_commands_and_not_the_keyspace() {
+    let kv = start_kvstore(&[]);
+    let mut mon = Conn::connect(kv.port);
+    assert_eq!(mon.cmd_str(&["MONITOR"]), b"+OK\r\n");
+    assert_eq!(
+        text(&mon.cmd_str(&["GET", "x"])),
+        "-ERR Replica can't interact with the keyspace\r\n"
+    );
+    assert_eq!(
+        text(&mon.cmd_str(&["SET", "a", "b"])),
+        "-ERR Replica can't interact with the keyspace\r\n"
+    );
+    assert_eq!(mon.cmd_str(&["ECHO", "e"]), b"$1\r\ne\r\n");
+    let line = mon.read_line();
+    assert!(line.ends_with(r#"] "ECHO" "e""#), "{line}");
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["EXISTS", "a"]), b":0\r\n");
+}
+
 #[test]
 fn slowlog_records_slow_commands_with_trimmed_arguments() {
     let kv = start_kvstore(&["--slowlog-log-slower-than", "0", "--slowlog-max-len", "4"]);

@@ -208,8 +208,10 @@ fn config_set(c: &mut Ctx, argv: &[&[u8]]) {
             if max < used as u64 {
                 tracing::warn!("WARNING: the new maxmemory value set via CONFIG SET ({max}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.");
             }
-            c.srv.evictor.pending = true;
         }
+        // Without a limit the pass only ends a spell over the old one
+        // (INFO current_eviction_exceeded_time).
+        c.srv.evictor.pending = true;
     }
     // TLS: certificates and settings load again whenever a tls- option is
     // set (Redis's applyTlsCfg), and a new tls-port is listened on; what

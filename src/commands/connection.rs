@@ -138,10 +138,10 @@ pub fn hello(c: &mut Ctx, argv: &[&[u8]]) {
             c.cl.name = if n.is_empty() { None } else { Some(n.to_vec()) };
             j += 2;
         } else {
-            return c.cl.reply.error(&format!(
-                "ERR Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(argv[j])
-            ));
+            let mut err = b"ERR Syntax error in HELLO option '".to_vec();
+            err.extend_from_slice(super::args::c_bytes(argv[j]));
+            err.push(b'\'');
+            return c.cl.reply.error_bytes(&err);
         }
     }
     if !c.cl.authenticated {

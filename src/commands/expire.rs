@@ -244,6 +244,8 @@ pub fn active_expire_cycle(srv: &mut Server) {
         let mut iteration = 0u64;
         loop {
             if srv.dbs[db].expires.is_empty() {
+                // Nothing to expire: no average either (as Redis).
+                srv.dbs[db].avg_ttl = 0;
                 break;
             }
             let now = srv.now_ms;

@@ -472,6 +472,24 @@ const OBJECT_HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
+/// The reference count Redis would show for a value (OBJECT REFCOUNT,
+/// DEBUG OBJECT): it shares the integers 0..9999 (refcount INT_MAX),
+/// except under an LRU or LFU maxmemory policy, where each value needs its
+/// own access time (`sharing` false).
+pub(super) fn refcount(e: &crate::db::Entry, sharing: bool) -> i64 {
+    let shared = sharing && matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
+    if shared {
+        i32::MAX as i64
+    } else {
+        1
+    }
+}
+
+/// Whether Redis would share small integers under this configuration.
+pub(super) fn shares_integers(srv: &crate::state::Server) -> bool {
+    let policy = srv.config.maxmemory_policy;
+    srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu())
+}
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
 pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let sub = subcommand(c);
@@ -482,8 +500,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let now = c.srv.now_ms;
     let lfu = c.srv.config.maxmemory_policy.is_lfu();
     let decay = c.srv.config.lfu_decay_time;
-    let policy = c.srv.config.maxmemory_policy;
-    let sharing = c.srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu());
+    let sharing = shares_integers(c.srv);
     let Some(e) = lookup_notouch(c.srv, db, argv[2]) else {
         return c.cl.reply.null();
     };
@@ -492,14 +509,7 @@ pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
             let name = encoding_name(e);
             c.cl.reply.bulk(name.as_bytes());
         }
-        "refcount" => {
-            // Redis shares the integers 0..9999 (refcount INT_MAX), except
-            // under an LRU or LFU maxmemory policy, where each value needs
-            // its own access time (`sharing`).
-            let shared =
-                sharing && matches!(e.value(), ValueRef::Int(n) if (0..10_000).contains(&n));
-            c.cl.reply.int(if shared { i32::MAX as i64 } else { 1 });
-        }
+        "refcount" => c.cl.reply.int(refcount(e, sharing)),
         "idletime" => {
             if lfu {
                 return c.cl.reply.error("ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");

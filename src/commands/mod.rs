@@ -359,22 +359,48 @@ pub fn lookup_command_by_full_name(name: &[u8]) -> Option<&'static CommandSpec> 
     }
 }
 
-/// Redis's unknown-command error, with up to 128 bytes of arguments.
-fn unknown_command_error(argv: &[&[u8]]) -> String {
-    // Redis prints these with C string formats, which stop at a NUL byte.
-    let mut args = String::new();
+/// "POST" or "Host:" where a command name belongs: an HTTP request sent
+/// to the port (a browser made to post to it, a proxy, a health check).
+fn is_http_header(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Cross-protocol scripting: an HTTP request whose body would be run as
+/// commands. The connection is closed at once, without a reply (nothing
+/// it was owing either), and the event is logged at most once a minute
+/// (Redis's securityWarningCommand).
+fn cross_protocol_attack(client: &mut ClientState) {
+    static LOGGED_AT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(i64::MIN);
+    let now = crate::util::unix_time_ms() / 1000;
+    let last = LOGGED_AT.load(std::sync::atomic::Ordering::Relaxed);
+    if last == i64::MIN || (now - last).abs() > 60 {
+        LOGGED_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis instance. Connection aborted.");
+    }
+    client.close_asap = true;
+}
+
+/// Redis's unknown-command error, with up to 128 bytes of arguments,
+/// byte for byte as the client sent them (cut at a NUL, as Redis's C
+/// string formats cut them).
+fn unknown_command_error(argv: &[&[u8]]) -> Vec<u8> {
+    let mut args: Vec<u8> = Vec::new();
     for a in &argv[1..] {
         if args.len() >= 128 {
             break;
         }
         let room = 128 - args.len();
         let a = c_bytes(a);
-        let s = String::from_utf8_lossy(&a[..a.len().min(room)]);
-        args.push_str(&format!("'{s}' "));
+        args.push(b'\'');
+        args.extend_from_slice(&a[..a.len().min(room)]);
+        args.extend_from_slice(b"' ");
     }
     let name = c_bytes(argv[0]);
-    let name = String::from_utf8_lossy(&name[..name.len().min(128)]);
-    format!("ERR unknown command '{name}', with args beginning with: {args}")
+    let mut out = b"ERR unknown command '".to_vec();
+    out.extend_from_slice(&name[..name.len().min(128)]);
+    out.extend_from_slice(b"', with args beginning with: ");
+    out.extend_from_slice(&args);
+    out
 }
 
 pub fn arity_error(name: &str) -> String {
@@ -517,8 +543,9 @@ fn refusal(
         );
     }
     // A replica only talks replication (REPLCONF ACK, PING), so that it
-    // cannot slip past what is refused to it, such as a pause.
-    if client.kind == crate::state::ClientKind::Replica
+    // cannot slip past what is refused to it, such as a pause; a MONITOR
+    // is one for Redis (CLIENT_SLAVE) and is refused the same.
+    if (client.kind == crate::state::ClientKind::Replica || client.monitor)
         && own_flags & (WRITE | READONLY | MAY_REPLICATE) != 0
     {
         return Some("ERR Replica can't interact with the keyspace".into());
@@ -596,6 +623,9 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
     if argv.is_empty() {
         return;
     }
+    if is_http_header(argv[0]) {
+        return cross_protocol_attack(client);
+    }
     let errors_before = client.reply.errors;
     let reply_mark = client.reply.mark();
     let found = lookup_command(argv[0]);
@@ -626,8 +656,8 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
         flush_own_messages(srv, client);
     }
     match resolved {
-        None => reject(client, &unknown_command_error(argv)),
-        Some((_, Err(e))) => reject(client, &e),
+        None => reject_bytes(client, &unknown_command_error(argv)),
+        Some((_, Err(e))) => reject_bytes(client, &e),
         Some((base, Ok(cmd))) => {
             if let Some(err) = refused {
                 stats_of(srv, cmd).rejected_calls += 1;
@@ -670,7 +700,11 @@ pub fn execute_with(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]], 
 /// A command refused before it ran: its error, and inside MULTI a failed
 /// transaction (Redis's rejectCommand and flagTransaction).
 fn reject(client: &mut ClientState, err: &str) {
-    client.reply.error(err);
+    reject_bytes(client, err.as_bytes());
+}
+
+fn reject_bytes(client: &mut ClientState, err: &[u8]) {
+    client.reply.error_bytes(err);
     if let Some(m) = client.multi.as_mut() {
         m.errored = true;
     }
@@ -1093,7 +1127,9 @@ pub fn replay_aof_command(
             String::from_utf8_lossy(argv[0])
         ));
     };
-    let cmd = base.resolve(argv)?;
+    let cmd = base
+        .resolve(argv)
+        .map_err(|e| String::from_utf8_lossy(&e).into_owned())?;
     let errors_before = client.reply.errors;
     let mark = client.reply.mark();
     if client.multi.is_some() && cmd.name != "exec" {
@@ -1124,6 +1160,13 @@ pub fn detach_client(srv: &mut Server, client: &mut ClientState) {
         tracing::info!("Connection with master lost.");
         srv.master.stream_db = client.db;
         srv.master.link_lost();
+        // An established link is tried again at once, not after the retry
+        // pause (Redis's replicationHandleMasterDisconnection: waiting
+        // risks the master's backlog moving past our offset).
+        if let Some((host, port)) = &srv.master.target {
+            tracing::info!("Reconnecting to MASTER {host}:{port}");
+            srv.master.retry_at = std::time::Instant::now();
+        }
     }
 }
 

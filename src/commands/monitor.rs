@@ -95,7 +95,13 @@ pub fn feed_monitors(srv: &mut Server, client: &ClientState, db: usize, argv: &[
     line.extend_from_slice(b"\r\n");
     for i in 0..srv.monitors.len() {
         let id = srv.monitors[i];
-        if let Some(slot) = srv.client_index(id).filter(|_| id != client.id) {
+        if id == client.id {
+            // A monitor sees its own commands too, after their replies
+            // (it is out of the client table while it runs one).
+            srv.self_pushes.extend_from_slice(&line);
+            continue;
+        }
+        if let Some(slot) = srv.client_index(id) {
             // As any reply: queued, and bound by the monitor's (replica
             // class) output-buffer limit.
             srv.push_output(slot, id, &line);

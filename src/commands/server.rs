@@ -767,8 +767,9 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
                 }
                 _ => String::new(),
             };
+            let refcount = super::keys::refcount(e, super::keys::shares_integers(c.srv));
             let text = format!(
-                "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
+                "Value at:{:p} refcount:{refcount} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{}",
                 e as *const _, encoding, size, e.lru(), idle, extra
             );
             c.cl.reply.simple(&text);

@@ -68,12 +68,15 @@ pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
 /// Whether `key` exists before a string write replaces it (the lookup in
 /// Redis's setKey): expires it if needed, so an expired old value is
 /// counted, propagated as DEL and published as `expired` before the
-/// write's `new`, exactly as Redis does. The lookup is skipped only where
-/// its answer changes nothing: a plain overwrite (no NX/XX) in a database
-/// without TTLs (nothing can be expired) while `new` is not published.
+/// write's `new`, exactly as Redis does; under an LFU policy it counts as
+/// an access, and the new value inherits the raised counter. The lookup is
+/// skipped only where its answer changes nothing: a plain overwrite (no
+/// NX/XX) in a database without TTLs (nothing can be expired) while `new`
+/// is not published and the policy is not LFU.
 fn exists_before_set(c: &mut Ctx, key: &[u8], needed: bool) -> bool {
     let wanted = needed
         || !c.srv.dbs[c.cl.db].expires.is_empty()
+        || crate::db::entry::lfu_policy()
         || c.srv
             .config
             .notify_keyspace_events

@@ -32,7 +32,7 @@ pub struct CommandSpec {
 impl CommandSpec {
     /// The command `argv` runs: for a container with a subcommand argument,
     /// that subcommand; `Err` with Redis's error when it has no such one.
-    pub fn resolve(&'static self, argv: &[&[u8]]) -> Result<&'static CommandSpec, String> {
+    pub fn resolve(&'static self, argv: &[&[u8]]) -> Result<&'static CommandSpec, Vec<u8>> {
         if self.subcommands.is_empty() || argv.len() < 2 {
             return Ok(self);
         }
@@ -44,15 +44,16 @@ impl CommandSpec {
         {
             return Ok(sub);
         }
-        // Redis prints these with C string formats (cut at a NUL byte),
-        // and keeps newlines out of an error line.
-        let printable = |a: &[u8]| c_str(a).replace(['\r', '\n'], " ");
-        let sub = printable(argv[1]);
-        let sub: String = sub.chars().take(128).collect();
-        Err(format!(
-            "ERR unknown subcommand '{sub}'. Try {} HELP.",
-            printable(argv[0]).to_ascii_uppercase()
-        ))
+        // Redis prints these with C string formats (cut at a NUL byte, the
+        // subcommand at 128 bytes), the bytes as they came; the reply
+        // keeps newlines out of the line.
+        let sub = c_bytes(argv[1]);
+        let mut err = b"ERR unknown subcommand '".to_vec();
+        err.extend_from_slice(&sub[..sub.len().min(128)]);
+        err.extend_from_slice(b"'. Try ");
+        err.extend(c_bytes(argv[0]).iter().map(u8::to_ascii_uppercase));
+        err.extend_from_slice(b" HELP.");
+        Err(err)
     }
 }
 

@@ -130,7 +130,7 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
             Ok(cmd) => cmd,
             // Resolved once already, when it was queued.
             Err(e) => {
-                c.cl.reply.error(&e);
+                c.cl.reply.error_bytes(&e);
                 continue;
             }
         };

@@ -44,7 +44,22 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    /// The error text Redis 7.0 sends for this condition.
+    /// The error text Redis 7.0 sends for this condition, as bytes: an
+    /// unexpected byte is echoed as it came (Redis's `%c`).
+    pub fn message_bytes(&self) -> Vec<u8> {
+        match self {
+            ProtocolError::ExpectedDollar(c) => {
+                let mut out = b"ERR Protocol error: expected '$', got '".to_vec();
+                out.push(*c);
+                out.push(b'\'');
+                out
+            }
+            other => other.message().into_bytes(),
+        }
+    }
+
+    /// The error text Redis 7.0 sends for this condition (for logs: a
+    /// byte that is not ASCII shows as a character).
     pub fn message(&self) -> String {
         let what = match self {
             ProtocolError::TooBigInline => "too big inline request".to_string(),

@@ -104,6 +104,25 @@ impl Reply {
         self.shared_len
     }
 
+    /// The memory the shared pieces cost this reply: each piece's bytes
+    /// split evenly among everything holding them (the keyspace, other
+    /// clients' replies, this one again), so a value queued to many
+    /// clients counts once among them all and a value deleted meanwhile
+    /// counts in full. Past the first pieces the rest is estimated from
+    /// them, so the cost of asking stays bounded.
+    pub fn shared_memory(&self) -> usize {
+        const SAMPLED: usize = 128;
+        let (mut share, mut seen) = (0usize, 0usize);
+        for (_, data) in self.shared.iter().take(SAMPLED) {
+            share += data.len() / Arc::strong_count(data);
+            seen += data.len();
+        }
+        if self.shared.len() > SAMPLED && seen > 0 {
+            share = (share as u128 * self.shared_len as u128 / seen as u128) as usize;
+        }
+        share
+    }
+
     /// Forget every reply (all written, or the client is going away).
     pub fn clear(&mut self) {
         self.buf.clear();
@@ -236,10 +255,17 @@ impl Reply {
     /// `WRONGTYPE ...`. Newlines are replaced by spaces, as Redis does, so a
     /// message can never break the protocol.
     pub fn error(&mut self, msg: &str) {
+        self.error_bytes(msg.as_bytes());
+    }
+
+    /// An error whose text holds bytes of the client's arguments as they
+    /// came (Redis prints them with `%s`, whatever their encoding).
+    pub fn error_bytes(&mut self, msg: &[u8]) {
         self.errors += 1;
-        self.error_codes.push(error_code(msg).to_string());
+        self.error_codes
+            .push(error_code(&String::from_utf8_lossy(msg)).to_string());
         self.buf.push(b'-');
-        for &b in msg.as_bytes() {
+        for &b in msg {
             self.buf
                 .push(if b == b'\r' || b == b'\n' { b' ' } else { b });
         }
@@ -365,6 +391,13 @@ impl Reply {
     /// built once for many subscribers).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes already encoded, held by reference until written (a long
+    /// pub/sub message going to many subscribers).
+    pub fn raw_shared(&mut self, bytes: &Arc<Vec<u8>>) {
+        self.shared.push((self.buf.len(), Arc::clone(bytes)));
+        self.shared_len += bytes.len();
     }
 
     /// A push message header (`>n` in RESP3, array in RESP2).

@@ -40,6 +40,12 @@ impl EventLoop {
         srv.stats
             .inst_output
             .sample(srv.stats.total_net_output_bytes, now);
+        srv.stats
+            .inst_repl_input
+            .sample(srv.stats.net_repl_input_bytes, now);
+        srv.stats
+            .inst_repl_output
+            .sample(srv.stats.net_repl_output_bytes, now);
         let used = srv.used_memory();
         if used > srv.peak_memory {
             srv.peak_memory = used;

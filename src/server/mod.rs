@@ -32,7 +32,7 @@ use crate::net::{bind_tcp_listeners, is_loopback_peer, set_keepalive};
 use crate::protocol::ParseLimits;
 use crate::state::acl::DEFAULT_USER;
 use crate::state::replication::ReplicaPhase;
-use crate::state::{ClientState, Server, ShutdownFlags, ShutdownWait};
+use crate::state::{ClientKind, ClientState, Server, ShutdownFlags, ShutdownWait};
 pub use client::{Conn, Link};
 use uring::{Cqe, Op, UringNet};
 
@@ -440,6 +440,7 @@ impl EventLoop {
                 && self.srv.shutdown.is_none()
                 && self.srv.pending_writes.is_empty()
                 && self.srv.unblocked.is_empty()
+                && !self.srv.evictor.pending
                 && self.srv.loading.as_ref().is_none_or(|l| l.waiting())
             {
                 wake.saturating_duration_since(Instant::now())
@@ -604,6 +605,9 @@ impl EventLoop {
             client.st.sent += n;
             self.srv.stats.total_writes_processed += 1;
             self.srv.stats.total_net_output_bytes += n as u64;
+            if client.st.kind == ClientKind::Replica {
+                self.srv.stats.net_repl_output_bytes += n as u64;
+            }
         } else if c.result != -libc::EAGAIN {
             debug!(client = %client.st.addr, "Writing to client: {}", io::Error::from_raw_os_error(-c.result));
             close = true;
@@ -683,9 +687,14 @@ impl EventLoop {
         // With buffered input to run, an `always` fsync goes to the thread
         // and the loop goes on; otherwise it is done here.
         self.srv.aof.inline_fsync = self.pending_reads.is_empty() && self.srv.unblocked.is_empty();
-        // Eviction that hit its time limit goes on, a slice per turn.
-        if self.srv.evictor.pending {
-            self.srv.perform_evictions();
+        // Eviction that hit its time limit goes on, a slice per turn, the
+        // loop not sleeping meanwhile (Redis's evictionTimeProc); it stops
+        // when done, when nothing is left to evict, or when evicting is not
+        // allowed now (the next command tries again).
+        if self.srv.evictor.pending
+            && self.srv.perform_evictions() != crate::state::evict::Eviction::Running
+        {
+            self.srv.evictor.pending = false;
         }
         self.srv.tracking_broadcast();
         // A failover waiting for its replica acts as soon as it can.
@@ -836,6 +845,9 @@ impl EventLoop {
             }
             self.srv.stats.total_reads_processed += 1;
             self.srv.stats.total_net_input_bytes += n as u64;
+            if client.st.kind == ClientKind::Master {
+                self.srv.stats.net_repl_input_bytes += n as u64;
+            }
             turn_bytes += n;
             client.st.last_interaction = Instant::now();
             match self.run_buffered(idx, client) {
@@ -990,7 +1002,7 @@ impl EventLoop {
                             crate::logging::suppressed_note(skipped)
                         );
                     }
-                    client.st.reply.error(&msg);
+                    client.st.reply.error_bytes(&e.message_bytes());
                     self.srv.stats.total_error_replies += 1;
                     self.srv
                         .stats
@@ -1239,6 +1251,7 @@ impl EventLoop {
                 conn => sendfile_bulk(conn.fd(), file, remaining),
             };
             self.srv.stats.total_net_output_bytes += sent;
+            self.srv.stats.net_repl_output_bytes += sent;
             match result {
                 Ok(Bulk::Done) => {}
                 Ok(Bulk::Budget) => {
@@ -2031,6 +2044,7 @@ fn write_stream(
         };
         stats.total_writes_processed += 1;
         stats.total_net_output_bytes += n as u64;
+        stats.net_repl_output_bytes += n as u64;
         stream.sent += n as i64;
     }
 }
@@ -2078,6 +2092,9 @@ fn write_reply(
         };
         stats.total_writes_processed += 1;
         stats.total_net_output_bytes += n as u64;
+        if st.kind == ClientKind::Replica {
+            stats.net_repl_output_bytes += n as u64;
+        }
         st.sent += n;
     }
     Ok(())

@@ -496,10 +496,11 @@ impl ClientState {
     }
 
     /// Memory the pending output takes: the reply buffer as allocated and
-    /// shared values by their length (a replica's place in the shared
-    /// replication buffer costs nothing of its own).
+    /// this client's share of the values it holds by reference (a
+    /// replica's place in the shared replication buffer costs nothing of
+    /// its own).
     pub fn output_memory(&self) -> usize {
-        crate::memory::allocation_size(self.reply.buf.capacity()) + self.reply.shared_len()
+        crate::memory::allocation_size(self.reply.buf.capacity()) + self.reply.shared_memory()
     }
 
     pub fn output_limit_reached(
@@ -682,8 +683,7 @@ impl ClientState {
         let names = |it: &mut dyn Iterator<Item = usize>| it.map(|n| n + PER_NAME).sum::<usize>();
         self.qbuf_len
             + self.qbuf_free
-            + crate::memory::allocation_size(self.reply.buf.capacity())
-            + self.reply.shared_len()
+            + self.output_memory()
             + self.stream_behind()
             + std::mem::size_of::<ClientState>()
             + self.multi.as_ref().map_or(0, |m| m.mem)

@@ -177,9 +177,34 @@ impl Server {
     /// propagated as DEL (UNLINK when lazy) so replicas and the AOF drop it
     /// too.
     pub fn perform_evictions(&mut self) -> Eviction {
-        if self.config.maxmemory == 0 || !self.may_evict() {
+        if self.config.maxmemory != 0 && !self.may_evict() {
+            // Not now: as if nothing were needed, the time over the limit
+            // left as it is (Redis's isSafeToPerformEvictions).
             return Eviction::Ok;
         }
+        let result = self.evict_to_limit();
+        self.count_time_over_limit(result);
+        result
+    }
+
+    /// INFO's total/current_eviction_exceeded_time: a spell over
+    /// `maxmemory` starts when eviction fails or runs out of time, and ends
+    /// once used memory is under the limit again.
+    fn count_time_over_limit(&mut self, result: Eviction) {
+        let stats = &mut self.stats;
+        match (result, stats.eviction_exceeded_since) {
+            (Eviction::Ok, Some(since)) => {
+                stats.eviction_exceeded_us += since.elapsed().as_micros() as u64;
+                stats.eviction_exceeded_since = None;
+            }
+            (Eviction::Running | Eviction::Fail, None) => {
+                stats.eviction_exceeded_since = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+
+    fn evict_to_limit(&mut self) -> Eviction {
         let to_free = self.memory_to_free();
         if to_free == 0 {
             self.evictor.pending = false;

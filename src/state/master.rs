@@ -644,11 +644,12 @@ impl Server {
         self.close_master_client();
         self.master.target = Some((host, port));
         if was_master {
-            // The backlog stays, for a partial resync, but from now on it
+            // A backlog stays, for a partial resync, but from now on it
             // holds the master's stream as received, no longer this
             // server's own feed (else a partial resync would count every
-            // command twice in it and in the offset).
-            self.ensure_backlog();
+            // command twice in it and in the offset). None is made: a
+            // replica gets one with its first synchronisation.
+            self.feed_backlog_by_role();
         }
         self.master.changed = true;
         self.master.state = LinkState::Connect;
@@ -669,7 +670,10 @@ impl Server {
         self.close_master_client();
         self.repl.replid2 = std::mem::replace(&mut self.replid, crate::util::random_hex(40));
         self.repl.second_offset = self.repl.offset + 1;
-        self.ensure_backlog();
+        // A backlog (there is one once synchronised) takes our own writes
+        // from now on; without one, the first replica brings one (as Redis
+        // 7.0: a replica that never synchronised has no history to keep).
+        self.feed_backlog_by_role();
         // As Redis's replicationUnsetMaster: the stream starts with a
         // SELECT, the backlog's time-to-live counts from now, and our
         // replicas reconnect to learn the new id (they continue with PSYNC).
@@ -724,7 +728,13 @@ impl Server {
         if self.repl.backlog.is_none() {
             self.repl.backlog = Some(super::replication::Backlog::new(self.repl.offset));
         }
-        let want_feed = self.master.target.is_none();
+        self.feed_backlog_by_role();
+    }
+
+    /// The feed feeds the backlog on a master that has one, and never on
+    /// a replica (its backlog holds its master's stream as received).
+    fn feed_backlog_by_role(&mut self) {
+        let want_feed = self.master.target.is_none() && self.repl.backlog.is_some();
         if want_feed != self.repl.feeds_backlog {
             if want_feed {
                 self.feed.attach();

@@ -44,12 +44,20 @@ pub struct Stats {
     pub total_commands_processed: u64,
     pub total_net_input_bytes: u64,
     pub total_net_output_bytes: u64,
+    /// The share of the two above that is replication traffic: read from
+    /// this replica's master, written to this master's replicas.
+    pub net_repl_input_bytes: u64,
+    pub net_repl_output_bytes: u64,
     pub rejected_connections: u64,
     pub expired_keys: u64,
     pub expired_stale_perc: f64,
     pub expired_time_cap_reached_count: u64,
     pub expire_cycle_cpu_ms: u64,
     pub evicted_keys: u64,
+    /// Time used memory stayed over `maxmemory` (eviction running or
+    /// failing): the closed spells, in µs, and the start of the current one.
+    pub eviction_exceeded_us: u64,
+    pub eviction_exceeded_since: Option<std::time::Instant>,
     /// Clients disconnected by `maxmemory-clients`.
     pub evicted_clients: u64,
     /// Reply buffers the cron made smaller / bigger.
@@ -79,6 +87,8 @@ pub struct Stats {
     pub inst_ops: InstantMetric,
     pub inst_input: InstantMetric,
     pub inst_output: InstantMetric,
+    pub inst_repl_input: InstantMetric,
+    pub inst_repl_output: InstantMetric,
 }
 
 impl Stats {

@@ -14,6 +14,7 @@
 //! dispatcher appends them after the command's reply.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
@@ -98,11 +99,15 @@ impl PubSub {
     }
 }
 
+/// A message at least this long is held by reference in each subscriber's
+/// output (one copy for all of them) instead of copied into each.
+const SHARE_FROM: usize = 16 * 1024;
+
 /// One message encoded for both protocols, built on first use.
 struct Encoded<'a> {
     parts: &'a [&'a [u8]],
-    resp2: Option<Vec<u8>>,
-    resp3: Option<Vec<u8>>,
+    resp2: Option<Arc<Vec<u8>>>,
+    resp3: Option<Arc<Vec<u8>>>,
 }
 
 impl<'a> Encoded<'a> {
@@ -114,7 +119,7 @@ impl<'a> Encoded<'a> {
         }
     }
 
-    fn bytes(&mut self, resp3: bool) -> &[u8] {
+    fn bytes(&mut self, resp3: bool) -> &Arc<Vec<u8>> {
         let (slot, head) = if resp3 {
             (&mut self.resp3, b'>')
         } else {
@@ -134,7 +139,7 @@ impl<'a> Encoded<'a> {
                 out.extend_from_slice(p);
                 out.extend_from_slice(b"\r\n");
             }
-            out
+            Arc::new(out)
         })
     }
 }
@@ -154,7 +159,12 @@ impl Server {
             }
             _ => return,
         };
-        self.push_output(slot, id, msg.bytes(resp3));
+        let bytes = msg.bytes(resp3);
+        if bytes.len() >= SHARE_FROM {
+            self.push_output_with(slot, id, |r| r.raw_shared(bytes));
+        } else {
+            self.push_output_with(slot, id, |r| r.raw(bytes));
+        }
     }
 
     /// Append bytes already encoded for client `id` at `slot` (a pub/sub
@@ -163,10 +173,20 @@ impl Server {
     /// (Redis's closeClientOnOutputBufferLimitReached), so a receiver that
     /// does not read is cut off instead of growing without bound.
     pub fn push_output(&mut self, slot: usize, id: u64, bytes: &[u8]) {
+        self.push_output_with(slot, id, |r| r.raw(bytes));
+    }
+
+    /// [`push_output`](Self::push_output) with the bytes added by `add`.
+    fn push_output_with(
+        &mut self,
+        slot: usize,
+        id: u64,
+        add: impl FnOnce(&mut crate::protocol::Reply),
+    ) {
         let Some(c) = open_client(&mut self.clients, slot, id) else {
             return;
         };
-        c.reply.raw(bytes);
+        add(&mut c.reply);
         c.queue_write(&mut self.pending_writes);
         self.enforce_output_limit(slot, id);
     }
