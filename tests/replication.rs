@@ -2031,3 +2031,64 @@ fn replication_traffic_is_counted_apart() {
     assert_eq!(cm.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
     assert_eq!(info_num(&mut cm, "stats", "total_net_repl_output_bytes"), 0);
 }
+
+/// A replica that loses an established link to its master tries again at
+/// once (Redis 7.0's replicationHandleMasterDisconnection), not after the
+/// one-second retry pause, and continues with a partial resync.
+#[test]
+fn a_lost_link_is_tried_again_at_once() {
+    let m = start_kvstore(&[]);
+    let mut cm = Conn::connect(m.port);
+    cm.cmd_str(&["SET", "k", "v"]);
+    let r = start_kvstore(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
+    let mut cr = Conn::connect(r.port);
+    wait_in_sync(&mut cm, &mut cr);
+    let partial = info_num(&mut cm, "stats", "sync_partial_ok");
+    let killed = Instant::now();
+    assert_eq!(cr.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]), b":1\r\n");
+    while info_num(&mut cm, "stats", "sync_partial_ok") == partial {
+        assert!(
+            killed.elapsed() < Duration::from_millis(900),
+            "the replica waited before reconnecting"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_in_sync(&mut cm, &mut cr);
+}
+
+/// No backlog before a replica's first synchronisation (a master that was
+/// never reached), nor after promoting such a replica: its writes move no
+/// offset until a replica attaches, which starts a new history (as Redis
+/// 7.0 shows in INFO replication).
+#[test]
+fn no_backlog_before_a_first_synchronisation() {
+    let s = start_kvstore(&[]);
+    let mut c = Conn::connect(s.port);
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    assert_eq!(
+        c.cmd_str(&["REPLICAOF", "127.0.0.1", &port.to_string()]),
+        b"+OK\r\n"
+    );
+    assert_eq!(c.info_field("replication", "repl_backlog_active"), "0");
+    assert_eq!(
+        c.info_field("replication", "repl_backlog_first_byte_offset"),
+        "0"
+    );
+    let old_id = c.info_field("replication", "master_replid");
+    assert_eq!(c.cmd_str(&["REPLICAOF", "NO", "ONE"]), b"+OK\r\n");
+    assert_eq!(c.info_field("replication", "repl_backlog_active"), "0");
+    assert_eq!(c.info_field("replication", "master_replid2"), old_id);
+    c.cmd_str(&["SET", "x", "1"]);
+    assert_eq!(c.info_field("replication", "master_repl_offset"), "0");
+    let promoted_id = c.info_field("replication", "master_replid");
+    let r = start_kvstore(&["--replicaof", "127.0.0.1", &s.port.to_string()]);
+    let mut cr = Conn::connect(r.port);
+    wait_in_sync(&mut c, &mut cr);
+    assert_eq!(c.info_field("replication", "repl_backlog_active"), "1");
+    assert_ne!(c.info_field("replication", "master_replid"), promoted_id);
+    assert_eq!(c.info_field("replication", "second_repl_offset"), "-1");
+    assert_eq!(cr.cmd_str(&["GET", "x"]), b"$1\r\n1\r\n");
+}
