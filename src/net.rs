@@ -330,6 +330,20 @@ pub fn set_nodelay(fd: i32, on: bool) {
     }
 }
 
+/// Shut a connection down in both directions at once, so that the peer
+/// sees it end now; the descriptor stays open until its owner closes it
+/// (a client killed by a command is torn down by the loop at the end of
+/// the turn, but Redis frees it, closing the socket, at once).
+pub fn shutdown(fd: i32) {
+    if fd >= 0 {
+        // SAFETY: shutdown(2) on a socket its caller owns; an fd that is
+        // not a socket gets ENOTSOCK, nothing else.
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
 pub fn set_keepalive(fd: i32, interval: i64) {
     if interval <= 0 {
         return;

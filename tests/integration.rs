@@ -1180,3 +1180,24 @@ fn avg_ttl_goes_back_to_zero_without_volatile_keys() {
         c.info_field("keyspace", "db0") == "keys=2,expires=0,avg_ttl=0"
     });
 }
+
+/// CLIENT KILL ends the killed connection at once, as Redis frees the
+/// client at once: not at the end of the loop's turn, which a transaction
+/// that goes on to sleep would hold back (a replica killing its master link
+/// that way must look gone to the master).
+#[test]
+fn client_kill_ends_the_connection_at_once() {
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut victim = Conn::connect(kv.port);
+    let id = victim.client_id();
+    let mut c = Conn::connect(kv.port);
+    c.cmd_str(&["MULTI"]);
+    c.cmd_str(&["CLIENT", "KILL", "ID", &id]);
+    c.cmd_str(&["DEBUG", "SLEEP", "2"]);
+    let sent = Instant::now();
+    c.send(&[b"EXEC"]);
+    let (_, closed) = victim.read_available(Duration::from_millis(1000));
+    assert!(closed, "the killed connection was still open");
+    assert!(sent.elapsed() < Duration::from_millis(1500));
+    assert_eq!(c.read_reply(), b"*2\r\n:1\r\n+OK\r\n");
+}

@@ -711,6 +711,10 @@ fn client_kill(c: &mut Ctx, argv: &[&[u8]]) {
     for (idx, other) in c.srv.clients.iter().enumerate() {
         if let Some(other) = other {
             if matches(other) {
+                // The peer sees the connection end now, as Redis frees a
+                // killed client at once (a master link killed inside a
+                // transaction that then sleeps is gone for the master).
+                crate::net::shutdown(other.fd);
                 c.srv.to_close.push((idx, other.id));
                 killed += 1;
             }

@@ -89,8 +89,10 @@ pub fn memory_overhead(srv: &mut Server, caller: Option<&ClientState>) -> Memory
     let mut clients_normal = 0;
     for c in srv.clients.iter().flatten().map(|c| &**c).chain(caller) {
         match c.kind {
-            crate::state::ClientKind::Replica => clients_slaves += c.memory() - c.stream_behind(),
-            _ => clients_normal += c.memory(),
+            crate::state::ClientKind::Replica => {
+                clients_slaves += c.memory_held() - c.stream_behind()
+            }
+            _ => clients_normal += c.memory_held(),
         }
     }
     let aof_buffer = srv.aof.buf.capacity();

@@ -104,14 +104,15 @@ impl Reply {
         self.shared_len
     }
 
-    /// The memory the shared pieces cost this reply: each piece's bytes
-    /// split evenly among everything holding them (the keyspace, other
-    /// clients' replies, this one again), so a value queued to many
-    /// clients counts once among them all and a value deleted meanwhile
-    /// counts in full. Past the first pieces the rest is estimated from
-    /// them, so the cost of asking stays bounded.
+    /// The memory the shared pieces cost this reply: the list of pieces,
+    /// and each piece's bytes split evenly among everything holding them
+    /// (the keyspace, other clients' replies, this one again), so a value
+    /// queued to many clients counts once among them all and a value
+    /// deleted meanwhile counts in full. Past the first pieces the rest is
+    /// estimated from them, so the cost of asking stays bounded.
     pub fn shared_memory(&self) -> usize {
         const SAMPLED: usize = 128;
+        let list = self.shared.capacity() * std::mem::size_of::<(usize, Arc<Vec<u8>>)>();
         let (mut share, mut seen) = (0usize, 0usize);
         for (_, data) in self.shared.iter().take(SAMPLED) {
             share += data.len() / Arc::strong_count(data);
@@ -120,7 +121,7 @@ impl Reply {
         if self.shared.len() > SAMPLED && seen > 0 {
             share = (share as u128 * self.shared_len as u128 / seen as u128) as usize;
         }
-        share
+        list + share
     }
 
     /// Forget every reply (all written, or the client is going away).

@@ -673,17 +673,32 @@ impl ClientState {
         )
     }
 
-    /// Bytes this client holds: its state, query buffer, pending output, a
-    /// queued transaction, and what its subscriptions and watched keys
-    /// cost (CLIENT LIST `tot-mem`, INFO `mem_clients_*`, and what client
-    /// eviction weighs, as Redis's getClientMemoryUsage).
+    /// Bytes this client holds as Redis counts them: its state, query
+    /// buffer, pending output, a queued transaction, and what its
+    /// subscriptions and watched keys cost (CLIENT LIST `tot-mem` and what
+    /// client eviction weighs, as Redis's getClientMemoryUsage). A value
+    /// queued by reference counts in full, as the copy Redis would hold:
+    /// the client holds it for as long as it does not read, whatever
+    /// becomes of the key, and a client that never reads must be found.
     pub fn memory(&self) -> usize {
+        self.memory_besides_output()
+            + crate::memory::allocation_size(self.reply.buf.capacity())
+            + self.reply.shared_len()
+    }
+
+    /// [`memory`](Self::memory) with values queued by reference at this
+    /// client's share of them: what its buffers add to used memory (INFO
+    /// `mem_clients_*`, whose sum is inside `used_memory`).
+    pub fn memory_held(&self) -> usize {
+        self.memory_besides_output() + self.output_memory()
+    }
+
+    fn memory_besides_output(&self) -> usize {
         /// Bookkeeping per subscription or watched key, beside its name.
         const PER_NAME: usize = 16;
         let names = |it: &mut dyn Iterator<Item = usize>| it.map(|n| n + PER_NAME).sum::<usize>();
         self.qbuf_len
             + self.qbuf_free
-            + self.output_memory()
             + self.stream_behind()
             + std::mem::size_of::<ClientState>()
             + self.multi.as_ref().map_or(0, |m| m.mem)
