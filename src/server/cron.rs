@@ -31,21 +31,16 @@ impl EventLoop {
         srv.update_time();
         srv.update_hz();
         let now = Instant::now();
-        srv.stats
-            .inst_ops
-            .sample(srv.stats.total_commands_processed, now);
-        srv.stats
-            .inst_input
-            .sample(srv.stats.total_net_input_bytes, now);
-        srv.stats
-            .inst_output
-            .sample(srv.stats.total_net_output_bytes, now);
-        srv.stats
-            .inst_repl_input
-            .sample(srv.stats.net_repl_input_bytes, now);
-        srv.stats
-            .inst_repl_output
-            .sample(srv.stats.net_repl_output_bytes, now);
+        let s = &mut srv.stats;
+        for (metric, count) in [
+            (&mut s.inst_ops, s.total_commands_processed),
+            (&mut s.inst_input, s.total_net_input_bytes),
+            (&mut s.inst_output, s.total_net_output_bytes),
+            (&mut s.inst_repl_input, s.net_repl_input_bytes),
+            (&mut s.inst_repl_output, s.net_repl_output_bytes),
+        ] {
+            metric.sample(count, now);
+        }
         let used = srv.used_memory();
         if used > srv.peak_memory {
             srv.peak_memory = used;
