@@ -490,6 +490,7 @@ pub(super) fn shares_integers(srv: &crate::state::Server) -> bool {
     let policy = srv.config.maxmemory_policy;
     srv.config.maxmemory == 0 || !(policy.is_lru() || policy.is_lfu())
 }
+
 /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` and `OBJECT HELP`.
 pub fn object(c: &mut Ctx, argv: &[&[u8]]) {
     let sub = subcommand(c);

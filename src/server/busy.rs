@@ -229,7 +229,10 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
             commands::execute(srv, &mut st, &refs);
             srv.serving_busy = false;
         }
-        if st.close_after_reply || (st.repl.is_none() && st.output_held() >= output_limit) {
+        if st.close_after_reply
+            || st.close_asap
+            || (st.repl.is_none() && st.output_held() >= output_limit)
+        {
             break;
         }
     }
