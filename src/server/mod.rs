@@ -690,11 +690,9 @@ impl EventLoop {
         // Eviction that hit its time limit goes on, a slice per turn, the
         // loop not sleeping meanwhile (Redis's evictionTimeProc); it stops
         // when done, when nothing is left to evict, or when evicting is not
-        // allowed now (the next command tries again).
-        if self.srv.evictor.pending
-            && self.srv.perform_evictions() != crate::state::evict::Eviction::Running
-        {
-            self.srv.evictor.pending = false;
+        // allowed now (`perform_evictions` keeps `pending`).
+        if self.srv.evictor.pending {
+            self.srv.perform_evictions();
         }
         self.srv.tracking_broadcast();
         // A failover waiting for its replica acts as soon as it can.

@@ -510,16 +510,13 @@ impl EventLoop {
 
     /// Bytes of the dump (after the `$` line) or of the line itself.
     fn receive_payload(&mut self, _h: &mut Handshake, bytes: &[u8]) -> Result<(), String> {
-        if self.srv.master.transfer.is_none() {
+        let Some(t) = self.srv.master.transfer.as_mut() else {
             return Ok(());
-        }
+        };
         // Replication traffic, as Redis counts it: the payload's header
         // line, the payload, and the stream that came with its last bytes.
         self.srv.stats.net_repl_input_bytes += bytes.len() as u64;
         self.srv.stats.total_net_input_bytes += bytes.len() as u64;
-        let Some(t) = self.srv.master.transfer.as_mut() else {
-            return Ok(());
-        };
         t.receive(bytes)
     }
 

@@ -179,11 +179,16 @@ impl Server {
     pub fn perform_evictions(&mut self) -> Eviction {
         if self.config.maxmemory != 0 && !self.may_evict() {
             // Not now: as if nothing were needed, the time over the limit
-            // left as it is (Redis's isSafeToPerformEvictions).
+            // left as it is (Redis's isSafeToPerformEvictions); the next
+            // command tries again.
+            self.evictor.pending = false;
             return Eviction::Ok;
         }
         let result = self.evict_to_limit();
         self.count_time_over_limit(result);
+        // Out of time with more to free: the loop goes on without sleeping
+        // (Redis's eviction time event).
+        self.evictor.pending = result == Eviction::Running;
         result
     }
 
@@ -207,7 +212,6 @@ impl Server {
     fn evict_to_limit(&mut self) -> Eviction {
         let to_free = self.memory_to_free();
         if to_free == 0 {
-            self.evictor.pending = false;
             return Eviction::Ok;
         }
         let policy = self.config.maxmemory_policy;
@@ -220,7 +224,6 @@ impl Server {
         let lazy = self.config.lazyfree_lazy_eviction;
         let (mut freed, mut evicted) = (0usize, 0u32);
         let mut result = Eviction::Ok;
-        self.evictor.pending = false;
         while freed < to_free {
             let Some((db, key)) = self.pick_victim(policy) else {
                 result = Eviction::Fail;
@@ -245,7 +248,6 @@ impl Server {
                     break;
                 }
                 if started.elapsed().as_micros() as u64 > limit {
-                    self.evictor.pending = true;
                     result = Eviction::Running;
                     break;
                 }
