@@ -59,13 +59,17 @@ pub struct AllocatorStats {
     pub mapped: usize,
 }
 
+/// The keyspace's bucket arrays, mapped outside jemalloc, count in every
+/// figure (allocated, active, resident, mapped) as jemalloc's own large
+/// allocations would, so that active is never below allocated.
 pub fn allocator_stats() -> AllocatorStats {
     let _ = epoch::advance();
+    let buckets = crate::db::table::mapped_bucket_bytes();
     AllocatorStats {
-        allocated: stats::allocated::read().unwrap_or(0) + crate::db::table::mapped_bucket_bytes(),
-        active: stats::active::read().unwrap_or(0),
-        resident: stats::resident::read().unwrap_or(0),
-        mapped: stats::mapped::read().unwrap_or(0),
+        allocated: stats::allocated::read().unwrap_or(0) + buckets,
+        active: stats::active::read().unwrap_or(0) + buckets,
+        resident: stats::resident::read().unwrap_or(0) + buckets,
+        mapped: stats::mapped::read().unwrap_or(0) + buckets,
     }
 }
 

@@ -473,3 +473,59 @@ fn client_types_transactions_ids_and_roles_show_as_redis_shows_them() {
     };
     assert_eq!(got, client_views(redis.port));
 }
+
+/// DEBUG CLIENT-EVICTION's buckets: a client holding a 1 MB argument is
+/// in the 1-2 MB bucket with what it holds, a CLIENT NO-EVICT one in none.
+fn client_eviction_buckets(port: u16) {
+    const ARG: usize = 1 << 20;
+    let mut ctl = Conn::connect(port);
+    assert_eq!(
+        ctl.cmd_str(&["DEBUG", "CLIENT-EVICTION"]),
+        b"-ERR maxmemory-clients is disabled.\r\n"
+    );
+    assert_eq!(ctl.cmd_str(&["CLIENT", "NO-EVICT", "ON"]), b"+OK\r\n");
+    assert_eq!(
+        ctl.cmd_str(&["CONFIG", "SET", "maxmemory-clients", "1gb"]),
+        b"+OK\r\n"
+    );
+    let mut big = Conn::connect(port);
+    assert_eq!(big.cmd_str(&["CLIENT", "SETNAME", "big"]), b"+OK\r\n");
+    let mut partial = format!("*2\r\n${ARG}\r\n").into_bytes();
+    partial.extend(std::iter::repeat_n(b'v', ARG));
+    big.send_raw(&partial);
+    let bucket = |ctl: &mut Conn, start: usize| -> (u64, u64) {
+        let raw = ctl.cmd_str(&["DEBUG", "CLIENT-EVICTION"]);
+        let body = text(bulk_payload(&raw).unwrap_or_else(|| panic!("{}", text(&raw))));
+        let head = format!("bucket {start:10} - ");
+        let line = body
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no bucket {start} in {body}"));
+        let num = |tag: &str| -> u64 {
+            let rest = &line[line.find(tag).unwrap() + tag.len()..];
+            rest.trim_start()
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        (num("tot-mem:"), num("clients:"))
+    };
+    common::wait_for("the big client in the 1-2 MB bucket", 5, || {
+        bucket(&mut ctl, 1 << 20).1 == 1
+    });
+    let (mem, _) = bucket(&mut ctl, 1 << 20);
+    assert!(mem >= ARG as u64, "the bucket holds {mem}");
+    assert_eq!(bucket(&mut ctl, 1 << 21), (0, 0));
+}
+
+#[test]
+fn debug_client_eviction_shows_clients_by_size() {
+    let kv = debug_server();
+    client_eviction_buckets(kv.port);
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
+        return;
+    };
+    client_eviction_buckets(redis.port);
+}

@@ -324,3 +324,23 @@ fn info_memory_counts_functions() {
         eval + functions
     );
 }
+
+/// jemalloc's active pages are never fewer than its allocated bytes, nor
+/// its resident fewer than its active: with a keyspace whose bucket array
+/// is mapped outside the allocator, the three must still be in order (a
+/// negative allocator_frag_bytes was reported once).
+#[test]
+fn allocator_figures_stay_in_order_with_a_large_keyspace() {
+    let kv = start_kvstore(&["--enable-debug-command", "yes"]);
+    let mut c = Conn::connect(kv.port);
+    assert_eq!(c.cmd_str(&["DEBUG", "POPULATE", "200000"]), b"+OK\r\n");
+    let allocated = info_num(&mut c, "memory", "allocator_allocated");
+    let active = info_num(&mut c, "memory", "allocator_active");
+    let resident = info_num(&mut c, "memory", "allocator_resident");
+    assert!(
+        active >= allocated,
+        "active {active} < allocated {allocated}"
+    );
+    assert!(resident >= active, "resident {resident} < active {active}");
+    assert!(info_num(&mut c, "memory", "allocator_frag_bytes") >= 0);
+}

@@ -196,84 +196,165 @@ pub fn lastsave(c: &mut Ctx, _argv: &[&[u8]]) {
 
 const DEBUG_HELP: &[&str] = &[
     "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "OBJECT <key>",
-    "    Show low level info about the key and associated value.",
-    "LOADAOF",
-    "    Flush the AOF buffers on disk and reload the AOF in memory.",
-    "RELOAD",
-    "    Save the RDB on disk and reload it back to memory.",
-    "PROTOCOL <type>",
-    "    Reply with a test value of the specified type. <type> can be: string,",
-    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
-    "    true, false.",
-    "SEGFAULT",
-    "    Crash the server with sigsegv.",
-    "LOG <message>",
-    "    Write <message> to the server log.",
     "AOF-FLUSH-SLEEP <microsec>",
     "    Server will sleep before flushing the AOF, this is used for testing.",
     "AOF-FSYNC-SLEEP <microsec>",
     "    The AOF fsync thread will sleep before each fsync (a slow disk), this is",
     "    used for testing.",
-    "SET-ACTIVE-EXPIRE <0|1>",
-    "    Setting it to 0 disables expiring keys in background when they are not",
-    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
-    "    default.",
-    "PANIC",
-    "    Crash the server simulating a panic.",
-    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
-    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
-    "SET-DISABLE-DENY-SCRIPTS <0|1>",
-    "    Let scripts run commands they may not run (a test hook).",
-    "QUICKLIST-PACKED-THRESHOLD <size>",
-    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
-    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
-    "SLEEP <seconds>",
-    "    Stop the server for <seconds>. Decimals allowed.",
+    "ASSERT",
+    "    Crash by assertion failed.",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
     "DIGEST",
     "    Output a hex signature representing the current DB content.",
     "DIGEST-VALUE <key> [<key> ...]",
     "    Output a hex signature of the values of all the specified keys.",
-    "CHANGE-REPL-ID",
-    "    Change the replication IDs of the instance.",
-    "    Dangerous: should be used only for testing the replication subsystem.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LEAK <string>",
+    "    Create a memory leak of the input string.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
     "HTSTATS <dbid>",
     "    Return hash table statistics of the specified Redis database.",
     "HTSTATS-KEY <key>",
     "    Like HTSTATS but for the hash table stored at <key>'s value.",
-    "PAUSE-CRON <0|1>",
-    "    Stop periodic cron job processing.",
-    "POPULATE <count> [<prefix>] [<size>]",
-    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
-    "    it is used instead of the 'key' prefix. These are not propagated to",
-    "    replicas. Cluster slots are not respected so keys not belonging to the",
-    "    current node can be created in cluster mode.",
-    "LISTPACK <key>",
-    "    Show low level info about the listpack encoding of <key>.",
-    "QUICKLIST <key> [<0|1>]",
-    "    Show low level info about the quicklist encoding of <key>.",
-    "    The optional argument (0 by default) sets the level of detail",
-    "CONFIG-REWRITE-FORCE-ALL",
-    "    Like CONFIG REWRITE but writes all configuration options, including",
-    "    keywords not listed in original configuration file or default values.",
-    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
-    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
-    "    In case NEVER is provided the last observed peak will never be reset",
-    "    In case RESET is provided the peak reset time will be restored to the default value",
-    "REPLYBUFFER RESIZING <0|1>",
-    "    Enable or disable the reply buffer resize cron job",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
     "REPLICATE <string>",
     "    Replicates the provided string to replicas, allowing data divergence.",
     "MALLCTL <key> [<val>]",
     "    Get or set a malloc tuning integer.",
     "MALLCTL-STR <key> [<val>]",
     "    Get or set a malloc tuning string.",
-    "ERROR <string>",
-    "    Return a Redis protocol error with <string> as message. Useful for clients",
-    "    unit tests to simulate Redis errors.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
+    "OOM",
+    "    Crash the server simulating an out-of-memory error.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an exception and kill the server.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "    Examples:",
+    "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
+    "      the database.",
+    "    * DEBUG RELOAD NOSAVE: replace the current database with the contents of an",
+    "      existing RDB file.",
+    "    * DEBUG RELOAD NOSAVE NOFLUSH MERGE: add the contents of an existing RDB",
+    "      file to the database.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "SET-DISABLE-DENY-SCRIPTS <0|1>",
+    "    Let scripts run commands they may not run (a test hook).",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "STRINGMATCH-TEST",
+    "    Run a fuzz tester against the stringmatchlen() function.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "    The optional argument (0 by default) sets the level of detail",
+    "CLIENT-EVICTION",
+    "    Show low level client eviction pools info (maxmemory-clients).",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "    In case NEVER is provided the last observed peak will never be reset",
+    "    In case RESET is provided the peak reset time will be restored to the default value",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
     "HELP",
     "    Prints this help.",
 ];
+
+/// Redis's stringmatchlen_fuzz_test: ten million random patterns and
+/// strings of up to 31 bytes of ASCII through the glob matcher, which must
+/// neither crash nor take forever on any of them.
+fn stringmatch_fuzz(rng: &mut crate::util::Rng) -> usize {
+    let mut matches = 0;
+    let (mut pat, mut text) = ([0u8; 32], [0u8; 32]);
+    for _ in 0..10_000_000 {
+        let r = rng.next_u64();
+        let (tlen, plen) = ((r % 32) as usize, ((r >> 8) % 32) as usize);
+        for b in pat[..plen].iter_mut().chain(text[..tlen].iter_mut()) {
+            *b = (rng.next_u64() % 128) as u8;
+        }
+        matches += usize::from(crate::util::glob_match(&pat[..plen], &text[..tlen], false));
+    }
+    matches
+}
+
+/// `DEBUG CLIENT-EVICTION`: the memory of the clients that may be evicted
+/// (normal and pub/sub ones, not CLIENT NO-EVICT), in Redis's buckets by
+/// size: below 32 KiB, then one per power of two up to 4 GiB and above.
+fn debug_client_eviction(c: &mut Ctx) {
+    const MIN_LOG: u32 = 15;
+    const MAX_LOG: u32 = 33;
+    const BUCKETS: usize = (1 + MAX_LOG - MIN_LOG) as usize;
+    if c.srv.config.maxmemory_clients == 0 {
+        return c.cl.reply.error("ERR maxmemory-clients is disabled.");
+    }
+    let mut buckets = [(0usize, 0usize); BUCKETS];
+    let others = c.srv.clients.iter().flatten().map(|o| &**o);
+    for o in others.chain(std::iter::once(&*c.cl)) {
+        if o.kind != crate::state::ClientKind::Normal || o.no_evict {
+            continue;
+        }
+        let mem = o.memory();
+        let bits = usize::BITS - mem.leading_zeros();
+        let idx = (bits.clamp(MIN_LOG, MAX_LOG) - MIN_LOG) as usize;
+        buckets[idx].0 += mem;
+        buckets[idx].1 += 1;
+    }
+    let mut text = String::new();
+    for (j, (sum, clients)) in buckets.iter().enumerate() {
+        if j == 0 {
+            text.push_str("bucket          0");
+        } else {
+            text.push_str(&format!("bucket {:10}", 1usize << (j as u32 - 1 + MIN_LOG)));
+        }
+        if j == BUCKETS - 1 {
+            text.push_str("+            : ");
+        } else {
+            text.push_str(&format!(" - {:10}: ", (1usize << (j as u32 + MIN_LOG)) - 1));
+        }
+        text.push_str(&format!("tot-mem: {sum:10}, clients: {clients}\n"));
+    }
+    c.cl.reply.verbatim(text.as_bytes());
+}
 
 /// `DEBUG POPULATE count [prefix] [size]` — create `prefix:N` = `value:N`
 /// (zero-padded or cut to `size` bytes) for N below `count`, skipping keys
@@ -450,7 +531,7 @@ fn debug_replybuffer(c: &mut Ctx, argv: &[&[u8]]) {
     c.cl.reply.ok();
 }
 
-/// `DEBUG SLEEP|LOG|AOF-FLUSH-SLEEP|AOF-FSYNC-SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
+/// `DEBUG SLEEP|LOG|LEAK|ASSERT|OOM|STRINGMATCH-TEST|CLIENT-EVICTION|DROP-CLUSTER-PACKET-FILTER|CLUSTERLINK|AOF-FLUSH-SLEEP|AOF-FSYNC-SLEEP|SET-ACTIVE-EXPIRE|SET-DISABLE-DENY-SCRIPTS|PROTOCOL|OBJECT|RELOAD|LOADAOF|PANIC|`
 /// `DIGEST|DIGEST-VALUE|CHANGE-REPL-ID|POPULATE|PAUSE-CRON|LISTPACK|QUICKLIST|QUICKLIST-PACKED-THRESHOLD|HTSTATS|HTSTATS-KEY|HELP`
 pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
     // DEBUG is one command in Redis, not a container: it parses its own
@@ -487,6 +568,13 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         ("error", 3),
         ("mallctl", -3),
         ("mallctl-str", -3),
+        ("assert", -2),
+        ("oom", -2),
+        ("leak", 3),
+        ("drop-cluster-packet-filter", 3),
+        ("stringmatch-test", 2),
+        ("client-eviction", 2),
+        ("clusterlink", 5),
     ];
     let argc = argv.len() as i32;
     let found = SUBS.iter().find(|(name, arity)| {
@@ -728,6 +816,43 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         // Redis's DEBUG PANIC: crash as a bug would (the crash report, when
         // `crash-log-enabled`, and the exit).
         "panic" => panic!("DEBUG PANIC called at Unix time {}", c.srv.now_ms / 1000),
+        "assert" => {
+            tracing::warn!("=== ASSERTION FAILED ===");
+            panic!("DEBUG ASSERT: '1 == 2' is not true");
+        }
+        "oom" => {
+            // An allocation no machine can give: the server dies as any
+            // failed allocation makes it die (Redis's zmalloc OOM handler).
+            let size = usize::MAX / 2;
+            let mut v: Vec<u8> = Vec::new();
+            if v.try_reserve_exact(size).is_err() {
+                tracing::warn!("Out Of Memory allocating {size} bytes!");
+                std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1]>());
+            }
+            c.cl.reply.ok();
+        }
+        "leak" => {
+            // A test aid for leak detectors: the copy is never freed.
+            std::mem::forget(argv[2].to_vec());
+            c.cl.reply.ok();
+        }
+        "drop-cluster-packet-filter" => match parse_i64(argv[2]) {
+            // There is no cluster bus here, so no packet to drop: the
+            // argument is checked as Redis checks it.
+            Some(_) => c.cl.reply.ok(),
+            None => c.cl.reply.error(super::ERR_NOT_INT),
+        },
+        "clusterlink" if eq_ic(argv[2], "kill") => {
+            c.cl.reply
+                .error("ERR Debug option only available for cluster mode enabled setup!")
+        }
+        "clusterlink" => subcommand_syntax_error(c, argv, "DEBUG"),
+        "stringmatch-test" => {
+            stringmatch_fuzz(&mut c.srv.rng.fork());
+            c.cl.reply
+                .simple("Apparently Redis did not crash: test passed");
+        }
+        "client-eviction" => debug_client_eviction(c),
         "listpack" | "quicklist" => debug_print_encoding(c, sub, argv),
         "quicklist-packed-threshold" => {
             let size = std::str::from_utf8(argv[2])
