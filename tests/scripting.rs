@@ -815,3 +815,90 @@ fn function_stats_is_refused_while_an_eval_script_runs() {
         runner.read_reply();
     }
 }
+
+/// A FUNCTION DUMP-shaped payload: the records, RDB version 10, the CRC.
+fn function_payload(records: &[u8]) -> Vec<u8> {
+    let mut p = records.to_vec();
+    p.extend_from_slice(&[10, 0]);
+    let crc = kvstore::persistence::crc64::crc64(0, &p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+/// A string in RDB form (a length below 16 KiB).
+fn rdb_str(s: &[u8]) -> Vec<u8> {
+    let n = s.len();
+    let mut v = if n < 64 {
+        vec![n as u8]
+    } else {
+        vec![0x40 | (n >> 8) as u8, n as u8]
+    };
+    v.extend_from_slice(s);
+    v
+}
+
+/// Functions where Redis reads them in its own way: only the array part
+/// of a flags table, no debugger API, a library twice in one RESTORE
+/// payload, a payload string running into the footer, a library in the
+/// release candidates' record.
+fn function_edges(port: u16) -> Vec<Vec<u8>> {
+    let mut c = Conn::connect(port);
+    let mut out = Vec::new();
+    for code in [
+        "#!lua name=f1\nredis.register_function{function_name='f1', callback=function() return 1 end, flags={no_writes=true}}",
+        "#!lua name=f2\nredis.register_function{function_name='f2', callback=function() return 2 end, flags={'no-writes', foo='x'}}",
+        "#!lua name=f3\nredis.register_function{function_name='f3', callback=function() return 3 end, flags={[2]='no-writes'}}",
+        "#!lua name=f4\nredis.register_function{function_name='f4', callback=function() return 4 end, flags={'no-writes', 5}}",
+        "#!lua name=dbg\nredis.register_function('bp', function() return redis.breakpoint() end)\nredis.register_function('dbgf', function() return redis.debug('x') end)",
+    ] {
+        out.push(c.cmd_str(&["FUNCTION", "LOAD", code]));
+    }
+    // f2 reads no-writes from index 1: a write is refused.
+    out.push(c.cmd_str(&["FCALL", "f2", "0"]));
+    for name in ["bp", "dbgf"] {
+        let reply = c.cmd_str(&["FCALL", name, "0"]);
+        // The error's line number is the function's place in the code.
+        out.push(reply.split(|&b| b == b':').next().unwrap().to_vec());
+    }
+    let lib = b"#!lua name=v\nredis.register_function('vf', function() return 1 end)";
+    let mut twice = vec![0xf5];
+    twice.extend(rdb_str(lib));
+    twice.push(0xf5);
+    twice.extend(rdb_str(lib));
+    out.push(c.cmd(&[b"FUNCTION", b"RESTORE", &function_payload(&twice)]));
+    out.push(c.cmd(&[b"FUNCTION", b"RESTORE", &function_payload(&[0xf5])]));
+    out.push(c.cmd(&[b"FUNCTION", b"RESTORE", &function_payload(b"\xf5\x05ab")]));
+    let mut pre_ga = vec![0xf6];
+    pre_ga.extend(rdb_str(b"old"));
+    pre_ga.extend(rdb_str(b"LUA"));
+    pre_ga.push(1);
+    pre_ga.extend(rdb_str(b"a description"));
+    pre_ga.extend(rdb_str(
+        b"redis.register_function('oldf', function() return 'old' end)",
+    ));
+    out.push(c.cmd(&[b"FUNCTION", b"RESTORE", &function_payload(&pre_ga)]));
+    out.push(c.cmd_str(&["FCALL", "oldf", "0"]));
+    out.push(c.cmd(&[b"FUNCTION", b"RESTORE", &function_payload(b"\xf6\x01x")]));
+    out
+}
+
+#[test]
+fn functions_read_flags_payloads_and_old_records_as_redis() {
+    let kv = start_kvstore(&[]);
+    let ours = function_edges(kv.port);
+    let show = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect::<Vec<_>>()
+    };
+    let ours = show(&ours);
+    assert_eq!(ours[0], "$2\r\nf1\r\n");
+    assert_eq!(ours[1], "$2\r\nf2\r\n");
+    assert_eq!(ours[6], "-ERR user_function");
+    assert_eq!(ours[8], "-ERR Library 'v' already exists\r\n");
+    assert_eq!(ours[12], "$3\r\nold\r\n");
+    let Some(redis) = common::start_redis(&[]) else {
+        return;
+    };
+    assert_eq!(ours, show(&function_edges(redis.port)));
+}

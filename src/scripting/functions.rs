@@ -19,7 +19,7 @@ use mlua_sys as ffi;
 
 use super::{
     missing_global, push_error_table, readonly_newindex, run_setup, to_bytes, to_string_lossy,
-    CallStyle, Engine, Host, RunOptions, ScriptFlags, PROTECTED,
+    CallStyle, Engine, Host, RunOptions, ScriptFlags, PROTECTED, REAL_GLOBALS,
 };
 use crate::protocol::reply::Reply;
 
@@ -98,6 +98,20 @@ impl Functions {
         let l = engine.lua();
         // SAFETY: the engine's fresh state, set up here once.
         let (globals, meta, load_globals, run_globals) = unsafe {
+            // The debugger's entry points are EVAL's alone (Redis sets
+            // them up for the eval engine only).
+            // The globals hold a read-only view of `redis`; the protected
+            // table maps it to the table itself.
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, PROTECTED.as_ptr());
+            ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, REAL_GLOBALS.as_ptr());
+            ffi::lua_getfield(l, -1, c"redis".as_ptr());
+            ffi::lua_rawget(l, -3);
+            for name in [c"breakpoint", c"debug"] {
+                ffi::lua_pushstring(l, name.as_ptr());
+                ffi::lua_pushnil(l);
+                ffi::lua_rawset(l, -3);
+            }
+            ffi::lua_pop(l, 3);
             ffi::lua_pushcfunction(l, readonly_newindex);
             ffi::lua_pushcfunction(l, missing_global);
             ffi::lua_pushcfunction(l, register_function);
@@ -354,14 +368,7 @@ impl Functions {
         // Each library must load on its own and with the others restored.
         let mut trial = Functions::new();
         for code in codes {
-            trial.load(code, false).map_err(|e| {
-                if e.starts_with("ERR Library '") {
-                    // Redis's libraryJoin words a duplicate without quotes.
-                    e.replace('\'', "")
-                } else {
-                    e
-                }
-            })?;
+            trial.load(code, false)?;
         }
         match policy {
             RestorePolicy::Flush => {
@@ -490,11 +497,18 @@ unsafe fn raise(l: *mut lua_State, msg: &str) -> ! {
     ffi::lua_error(l)
 }
 
-/// The flags named in a `flags` table (every value a flag name).
+/// The flags named in a `flags` table (its array part, each a flag name).
 unsafe fn read_flags(l: *mut lua_State) -> Option<ScriptFlags> {
+    // As Redis's luaRegisterFunctionReadFlags: the array part only, from
+    // index 1 to the first nil; other keys are not looked at.
     let mut flags = ScriptFlags::default();
-    ffi::lua_pushnil(l);
-    while ffi::lua_next(l, -2) != 0 {
+    for j in 1.. {
+        ffi::lua_pushnumber(l, j as ffi::lua_Number);
+        ffi::lua_gettable(l, -2);
+        if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+            ffi::lua_pop(l, 1);
+            break;
+        }
         let name = if ffi::lua_isstring(l, -1) != 0 {
             to_string_lossy(l, -1).to_ascii_lowercase()
         } else {
@@ -507,10 +521,7 @@ unsafe fn read_flags(l: *mut lua_State) -> Option<ScriptFlags> {
             "allow-stale" => flags.allow_stale = true,
             "no-cluster" => flags.no_cluster = true,
             "allow-cross-slot-keys" => flags.allow_cross_slot = true,
-            _ => {
-                ffi::lua_pop(l, 1);
-                return None;
-            }
+            _ => return None,
         }
     }
     Some(flags)

@@ -142,7 +142,7 @@ thread_local! {
 /// Proxy → the table it guards.
 pub(crate) const PROTECTED: &CStr = c"__kvstore_protected";
 /// The real globals table (KEYS and ARGV are set there).
-const REAL_GLOBALS: &CStr = c"__kvstore_globals";
+pub(crate) const REAL_GLOBALS: &CStr = c"__kvstore_globals";
 const ERR_HANDLER: &CStr = c"__redis__err__handler";
 
 /// The Lua interpreter and the scripts it has compiled.

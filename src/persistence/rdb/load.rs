@@ -748,23 +748,59 @@ fn is_empty_collection(v: &Value) -> bool {
 }
 
 /// The libraries in a FUNCTION DUMP payload (FUNCTION RESTORE), or
-/// Redis's error.
+/// Redis's error. As Redis's functionRestoreCommand, records are read
+/// while more than the footer remains, from a reader over the whole
+/// payload (so a string whose length runs into the footer takes its bytes,
+/// and the library made of them is refused for what it holds).
 pub fn parse_functions_payload(data: &[u8], skip_crc: bool) -> Result<Vec<Vec<u8>>, String> {
-    let mut r = payload_reader(data, skip_crc)?;
+    payload_reader(data, skip_crc)?;
+    let mut r = Reader {
+        data,
+        pos: 0,
+        complete: true,
+        short: false,
+    };
     let mut codes = Vec::new();
-    while r.pos < r.data.len() {
+    while data.len() - r.pos > 10 {
         let t = r
             .u8("type")
             .map_err(|_| "ERR can not read data type".to_string())?;
-        if t != OP_FUNCTION2 {
+        if t != OP_FUNCTION2 && t != OP_FUNCTION_PRE_GA {
             return Err("ERR given type is not a function".into());
         }
-        let code = r
-            .string()
-            .map_err(|_| "ERR failed loading the given functions payload".to_string())?;
-        codes.push(code.into_owned());
+        codes.push(read_function_record(&mut r, t).map_err(|e| format!("ERR {e}"))?);
     }
     Ok(codes)
+}
+
+/// A library's code from a FUNCTION2 record, or from the record of Redis
+/// 7.0's release candidates (name, engine, an optional description and
+/// the body, made into the code with its shebang line as Redis's
+/// rdbFunctionLoad does); Redis's error when the record is cut short.
+fn read_function_record(r: &mut Reader<'_>, t: u8) -> Result<Vec<u8>, &'static str> {
+    if t == OP_FUNCTION2 {
+        return r
+            .string()
+            .map(|c| c.into_owned())
+            .map_err(|_| "Failed loading library payload");
+    }
+    let name = r.string().map_err(|_| "Failed loading library name")?;
+    let engine = r.string().map_err(|_| "Failed loading engine name")?;
+    let has_desc = r
+        .len()
+        .map_err(|_| "Failed loading library description indicator")?;
+    if has_desc != 0 {
+        r.string()
+            .map_err(|_| "Failed loading library description")?;
+    }
+    let blob = r.string().map_err(|_| "Failed loading library blob")?;
+    let mut code = b"#!".to_vec();
+    code.extend_from_slice(&engine);
+    code.extend_from_slice(b" name=");
+    code.extend_from_slice(&name);
+    code.push(b'\n');
+    code.extend_from_slice(&blob);
+    Ok(code)
 }
 
 /// What one record was.
@@ -990,12 +1026,12 @@ fn load_record(
         OP_FREQ => {
             st.freq = Some(r.u8("frequency")?);
         }
-        OP_FUNCTION2 => {
-            let code = r.string()?;
-            st.stats.functions.push(code.into_owned());
+        OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
+            let code = read_function_record(r, op).or_else(|e| r.fail(e))?;
+            st.stats.functions.push(code);
         }
-        OP_MODULE_AUX | OP_FUNCTION_PRE_GA => {
-            return r.fail("module data and pre-7.0 function records are not supported");
+        OP_MODULE_AUX => {
+            return r.fail("module data is not supported");
         }
         t => {
             let key = r.string()?;
