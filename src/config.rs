@@ -2965,11 +2965,20 @@ impl Config {
             if args.is_empty() {
                 continue;
             }
-            let name = String::from_utf8_lossy(&args[0]).to_string();
-            let values: Vec<String> = args[1..]
+            // Values are text here: a byte sequence that is not UTF-8 (a
+            // file name, say) is refused rather than read as another name.
+            let Ok(words) = args
                 .iter()
-                .map(|a| String::from_utf8_lossy(a).to_string())
-                .collect();
+                .map(|a| String::from_utf8(a.clone()))
+                .collect::<Result<Vec<String>, _>>()
+            else {
+                return Err(format!(
+                    "Invalid argument at line {}: {line}\nAn argument is not valid UTF-8",
+                    lineno + 1
+                ));
+            };
+            let name = words[0].clone();
+            let values: Vec<String> = words[1..].to_vec();
             // `rename-command <command> <new name>` may repeat; the command
             // table applies the renames at startup (an empty name disables).
             if name.eq_ignore_ascii_case("rename-command") {

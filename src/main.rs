@@ -11,7 +11,14 @@ use tracing::{error, info, warn};
 fn main() -> ExitCode {
     // First, while there is one thread: room for long process titles.
     process::make_title_room();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Ok(args) = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect::<Result<Vec<String>, _>>()
+    else {
+        eprintln!("*** FATAL CONFIG FILE ERROR ***\nAn argument is not valid UTF-8");
+        return ExitCode::FAILURE;
+    };
     match args.first().map(String::as_str) {
         Some("-v") | Some("--version") => {
             println!(
@@ -69,7 +76,8 @@ fn main() -> ExitCode {
     kvstore::logging::install_fatal_signal_handlers();
     kvstore::logging::CRASH_LOG_ENABLED.store(config.crash_log_enabled, Ordering::Relaxed);
     kvstore::logging::USE_EXIT_ON_PANIC.store(config.use_exit_on_panic, Ordering::Relaxed);
-    process::remember_exec_name(&std::env::args().next().unwrap_or_default());
+    let exec_name = std::env::args_os().next().unwrap_or_default();
+    process::remember_exec_name(&exec_name.to_string_lossy());
     // Before anything listens, as Redis (upstart stops the process here).
     let supervised = process::start_supervision(config.supervised);
     let mut config = config;

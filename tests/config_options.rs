@@ -1422,3 +1422,41 @@ fn a_failed_config_set_puts_the_working_directory_back() {
     assert_eq!(c.cmd_str(&["CONFIG", "SET", "dir", dir]), b"+OK\r\n");
     assert_eq!(cwd(), std::fs::canonicalize(other.path()).unwrap());
 }
+
+/// A file name that is not UTF-8, on the command line or escaped in the
+/// configuration file, stops the start with a clear error: never a panic,
+/// never a different name (which would be a fresh, empty AOF).
+#[test]
+fn a_name_that_is_not_utf8_stops_the_start_cleanly() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kvstore"))
+            .args(["--port", &common::free_port().to_string(), "--dir"])
+            .arg(dir.path())
+            .arg("--appendfilename")
+            .arg(std::ffi::OsStr::from_bytes(b"ab\xe9.aof"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        Duration::from_secs(10),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not valid UTF-8"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let conf = dir.path().join("kvstore.conf");
+    std::fs::write(&conf, "appendfilename \"ab\\xe9.aof\"\n").unwrap();
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kvstore"))
+            .arg(&conf)
+            .args(["--port", &common::free_port().to_string(), "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+        Duration::from_secs(10),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not valid UTF-8"), "{err}");
+    assert!(!dir.path().join("appendonlydir").exists());
+}

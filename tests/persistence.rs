@@ -936,3 +936,31 @@ fn debug_reload_takes_redis_s_options() {
         b"-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.\r\n"
     );
 }
+
+/// BGSAVE SCHEDULE schedules only behind another kind of child: while a
+/// snapshot is being written it is refused as a plain BGSAVE is.
+fn schedule_while_saving(port: u16) -> Vec<Vec<u8>> {
+    let mut c = Conn::connect(port);
+    c.cmd_str(&["DEBUG", "POPULATE", "100"]);
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "100000"]);
+    let mut out = vec![c.cmd_str(&["BGSAVE"])];
+    out.push(c.cmd_str(&["BGSAVE", "SCHEDULE"]));
+    out.push(c.cmd_str(&["BGSAVE"]));
+    c.cmd_str(&["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    out
+}
+
+#[test]
+fn bgsave_schedule_is_refused_while_a_snapshot_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = start_kvstore_in(dir, &["--enable-debug-command", "yes"]);
+    let ours = schedule_while_saving(kv.port);
+    assert_eq!(
+        ours[1],
+        b"-ERR Background save already in progress\r\n".to_vec()
+    );
+    let Some(redis) = start_redis(&["--enable-debug-command", "yes"]) else {
+        return;
+    };
+    assert_eq!(ours, schedule_while_saving(redis.port));
+}

@@ -131,11 +131,9 @@ pub fn bgsave(c: &mut Ctx, argv: &[&[u8]]) {
         2 if eq_ic(argv[1], "schedule") => true,
         _ => return c.cl.reply.error(ERR_SYNTAX),
     };
+    // A snapshot child already writing refuses even SCHEDULE (Redis
+    // schedules only behind another kind of child).
     if c.srv.snapshot.child.is_some() {
-        if schedule {
-            c.srv.snapshot.scheduled = true;
-            return c.cl.reply.simple("Background saving scheduled");
-        }
         return c.cl.reply.error("ERR Background save already in progress");
     }
     // One child at a time, as Redis: an AOF rewrite holds the fork, and

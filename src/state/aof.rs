@@ -283,6 +283,29 @@ fn write_error_text(e: &std::io::Error) -> String {
     crate::config::os_error_text(e)
 }
 
+/// Take the last `partial` bytes, half a buffer a failed write left,
+/// back off the end of the AOF; false (logged as Redis logs it) when the
+/// file cannot be cut.
+fn remove_short_write(file: &std::fs::File, partial: usize) -> bool {
+    let cut = file.metadata().and_then(|m| {
+        let keep = m
+            .len()
+            .checked_sub(partial as u64)
+            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        file.set_len(keep)
+    });
+    match cut {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(
+                "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
+                crate::config::os_error_text(&e)
+            );
+            false
+        }
+    }
+}
+
 fn aof_dir(srv: &Server) -> PathBuf {
     srv.config.dir.join(&srv.config.appenddirname)
 }
@@ -504,6 +527,24 @@ impl Server {
         };
         self.latency_end(write_event, timer);
         self.latency_end("aof-write", timer);
+        if result.is_err() && written > 0 {
+            // Half a command must not stay at the end of the file: it is
+            // cut off and the whole buffer tried again later (Redis's
+            // ftruncate after a short write). Kept and counted only if
+            // the file cannot be cut.
+            warn!(
+                "Short write while writing to the AOF file: (nwritten={written}, expected={})",
+                self.aof.buf.len()
+            );
+            if self
+                .aof
+                .file
+                .as_ref()
+                .is_some_and(|f| remove_short_write(f, written))
+            {
+                written = 0;
+            }
+        }
         self.aof.buf.drain(..written);
         self.aof.current_size += written as u64;
         self.aof.written += written as u64;
@@ -589,7 +630,27 @@ impl Server {
     }
 
     /// Account a finished io_uring batch.
-    fn apply_uring_completion(&mut self, c: super::aof_uring::Completion) {
+    fn apply_uring_completion(&mut self, mut c: super::aof_uring::Completion) {
+        if c.error.is_some() && c.written > 0 {
+            // As in `flush_aof`: a short write is cut off the file and the
+            // whole batch tried again, or, when the file cannot be cut,
+            // counted and only the rest tried again.
+            warn!(
+                "Short write while writing to the AOF file: (nwritten={}, expected={})",
+                c.written,
+                c.rest.len()
+            );
+            let cut = self
+                .aof
+                .file
+                .as_ref()
+                .is_some_and(|f| remove_short_write(f, c.written));
+            if cut {
+                c.written = 0;
+            } else {
+                c.rest.drain(..c.written);
+            }
+        }
         self.aof.written += c.written as u64;
         self.aof.current_size += c.written as u64;
         if c.synced {

@@ -40,14 +40,16 @@ struct Batch {
 /// What a finished batch did.
 #[derive(Debug)]
 pub struct Completion {
-    /// Bytes written (the whole batch unless `error`).
+    /// Bytes written (the whole batch unless `error`; then the part of it
+    /// that reached the file).
     pub written: usize,
     /// The AOF offset at the end of the batch.
     pub end: u64,
     /// The fdatasync linked to the write completed.
     pub synced: bool,
     pub error: Option<io::Error>,
-    /// After an error: the bytes not written, to be tried again.
+    /// After an error: the whole batch, of which `written` bytes reached
+    /// the file.
     pub rest: Vec<u8>,
 }
 
@@ -245,11 +247,12 @@ impl Uring {
     }
 
     /// End the batch with `error` (nothing of it is in the kernel any
-    /// more): what it wrote, and the rest to try again.
+    /// more): how much of it reached the file, and the whole batch, for
+    /// the caller to take that part back off the file and try it all
+    /// again (or to count it, when the file cannot be cut).
     fn fail(&mut self, error: io::Error) -> Option<Completion> {
-        let mut b = self.batch.take()?;
+        let b = self.batch.take()?;
         let unwritten = (b.buf.len() - b.done) as u64;
-        b.buf.drain(..b.done);
         Some(Completion {
             written: b.done,
             end: b.end - unwritten,
