@@ -1432,3 +1432,32 @@ fn a_short_write_is_cut_off_the_end_of_the_aof() {
         format!(":{}\r\n", refused - 1).as_bytes()
     );
 }
+
+/// A first AOF made at start counts for nothing in INFO until a rewrite
+/// or a restart, as Redis counts only what it loaded: sizes 0, then the
+/// writes alone.
+fn fresh_aof_sizes(port: u16) -> Vec<String> {
+    let mut c = Conn::connect(port);
+    let sizes = |c: &mut Conn| {
+        format!(
+            "{}/{}",
+            c.info_field("persistence", "aof_current_size"),
+            c.info_field("persistence", "aof_base_size")
+        )
+    };
+    let mut out = vec![sizes(&mut c)];
+    c.cmd_str(&["SET", "x", "y"]);
+    out.push(sizes(&mut c));
+    out
+}
+
+#[test]
+fn a_first_aof_made_at_start_counts_from_zero() {
+    let kv = start_kvstore_in(tempfile::tempdir().unwrap(), &["--appendonly", "yes"]);
+    let ours = fresh_aof_sizes(kv.port);
+    assert_eq!(ours, ["0/0", "50/0"]);
+    let Some(redis) = start_redis(&["--appendonly", "yes"]) else {
+        return;
+    };
+    assert_eq!(ours, fresh_aof_sizes(redis.port));
+}

@@ -682,10 +682,20 @@ fn config_set_during_loading_refuses_what_would_change_the_load() {
             "50",
             "--loading-process-events-interval-bytes",
             "1024",
+            "--logfile",
+            "loading.log",
         ],
     );
     let mut c = Conn::connect(loading.port);
     assert_eq!(c.info_field("persistence", "loading"), "1");
+    // Ready only once the dataset is in, as Redis logs it.
+    let log = loading.dir.path().join("loading.log");
+    let ready = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("Ready to accept connections")
+    };
+    assert!(!ready(), "ready logged while loading");
     assert_eq!(
         c.cmd_str(&["CONFIG", "SET", "dir", "/tmp"]),
         b"-LOADING Redis is loading the dataset in memory\r\n"
@@ -714,6 +724,7 @@ fn config_set_during_loading_refuses_what_would_change_the_load() {
     common::wait_for("the dump to load", 30, || {
         c.info_field("persistence", "loading") == "0"
     });
+    common::wait_for("the ready line", 5, ready);
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":20000\r\n");
     assert_eq!(
         c.cmd_str(&["CONFIG", "SET", "appendonly", "yes"]),

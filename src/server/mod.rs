@@ -335,7 +335,6 @@ impl EventLoop {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = Instant::now();
         self.srv.startup_memory = self.srv.used_memory();
-        info!("Ready to accept connections");
         loop {
             let now = Instant::now();
             if now >= next_cron {
@@ -1603,10 +1602,12 @@ impl EventLoop {
         true
     }
 
-    /// The dataset is loaded and the listeners are open: tell systemd
-    /// (Redis sends these right before its event loop starts).
+    /// The dataset is loaded and the listeners are open: say so in the log
+    /// and to systemd (Redis does right before its event loop starts).
     fn announce_ready(&mut self) {
         self.ready_announced = true;
+        // After the dataset, as Redis logs it (tools wait for this line).
+        info!("Ready to accept connections");
         if self.srv.master.target.is_none() {
             crate::process::notify_systemd("STATUS=Ready to accept connections\n");
         } else {

@@ -927,7 +927,8 @@ impl Server {
     pub fn open_aof_on_start(&mut self) -> Result<(), String> {
         let dir = create_aof_dir(self)?;
         let name = self.config.appendfilename.clone();
-        if self.aof.manifest.base.is_none() && self.aof.manifest.incrs.is_empty() {
+        let fresh = self.aof.manifest.base.is_none() && self.aof.manifest.incrs.is_empty();
+        if fresh {
             let seq = self.aof.manifest.base_seq + 1;
             let preamble = self.config.aof_use_rdb_preamble;
             let base = format::base_name(&name, seq, preamble);
@@ -990,14 +991,23 @@ impl Server {
             .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
         self.aof.file = Some(file);
         self.choose_aof_engine();
-        self.aof.current_size = files_size(&dir, &self.aof.manifest);
-        // As Redis at start: the base alone.
-        self.aof.base_size = self
-            .aof
-            .manifest
-            .base
-            .as_ref()
-            .map_or(0, |b| file_size(&dir.join(&b.name)));
+        if fresh {
+            // As Redis: the sizes are those of what was loaded, so a base
+            // made here (no AOF existed) counts for nothing until a
+            // rewrite or a restart (INFO aof_current_size and
+            // aof_base_size start at 0).
+            self.aof.current_size = 0;
+            self.aof.base_size = 0;
+        } else {
+            self.aof.current_size = files_size(&dir, &self.aof.manifest);
+            // As Redis at start: the base alone.
+            self.aof.base_size = self
+                .aof
+                .manifest
+                .base
+                .as_ref()
+                .map_or(0, |b| file_size(&dir.join(&b.name)));
+        }
         self.aof.status = AofStatus::On;
         self.aof.cursor = FeedCursor::default();
         self.feed.attach();
