@@ -398,6 +398,26 @@ impl Rng {
 /// Random bytes from the kernel (seeds, run ids).
 /// Hint that the cache line at `p` will be read soon (a batch of lookups
 /// starts its cache misses together instead of one after another).
+/// Byte-slice equality without a call to `memcmp` for keys of up to 16
+/// bytes (most keys): two overlapping word loads per side. Longer slices
+/// go to the library compare.
+#[inline(always)]
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap());
+    let half = |s: &[u8], at: usize| u32::from_ne_bytes(s[at..at + 4].try_into().unwrap());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => (half(a, 0) ^ half(b, 0)) | (half(a, n - 4) ^ half(b, n - 4)) == 0,
+        8..=16 => (word(a, 0) ^ word(b, 0)) | (word(a, n - 8) ^ word(b, n - 8)) == 0,
+        _ => a == b,
+    }
+}
+
 #[inline(always)]
 pub fn prefetch_read(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -849,6 +869,27 @@ mod tests {
         // Nesting within the limit still matches.
         let pattern = b"*?".repeat(500);
         assert!(glob_match(&pattern, &key, false));
+    }
+
+    #[test]
+    fn bytes_eq_matches_slice_equality() {
+        let mut rng = Rng::new(7);
+        for _ in 0..100_000 {
+            let r = rng.next_u64();
+            let (la, lb) = ((r % 24) as usize, ((r >> 8) % 24) as usize);
+            let lb = if r & (1 << 20) != 0 { la } else { lb };
+            let mut a: Vec<u8> = (0..la).map(|_| (rng.next_u64() % 3) as u8).collect();
+            let b: Vec<u8> = if r & (1 << 21) != 0 {
+                a.clone()
+            } else {
+                (0..lb).map(|_| (rng.next_u64() % 3) as u8).collect()
+            };
+            assert_eq!(bytes_eq(&a, &b), a == b, "{a:?} {b:?}");
+            if let Some(x) = a.last_mut() {
+                *x ^= 1;
+                assert_eq!(bytes_eq(&a, &b), a == b, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

@@ -371,7 +371,7 @@ impl Table {
                         if next.is_null() {
                             break;
                         }
-                        if (*(link as *const Entry)).key() == key {
+                        if crate::util::bytes_eq((*(link as *const Entry)).key(), key) {
                             return Some((bucket, link));
                         }
                         link = next as *mut Link; // `next` is at offset 0
