@@ -2092,3 +2092,46 @@ fn no_backlog_before_a_first_synchronisation() {
     assert_eq!(c.info_field("replication", "second_repl_offset"), "-1");
     assert_eq!(cr.cmd_str(&["GET", "x"]), b"$1\r\n1\r\n");
 }
+
+/// A client that asks for a full sync without `capa eof` (redis-py's
+/// psync(), an old replica) cannot take a diskless transfer: it gets a
+/// snapshot to disk at once, not the diskless delay and its keepalive
+/// newlines (Redis's syncCommand, case 3). One with `capa eof` waits.
+fn first_lines_of_a_full_sync(port: u16, capa_eof: bool) -> (String, Duration) {
+    let mut c = Conn::connect(port);
+    if capa_eof {
+        assert_eq!(
+            c.cmd_str(&["REPLCONF", "capa", "eof", "capa", "psync2"]),
+            b"+OK\r\n"
+        );
+    }
+    let started = Instant::now();
+    c.send_raw(b"PSYNC ? -1\r\n");
+    let line = c.read_line();
+    (line, started.elapsed())
+}
+
+#[test]
+fn a_full_sync_without_capa_eof_starts_at_once() {
+    let args = [
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "3",
+    ];
+    let kv = start_kvstore(&args);
+    let (line, took) = first_lines_of_a_full_sync(kv.port, false);
+    assert!(line.starts_with("+FULLRESYNC "), "{line:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let kv = start_kvstore(&args);
+    let (line, took) = first_lines_of_a_full_sync(kv.port, true);
+    // The keepalive newlines of the wait come first.
+    assert_eq!(line, "");
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+    let Some(redis) = common::start_redis(&args) else {
+        return;
+    };
+    let (line, took) = first_lines_of_a_full_sync(redis.port, false);
+    assert!(line.starts_with("+FULLRESYNC "), "{line:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}

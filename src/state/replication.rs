@@ -685,8 +685,16 @@ impl Server {
         // A diskless sync may wait a little for more replicas to share it,
         // unless `repl-diskless-sync-max-replicas` of them already wait
         // (this one is out of the slab, so not among the links).
+        // Only a replica that takes a diskless transfer waits: one without
+        // `capa eof` (a plain SYNC or PSYNC, an older replica) gets a
+        // snapshot to disk at once (Redis's syncCommand, case 3).
+        let eof = client
+            .repl
+            .as_ref()
+            .is_some_and(|l| l.capa_eof && !self.wants_rdma(l.capa_rdma));
         let waiting = 1 + self.replicas_waiting_for_snapshot();
         let delayed = self.config.repl_diskless_sync
+            && eof
             && self.config.repl_diskless_sync_delay > 0
             && !self.enough_replicas_waiting(waiting);
         if self.snapshot.child.is_none() && self.aof.rewrite.is_none() && !delayed {
