@@ -179,10 +179,13 @@ pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
 /// the order they arrived (each may be refused, or held again by a newer
 /// pause), and let their clients go on with their input.
 pub fn resume_postponed(srv: &mut Server) {
-    if srv.postponed.is_empty() || srv.clients_paused().is_some() {
+    if srv.clients_paused().is_some() {
         return;
     }
     srv.client_pause = None;
+    if srv.postponed.is_empty() {
+        return;
+    }
     for id in std::mem::take(&mut srv.postponed) {
         rerun_postponed(srv, id);
     }
@@ -427,27 +430,19 @@ pub fn client_unblock(c: &mut Ctx, argv: &[&[u8]]) {
     let Some(mut target) = c.srv.clients.get_mut(slot).and_then(|t| t.take()) else {
         return c.cl.reply.int(0);
     };
-    // A client waiting in SHUTDOWN waits for the shutdown, not a timeout.
-    if target.blocked.as_ref().is_some_and(|b| b.shutdown) {
+    // A client waiting in SHUTDOWN waits for the shutdown, not a timeout;
+    // one held by CLIENT PAUSE has no timeout either: its command runs
+    // once the pause ends (an error now would be a second reply to it;
+    // Redis 7.0 crashes here).
+    if target
+        .blocked
+        .as_ref()
+        .is_some_and(|b| b.shutdown || b.postponed)
+    {
         c.srv.clients[slot] = Some(target);
         return c.cl.reply.int(0);
     }
     let was_blocked = target.blocked.is_some();
-    if target.blocked.as_ref().is_some_and(|b| b.postponed) {
-        // As Redis: an ERROR unblock replies the error; the command itself
-        // then starts over, which while the pause lasts means it is held
-        // again, behind the others.
-        if error {
-            target
-                .reply
-                .error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
-            c.srv.unblocked.push((slot, id));
-        }
-        c.srv.postponed.retain(|&p| p != id);
-        c.srv.postponed.push(id);
-        c.srv.clients[slot] = Some(target);
-        return c.cl.reply.int(1);
-    }
     if was_blocked {
         if error {
             target

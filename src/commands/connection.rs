@@ -348,7 +348,10 @@ fn client_pause(c: &mut Ctx, argv: &[&[u8]]) {
     } else {
         0
     };
-    let pause = match c.srv.client_pause {
+    // A pause whose end has passed is over (its mode with it), whether or
+    // not anything was held by it.
+    let now = c.srv.now_ms;
+    let pause = match c.srv.client_pause.filter(|p| p.end_ms >= now) {
         Some(p) => crate::state::ClientPause {
             all: p.all || all,
             end_ms: p.end_ms.max(end_ms),
