@@ -284,9 +284,9 @@ fn write_error_text(e: &std::io::Error) -> String {
 }
 
 /// Take the last `partial` bytes, half a buffer a failed write left,
-/// back off the end of the AOF; false (logged as Redis logs it) when the
-/// file cannot be cut.
-fn remove_short_write(file: &std::fs::File, partial: usize) -> bool {
+/// back off the end of the AOF; false (logged as Redis logs it, when
+/// `log`) when the file cannot be cut.
+fn remove_short_write(file: &std::fs::File, partial: usize, log: bool) -> bool {
     let cut = file.metadata().and_then(|m| {
         let keep = m
             .len()
@@ -297,6 +297,9 @@ fn remove_short_write(file: &std::fs::File, partial: usize) -> bool {
     match cut {
         Ok(()) => true,
         Err(e) => {
+            if !log {
+                return false;
+            }
             warn!(
                 "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
                 crate::config::os_error_text(&e)
@@ -532,15 +535,18 @@ impl Server {
             // cut off and the whole buffer tried again later (Redis's
             // ftruncate after a short write). Kept and counted only if
             // the file cannot be cut.
-            warn!(
-                "Short write while writing to the AOF file: (nwritten={written}, expected={})",
-                self.aof.buf.len()
-            );
+            // Logged once per failure (retries come every cron tick).
+            if self.aof.last_write_ok {
+                warn!(
+                    "Short write while writing to the AOF file: (nwritten={written}, expected={})",
+                    self.aof.buf.len()
+                );
+            }
             if self
                 .aof
                 .file
                 .as_ref()
-                .is_some_and(|f| remove_short_write(f, written))
+                .is_some_and(|f| remove_short_write(f, written, self.aof.last_write_ok))
             {
                 written = 0;
             }
@@ -635,16 +641,18 @@ impl Server {
             // As in `flush_aof`: a short write is cut off the file and the
             // whole batch tried again, or, when the file cannot be cut,
             // counted and only the rest tried again.
-            warn!(
-                "Short write while writing to the AOF file: (nwritten={}, expected={})",
-                c.written,
-                c.rest.len()
-            );
+            if self.aof.last_write_ok {
+                warn!(
+                    "Short write while writing to the AOF file: (nwritten={}, expected={})",
+                    c.written,
+                    c.rest.len()
+                );
+            }
             let cut = self
                 .aof
                 .file
                 .as_ref()
-                .is_some_and(|f| remove_short_write(f, c.written));
+                .is_some_and(|f| remove_short_write(f, c.written, self.aof.last_write_ok));
             if cut {
                 c.written = 0;
             } else {
