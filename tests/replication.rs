@@ -654,6 +654,11 @@ fn min_replicas_stale_data_and_blocked_clients_follow_redis() {
         b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n"
     );
     waiter.expect_closed();
+    // The error is counted as an error reply, as Redis counts it.
+    assert_eq!(
+        admin.info_field("errorstats", "errorstat_UNBLOCKED"),
+        "count=1"
+    );
     assert_eq!(
         admin.cmd_str(&["REPLICAOF", "127.0.0.1", &nowhere]),
         b"+OK Already connected to specified master\r\n"

@@ -565,6 +565,9 @@ pub fn disconnect_blocked(srv: &mut Server) {
         client.reply.error(
             "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
         );
+        // Counted as an error reply (errorstats) and a failed call, as
+        // any other unblock with an error.
+        account_unserved(srv, &mut client, true);
         unblock(srv, &mut client);
         client.close_after_reply = true;
         srv.unblocked.push((slot, id));
