@@ -1428,35 +1428,36 @@ fn a_failed_config_set_puts_the_working_directory_back() {
 /// never a different name (which would be a fresh, empty AOF).
 #[test]
 fn a_name_that_is_not_utf8_stops_the_start_cleanly() {
+    use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let dir = tempfile::tempdir().unwrap();
-    let out = common::output_within(
-        Command::new(env!("CARGO_BIN_EXE_kvstore"))
-            .args(["--port", &common::free_port().to_string(), "--dir"])
-            .arg(dir.path())
-            .arg("--appendfilename")
-            .arg(std::ffi::OsStr::from_bytes(b"ab\xe9.aof"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-        Duration::from_secs(10),
+    // The server started with `first` before its port and directory and
+    // `last` after them must fail with the UTF-8 error, without a panic.
+    let refused = |first: &[&OsStr], last: &[&OsStr]| {
+        let out = common::output_within(
+            Command::new(env!("CARGO_BIN_EXE_kvstore"))
+                .args(first)
+                .args(["--port", &common::free_port().to_string(), "--dir"])
+                .arg(dir.path())
+                .args(last)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped()),
+            Duration::from_secs(10),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("not valid UTF-8"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    refused(
+        &[],
+        &[
+            OsStr::new("--appendfilename"),
+            OsStr::from_bytes(b"ab\xe9.aof"),
+        ],
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("not valid UTF-8"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
     let conf = dir.path().join("kvstore.conf");
     std::fs::write(&conf, "appendfilename \"ab\\xe9.aof\"\n").unwrap();
-    let out = common::output_within(
-        Command::new(env!("CARGO_BIN_EXE_kvstore"))
-            .arg(&conf)
-            .args(["--port", &common::free_port().to_string(), "--dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-        Duration::from_secs(10),
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("not valid UTF-8"), "{err}");
+    refused(&[conf.as_os_str()], &[]);
     assert!(!dir.path().join("appendonlydir").exists());
 }
