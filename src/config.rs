@@ -2967,7 +2967,7 @@ impl Config {
             }
             // Values are text here: a byte sequence that is not UTF-8 (a
             // file name, say) is refused rather than read as another name.
-            let Ok(words) = args
+            let Ok(mut values) = args
                 .iter()
                 .map(|a| String::from_utf8(a.clone()))
                 .collect::<Result<Vec<String>, _>>()
@@ -2977,8 +2977,7 @@ impl Config {
                     lineno + 1
                 ));
             };
-            let name = words[0].clone();
-            let values: Vec<String> = words[1..].to_vec();
+            let name = values.remove(0);
             // `rename-command <command> <new name>` may repeat; the command
             // table applies the renames at startup (an empty name disables).
             if name.eq_ignore_ascii_case("rename-command") {

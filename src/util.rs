@@ -395,9 +395,6 @@ impl Rng {
     }
 }
 
-/// Random bytes from the kernel (seeds, run ids).
-/// Hint that the cache line at `p` will be read soon (a batch of lookups
-/// starts its cache misses together instead of one after another).
 /// Byte-slice equality without a call to `memcmp` for keys of up to 16
 /// bytes (most keys): two overlapping word loads per side. Longer slices
 /// go to the library compare.
@@ -418,6 +415,8 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// Hint that the cache line at `p` will be read soon (a batch of lookups
+/// starts its cache misses together instead of one after another).
 #[inline(always)]
 pub fn prefetch_read(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -431,6 +430,7 @@ pub fn prefetch_read(p: *const u8) {
     let _ = p;
 }
 
+/// Random bytes from the kernel (seeds, run ids).
 pub fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
     // SAFETY: getrandom writes at most buf.len() bytes into buf.

@@ -179,13 +179,10 @@ pub fn postpone(srv: &mut Server, client: &mut ClientState, argv: &[&[u8]]) {
 /// the order they arrived (each may be refused, or held again by a newer
 /// pause), and let their clients go on with their input.
 pub fn resume_postponed(srv: &mut Server) {
-    if srv.clients_paused().is_some() {
+    if srv.postponed.is_empty() || srv.clients_paused().is_some() {
         return;
     }
     srv.client_pause = None;
-    if srv.postponed.is_empty() {
-        return;
-    }
     for id in std::mem::take(&mut srv.postponed) {
         rerun_postponed(srv, id);
     }

@@ -821,11 +821,12 @@ pub fn debug(c: &mut Ctx, argv: &[&[u8]]) {
         "oom" => {
             // An allocation no machine can give: the server dies as any
             // failed allocation makes it die (Redis's zmalloc OOM handler).
-            let size = usize::MAX / 2;
-            let mut v: Vec<u8> = Vec::new();
-            if v.try_reserve_exact(size).is_err() {
+            let size = isize::MAX as usize;
+            if Vec::<u8>::new().try_reserve_exact(size).is_err() {
                 tracing::warn!("Out Of Memory allocating {size} bytes!");
-                std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1]>());
+                if let Ok(layout) = std::alloc::Layout::from_size_align(size, 1) {
+                    std::alloc::handle_alloc_error(layout);
+                }
             }
             c.cl.reply.ok();
         }

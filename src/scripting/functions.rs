@@ -99,9 +99,8 @@ impl Functions {
         // SAFETY: the engine's fresh state, set up here once.
         let (globals, meta, load_globals, run_globals) = unsafe {
             // The debugger's entry points are EVAL's alone (Redis sets
-            // them up for the eval engine only).
-            // The globals hold a read-only view of `redis`; the protected
-            // table maps it to the table itself.
+            // them up for the eval engine only): removed from the `redis`
+            // table itself, which the protected table maps its view to.
             ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, PROTECTED.as_ptr());
             ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, REAL_GLOBALS.as_ptr());
             ffi::lua_getfield(l, -1, c"redis".as_ptr());

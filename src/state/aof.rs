@@ -283,32 +283,6 @@ fn write_error_text(e: &std::io::Error) -> String {
     crate::config::os_error_text(e)
 }
 
-/// Take the last `partial` bytes, half a buffer a failed write left,
-/// back off the end of the AOF; false (logged as Redis logs it, when
-/// `log`) when the file cannot be cut.
-fn remove_short_write(file: &std::fs::File, partial: usize, log: bool) -> bool {
-    let cut = file.metadata().and_then(|m| {
-        let keep = m
-            .len()
-            .checked_sub(partial as u64)
-            .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        file.set_len(keep)
-    });
-    match cut {
-        Ok(()) => true,
-        Err(e) => {
-            if !log {
-                return false;
-            }
-            warn!(
-                "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
-                crate::config::os_error_text(&e)
-            );
-            false
-        }
-    }
-}
-
 fn aof_dir(srv: &Server) -> PathBuf {
     srv.config.dir.join(&srv.config.appenddirname)
 }
@@ -530,26 +504,9 @@ impl Server {
         };
         self.latency_end(write_event, timer);
         self.latency_end("aof-write", timer);
-        if result.is_err() && written > 0 {
-            // Half a command must not stay at the end of the file: it is
-            // cut off and the whole buffer tried again later (Redis's
-            // ftruncate after a short write). Kept and counted only if
-            // the file cannot be cut.
-            // Logged once per failure (retries come every cron tick).
-            if self.aof.last_write_ok {
-                warn!(
-                    "Short write while writing to the AOF file: (nwritten={written}, expected={})",
-                    self.aof.buf.len()
-                );
-            }
-            if self
-                .aof
-                .file
-                .as_ref()
-                .is_some_and(|f| remove_short_write(f, written, self.aof.last_write_ok))
-            {
-                written = 0;
-            }
+        if result.is_err() && written > 0 && self.take_back_short_write(written, self.aof.buf.len())
+        {
+            written = 0;
         }
         self.aof.buf.drain(..written);
         self.aof.current_size += written as u64;
@@ -635,25 +592,44 @@ impl Server {
         }
     }
 
+    /// A failed write left `written` of `expected` bytes at the end of the
+    /// AOF: half a command must not stay there, so they are cut back off
+    /// (Redis's ftruncate after a short write) for the whole buffer to be
+    /// tried again. False when the file cannot be cut (the bytes then stay
+    /// and count as written). Logged once per failure, as retries come
+    /// every cron tick.
+    fn take_back_short_write(&self, written: usize, expected: usize) -> bool {
+        let log = self.aof.last_write_ok;
+        if log {
+            warn!("Short write while writing to the AOF file: (nwritten={written}, expected={expected})");
+        }
+        let Some(file) = self.aof.file.as_ref() else {
+            return false;
+        };
+        let cut = file.metadata().and_then(|m| {
+            let keep = m
+                .len()
+                .checked_sub(written as u64)
+                .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+            file.set_len(keep)
+        });
+        if let Err(e) = &cut {
+            if log {
+                warn!(
+                    "Could not remove short write from the append-only file.  Redis may refuse to load the AOF the next time it starts.  ftruncate: {}",
+                    crate::config::os_error_text(e)
+                );
+            }
+        }
+        cut.is_ok()
+    }
+
     /// Account a finished io_uring batch.
     fn apply_uring_completion(&mut self, mut c: super::aof_uring::Completion) {
         if c.error.is_some() && c.written > 0 {
-            // As in `flush_aof`: a short write is cut off the file and the
-            // whole batch tried again, or, when the file cannot be cut,
-            // counted and only the rest tried again.
-            if self.aof.last_write_ok {
-                warn!(
-                    "Short write while writing to the AOF file: (nwritten={}, expected={})",
-                    c.written,
-                    c.rest.len()
-                );
-            }
-            let cut = self
-                .aof
-                .file
-                .as_ref()
-                .is_some_and(|f| remove_short_write(f, c.written, self.aof.last_write_ok));
-            if cut {
+            // The whole batch is tried again, or only its rest when the
+            // part written could not be cut off.
+            if self.take_back_short_write(c.written, c.rest.len()) {
                 c.written = 0;
             } else {
                 c.rest.drain(..c.written);

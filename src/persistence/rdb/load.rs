@@ -753,13 +753,8 @@ fn is_empty_collection(v: &Value) -> bool {
 /// payload (so a string whose length runs into the footer takes its bytes,
 /// and the library made of them is refused for what it holds).
 pub fn parse_functions_payload(data: &[u8], skip_crc: bool) -> Result<Vec<Vec<u8>>, String> {
-    payload_reader(data, skip_crc)?;
-    let mut r = Reader {
-        data,
-        pos: 0,
-        complete: true,
-        short: false,
-    };
+    let mut r = payload_reader(data, skip_crc)?;
+    r.data = data;
     let mut codes = Vec::new();
     while data.len() - r.pos > 10 {
         let t = r
