@@ -415,6 +415,53 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// `buf.extend_from_slice(src)` without a call to `memcpy` for up to 16
+/// bytes (a small value's reply): two overlapping word stores, as
+/// [`bytes_eq`] loads. Longer slices, or a buffer without the room, go to
+/// the library copy.
+#[inline(always)]
+pub fn push_small(buf: &mut Vec<u8>, src: &[u8]) {
+    let n = src.len();
+    let spare = buf.spare_capacity_mut();
+    if n > 16 || spare.len() < n {
+        buf.extend_from_slice(src);
+        return;
+    }
+    let (s, d) = (src.as_ptr(), spare.as_mut_ptr().cast::<u8>());
+    // SAFETY: the spare capacity holds at least `n` bytes, so every store
+    // below lands in `d[..n]`, and every load in `src[..n]`; the two
+    // ranges are distinct allocations' memory (`src` is borrowed shared
+    // while `buf` is borrowed mutably). The first `n` spare bytes are all
+    // written before the length grows over them.
+    unsafe {
+        match n {
+            0 => {}
+            1..=3 => {
+                *d = *s;
+                *d.add(n / 2) = *s.add(n / 2);
+                *d.add(n - 1) = *s.add(n - 1);
+            }
+            4..=7 => {
+                let (a, b) = (
+                    s.cast::<u32>().read_unaligned(),
+                    s.add(n - 4).cast::<u32>().read_unaligned(),
+                );
+                d.cast::<u32>().write_unaligned(a);
+                d.add(n - 4).cast::<u32>().write_unaligned(b);
+            }
+            _ => {
+                let (a, b) = (
+                    s.cast::<u64>().read_unaligned(),
+                    s.add(n - 8).cast::<u64>().read_unaligned(),
+                );
+                d.cast::<u64>().write_unaligned(a);
+                d.add(n - 8).cast::<u64>().write_unaligned(b);
+            }
+        }
+        buf.set_len(buf.len() + n);
+    }
+}
+
 /// Hint that the cache line at `p` will be read soon (a batch of lookups
 /// starts its cache misses together instead of one after another).
 #[inline(always)]
@@ -656,10 +703,27 @@ pub mod cycles {
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
-    /// Ticks per microsecond, or `None` when the TSC is not usable.
-    fn tsc_per_us() -> Option<f64> {
-        static RATE: OnceLock<Option<f64>> = OnceLock::new();
-        *RATE.get_or_init(calibrate)
+    /// The clock in use: microseconds per tick as a 32.32 fixed-point
+    /// factor (a multiply per reading instead of a float division), and
+    /// whether ticks are the TSC's (else nanoseconds since `epoch`).
+    #[derive(Clone, Copy)]
+    struct Clock {
+        us_per_tick_q32: u64,
+        tsc: bool,
+    }
+
+    fn clock() -> Clock {
+        static CLOCK: OnceLock<Clock> = OnceLock::new();
+        *CLOCK.get_or_init(|| match calibrate() {
+            Some(rate) => Clock {
+                us_per_tick_q32: ((1u64 << 32) as f64 / rate).round().max(1.0) as u64,
+                tsc: true,
+            },
+            None => Clock {
+                us_per_tick_q32: (1u64 << 32) / 1000,
+                tsc: false,
+            },
+        })
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -705,16 +769,17 @@ pub mod cycles {
     /// Pick the clock (and calibrate it) now rather than on the first
     /// command.
     pub fn init() {
-        let _ = tsc_per_us();
+        let _ = clock();
         let _ = epoch();
     }
 
     /// A point in time, in ticks.
     #[inline]
     pub fn now() -> u64 {
-        match tsc_per_us() {
-            Some(_) => rdtsc(),
-            None => epoch().elapsed().as_nanos() as u64,
+        if clock().tsc {
+            rdtsc()
+        } else {
+            epoch().elapsed().as_nanos() as u64
         }
     }
 
@@ -722,10 +787,7 @@ pub mod cycles {
     #[inline]
     pub fn elapsed_us(start: u64, end: u64) -> u64 {
         let ticks = end.saturating_sub(start);
-        match tsc_per_us() {
-            Some(rate) => (ticks as f64 / rate) as u64,
-            None => ticks / 1000,
-        }
+        ((u128::from(ticks) * u128::from(clock().us_per_tick_q32)) >> 32) as u64
     }
 }
 
@@ -764,6 +826,37 @@ pub fn unix_time_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_small_appends_as_extend_from_slice() {
+        let src: Vec<u8> = (1..=40).collect();
+        for room in [0, 3, 16, 64] {
+            for n in 0..=src.len() {
+                let mut a = Vec::with_capacity(room);
+                a.extend_from_slice(b"ab");
+                let mut b = a.clone();
+                push_small(&mut a, &src[..n]);
+                b.extend_from_slice(&src[..n]);
+                assert_eq!(a, b, "{n} bytes with room for {room}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_tick_clock_measures_microseconds() {
+        use std::time::{Duration, Instant};
+        cycles::init();
+        let (t0, c0) = (Instant::now(), cycles::now());
+        std::thread::sleep(Duration::from_millis(30));
+        let (c1, real) = (cycles::now(), t0.elapsed().as_micros() as u64);
+        let us = cycles::elapsed_us(c0, c1);
+        // Within 2% (and a scheduling tick) of the system clock.
+        assert!(
+            us.abs_diff(real) <= real / 50 + 200,
+            "{us} µs against {real}"
+        );
+        assert_eq!(cycles::elapsed_us(c1, c0), 0);
+    }
 
     #[test]
     fn renaming_with_the_replaced_file_closed_elsewhere_is_still_a_rename() {

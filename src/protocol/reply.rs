@@ -287,6 +287,22 @@ impl Reply {
     }
 
     pub fn bulk(&mut self, data: &[u8]) {
+        let n = data.len();
+        if n <= 16 {
+            // A small value (most GETs): one check for room, and no
+            // library calls for the header or the copy.
+            self.buf.reserve(23);
+            if n < 10 {
+                self.buf
+                    .extend_from_slice(&[b'$', b'0' + n as u8, b'\r', b'\n']);
+            } else {
+                self.buf
+                    .extend_from_slice(&[b'$', b'1', b'0' + (n - 10) as u8, b'\r', b'\n']);
+            }
+            crate::util::push_small(&mut self.buf, data);
+            self.buf.extend_from_slice(b"\r\n");
+            return;
+        }
         // A big payload gets exactly the room it needs: doubling the buffer
         // for a 100 MB value would hold 200 MB per reply.
         if data.len() >= BIG_BULK {
@@ -714,6 +730,21 @@ fn trim_zeros(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_strings_of_every_small_length_are_framed() {
+        let data: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=data.len() {
+            let mut r = Reply::new(Proto::Resp2);
+            r.ok();
+            r.bulk(&data[..n]);
+            r.bulk(b"");
+            let mut want = format!("+OK\r\n${n}\r\n").into_bytes();
+            want.extend_from_slice(&data[..n]);
+            want.extend_from_slice(b"\r\n$0\r\n\r\n");
+            assert_eq!(r.buf, want, "{n} bytes");
+        }
+    }
 
     #[test]
     fn formats_doubles_like_printf_g17() {

@@ -1109,7 +1109,8 @@ impl EventLoop {
     }
 
     /// A pipeline's next commands are in the buffer: start fetching their
-    /// keys' buckets, then the entries the buckets point at, so that the
+    /// keys' buckets, then the entries the buckets point at (and the next
+    /// entry in the chain where the first is another key's), so that the
     /// cache misses of up to [`PREFETCH_WINDOW`] lookups overlap instead of
     /// coming one after the other (on a keyspace bigger than the caches
     /// most of a GET's time is two misses). Returns how many commands it
@@ -1134,6 +1135,9 @@ impl EventLoop {
         }
         for &h in &hashes[..n] {
             db.main.prefetch_chain(h);
+        }
+        for (&h, key) in hashes.iter().zip(&keys[..n]) {
+            db.main.prefetch_chain_next(key, h);
         }
         n
     }
