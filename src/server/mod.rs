@@ -1152,7 +1152,7 @@ impl EventLoop {
         let Some(u) = self.uring.as_ref() else {
             return;
         };
-        let mut found = [(0usize, 0u64); PREFETCH_WINDOW];
+        let mut found = [(0usize, 0u64, &[][..]); PREFETCH_WINDOW];
         let mut n = 0;
         for c in &u.queue {
             if n == found.len() {
@@ -1180,7 +1180,7 @@ impl EventLoop {
             if let Some(db) = self.srv.dbs.get(st.db) {
                 let h = db.main.hash(key[0]);
                 db.main.prefetch_bucket(h);
-                found[n] = (st.db, h);
+                found[n] = (st.db, h, key[0]);
                 n += 1;
             }
         }
@@ -1188,8 +1188,11 @@ impl EventLoop {
         if n < 2 {
             return;
         }
-        for &(db, h) in &found[..n] {
+        for &(db, h, _) in &found[..n] {
             self.srv.dbs[db].main.prefetch_chain(h);
+        }
+        for &(db, h, key) in &found[..n] {
+            self.srv.dbs[db].main.prefetch_chain_next(key, h);
         }
     }
 
