@@ -75,6 +75,16 @@ fn target(l: Link) -> Link {
     l.map_addr(|a| a & ADDR_MASK)
 }
 
+/// Hint that the entry at `e` is read soon: its first 64 bytes (header,
+/// key and a small value), which cross into a second cache line for half
+/// of the places a 48-byte allocation can sit.
+#[inline]
+fn prefetch_entry(e: Link) {
+    let e = e as *const u8;
+    crate::util::prefetch_read(e);
+    crate::util::prefetch_read(e.wrapping_add(63));
+}
+
 /// A bucket slot's filter bits.
 #[inline]
 fn filter(l: Link) -> usize {
@@ -452,12 +462,7 @@ impl Table {
             let head = unsafe { *b };
             let want = filter_of(h);
             if filter(head) & want == want {
-                // An entry's first 64 bytes (header, key and a small
-                // value) cross into a second cache line for half of the
-                // places a 48-byte allocation can sit.
-                let e = target(head) as *const u8;
-                crate::util::prefetch_read(e);
-                crate::util::prefetch_read(e.wrapping_add(63));
+                prefetch_entry(target(head));
             }
         }
     }
@@ -484,10 +489,9 @@ impl Table {
             if crate::util::bytes_eq((*(b as *const Entry)).key(), key) {
                 return;
             }
-            let next = target(*(first as *const Link)) as *const u8;
+            let next = target(*(first as *const Link));
             if !next.is_null() {
-                crate::util::prefetch_read(next);
-                crate::util::prefetch_read(next.wrapping_add(63));
+                prefetch_entry(next);
             }
         }
     }
