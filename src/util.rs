@@ -7,6 +7,7 @@
 //! This is the bottom layer: it imports nothing from the crate.
 
 use std::fs::File;
+use std::mem::MaybeUninit;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -416,9 +417,8 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `buf.extend_from_slice(src)` without a call to `memcpy` for up to 16
-/// bytes (a small value's reply): two overlapping word stores, as
-/// [`bytes_eq`] loads. Longer slices, or a buffer without the room, go to
-/// the library copy.
+/// bytes (a small value's reply): see [`copy_small`]. Longer slices, or a
+/// buffer without the room, go to the library copy.
 #[inline(always)]
 pub fn push_small(buf: &mut Vec<u8>, src: &[u8]) {
     let n = src.len();
@@ -427,12 +427,27 @@ pub fn push_small(buf: &mut Vec<u8>, src: &[u8]) {
         buf.extend_from_slice(src);
         return;
     }
-    let (s, d) = (src.as_ptr(), spare.as_mut_ptr().cast::<u8>());
-    // SAFETY: the spare capacity holds at least `n` bytes, so every store
-    // below lands in `d[..n]`, and every load in `src[..n]`; the two
-    // ranges are distinct allocations' memory (`src` is borrowed shared
-    // while `buf` is borrowed mutably). The first `n` spare bytes are all
-    // written before the length grows over them.
+    copy_small(&mut spare[..n], src);
+    // SAFETY: copy_small wrote all of the first `n` spare bytes.
+    unsafe { buf.set_len(buf.len() + n) };
+}
+
+/// Copy `src` into `dst` (the same length) without a call to `memcpy`
+/// when it is at most 16 bytes long: two overlapping stores of the widest
+/// word that fits, as [`bytes_eq`] loads. Longer slices go to the library
+/// copy. Every byte of `dst` is written.
+#[inline(always)]
+pub fn copy_small(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    let n = src.len();
+    assert_eq!(dst.len(), n);
+    if n > 16 {
+        dst.write_copy_of_slice(src);
+        return;
+    }
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr().cast::<u8>());
+    // SAFETY: `dst` and `src` both hold `n` bytes (checked above), so every
+    // store below lands in `dst` and every load in `src`; they cannot
+    // overlap (`dst` is borrowed mutably while `src` is borrowed shared).
     unsafe {
         match n {
             0 => {}
@@ -458,7 +473,6 @@ pub fn push_small(buf: &mut Vec<u8>, src: &[u8]) {
                 d.add(n - 8).cast::<u64>().write_unaligned(b);
             }
         }
-        buf.set_len(buf.len() + n);
     }
 }
 
@@ -839,6 +853,23 @@ mod tests {
                 b.extend_from_slice(&src[..n]);
                 assert_eq!(a, b, "{n} bytes with room for {room}");
             }
+        }
+    }
+
+    #[test]
+    fn copy_small_writes_every_byte_as_copy_from_slice() {
+        let src: Vec<u8> = (1..=40).collect();
+        for n in 0..=src.len() {
+            let mut dst = [MaybeUninit::new(0xEEu8); 48];
+            copy_small(&mut dst[4..4 + n], &src[..n]);
+            // SAFETY: every byte was initialized by MaybeUninit::new, and
+            // copy_small only stores initialized bytes.
+            let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+            assert_eq!(&got[4..4 + n], &src[..n], "{n} bytes");
+            assert!(
+                got[..4].iter().chain(&got[4 + n..]).all(|&b| b == 0xEE),
+                "{n} bytes: no store outside"
+            );
         }
     }
 

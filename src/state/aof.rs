@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::feed::FeedCursor;
+use super::feed::{FeedCursor, TO_AOF};
 use super::Server;
 use crate::config::{Config, FsyncPolicy};
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
@@ -36,6 +36,9 @@ use crate::persistence::rdb;
 /// beside it, counts in `aof_delayed_fsync` (Redis's 2 seconds, there the
 /// longest a write is postponed for it).
 const SLOW_FSYNC: Duration = Duration::from_secs(2);
+/// The most capacity the AOF buffer keeps once written (the feed's stream
+/// keeps as much: the two trade buffers).
+const AOF_BUF_KEEP_BYTES: usize = 64 << 10;
 
 /// Whether the AOF is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -396,10 +399,12 @@ fn files_size(dir: &Path, manifest: &Manifest) -> u64 {
 
 impl Server {
     /// Append the iteration's feed to the AOF buffer (called with the feed
-    /// still holding its segments).
-    pub(super) fn feed_aof(&mut self) {
+    /// still holding its segments). True when the buffer is to take the
+    /// feed's whole stream instead, once the other consumers have copied it
+    /// (the bytes are counted as appended already).
+    pub(super) fn feed_aof(&mut self) -> bool {
         if self.aof.status == AofStatus::Off {
-            return;
+            return false;
         }
         // Turned on and waiting for its first rewrite, which has not forked
         // yet (scheduled after an EXEC or another child, or retried): these
@@ -407,9 +412,8 @@ impl Server {
         // takes them, as Redis's feedAppendOnlyFile (buffered, they would
         // hold every reply until a later write flushed them).
         if self.aof.status == AofStatus::WaitRewrite && self.aof.rewrite.is_none() {
-            return;
+            return false;
         }
-        let mut cursor = std::mem::take(&mut self.aof.cursor);
         let before = self.aof.buf.len();
         // Redis's genAofTimestampAnnotationIfNeeded: once per second with
         // writes, before them.
@@ -422,9 +426,20 @@ impl Server {
                     .extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
             }
         }
-        cursor.append(&self.feed, super::feed::TO_AOF, &mut self.aof.buf);
+        // The usual turn (the previous one written, one database): the
+        // stream itself becomes the buffer once replicas have their copy
+        // (see flush_feed), which saves copying every byte written.
+        if self.aof.buf.is_empty() {
+            if let Some(len) = self.feed.whole_stream_for(TO_AOF, &self.aof.cursor) {
+                self.aof.appended += len as u64;
+                return true;
+            }
+        }
+        let mut cursor = std::mem::take(&mut self.aof.cursor);
+        cursor.append(&self.feed, TO_AOF, &mut self.aof.buf);
         self.aof.appended += (self.aof.buf.len() - before) as u64;
         self.aof.cursor = cursor;
+        false
     }
 
     /// Write the AOF buffer and sync it as `appendfsync` says (Redis's
@@ -509,6 +524,11 @@ impl Server {
             written = 0;
         }
         self.aof.buf.drain(..written);
+        // A big turn's buffer goes back to the allocator, as the feed's does
+        // (Redis's flushAppendOnlyFile frees an aof_buf of 4 KB or more).
+        if self.aof.buf.is_empty() && self.aof.buf.capacity() > AOF_BUF_KEEP_BYTES {
+            self.aof.buf = Vec::new();
+        }
         self.aof.current_size += written as u64;
         self.aof.written += written as u64;
         if !self.aof.held_clients.is_empty() {

@@ -244,6 +244,31 @@ impl Feed {
         !self.segments.is_empty()
     }
 
+    /// The whole stream, when it is exactly what a consumer of kind `to`
+    /// whose cursor is `cursor` would append: no unit in progress, every
+    /// segment meant for it and in the database it has selected (so no
+    /// `SELECT` goes between). The caller may then take the bytes with
+    /// [`swap_stream`](Feed::swap_stream) once every other consumer has
+    /// copied them, instead of copying them too.
+    pub fn whole_stream_for(&self, to: u8, cursor: &FeedCursor) -> Option<usize> {
+        if !self.unit_ops.is_empty() || self.segments.is_empty() {
+            return None;
+        }
+        let db = cursor.selected_db?;
+        self.segments
+            .iter()
+            .all(|&(d, _, target)| d == db && target & to != 0)
+            .then_some(self.stream.len())
+    }
+
+    /// Exchange the stream's bytes with `buf`'s (an empty buffer whose
+    /// capacity the stream keeps). Only after [`whole_stream_for`]
+    /// (Feed::whole_stream_for) and before [`clear`](Feed::clear).
+    pub fn swap_stream(&mut self, buf: &mut Vec<u8>) {
+        debug_assert!(buf.is_empty() && self.unit_ops.is_empty());
+        std::mem::swap(&mut self.stream, buf);
+    }
+
     /// Give the stream to the in-process taps.
     pub fn flush_taps(&mut self) {
         let mut taps = std::mem::take(&mut self.taps);
@@ -296,7 +321,7 @@ pub fn encode_command(argv: &[&[u8]], out: &mut Vec<u8>) {
     let mut at = put_header(spare, 0, b'*', argv.len());
     for a in argv {
         at = put_header(spare, at, b'$', a.len());
-        spare[at..at + a.len()].write_copy_of_slice(a);
+        crate::util::copy_small(&mut spare[at..at + a.len()], a);
         at += a.len();
         spare[at].write(b'\r');
         spare[at + 1].write(b'\n');
@@ -387,6 +412,68 @@ mod tests {
         out.clear();
         encode_select(15, &mut out);
         assert_eq!(out, b"*2\r\n$6\r\nSELECT\r\n$2\r\n15\r\n");
+    }
+
+    #[test]
+    fn the_whole_stream_is_handed_over_only_where_a_copy_would_equal_it() {
+        let db0 = FeedCursor {
+            selected_db: Some(0),
+        };
+        let mut f = attached();
+        for argv in [&[&b"SET"[..], b"k", b"v"][..], &[b"DEL", b"k"]] {
+            f.begin_unit();
+            f.also_propagate(0, argv);
+            f.end_unit();
+        }
+        let copy = fed(&f, &mut db0.clone());
+        assert_eq!(f.whole_stream_for(TO_AOF, &db0), Some(copy.len()));
+        // A consumer that needs a SELECT first gets a copy.
+        assert_eq!(f.whole_stream_for(TO_AOF, &FeedCursor::default()), None);
+        let db1 = FeedCursor {
+            selected_db: Some(1),
+        };
+        assert_eq!(f.whole_stream_for(TO_AOF, &db1), None);
+        let mut buf = Vec::with_capacity(100);
+        f.swap_stream(&mut buf);
+        assert_eq!(buf, copy);
+        f.clear();
+        assert!(!f.has_pending());
+        // The feed goes on with the buffer it got back.
+        f.begin_unit();
+        f.also_propagate(0, &[b"INCR", b"n"]);
+        f.end_unit();
+        assert_eq!(
+            fed(&f, &mut db0.clone()),
+            b"*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n"
+        );
+        // An op in another database needs a SELECT in the middle.
+        f.begin_unit();
+        f.also_propagate(3, &[b"DEL", b"x"]);
+        f.end_unit();
+        assert_eq!(f.whole_stream_for(TO_AOF, &db0), None);
+        f.clear();
+        // An op for the replicas only (a script's `redis.set_repl`).
+        f.begin_unit();
+        let before = f.narrow_target(TO_REPLICAS);
+        f.also_propagate(0, &[b"SET", b"r", b"1"]);
+        if let Some(before) = before {
+            f.restore_target(before);
+        }
+        f.end_unit();
+        assert_eq!(f.whole_stream_for(TO_AOF, &db0), None);
+        assert!(f.whole_stream_for(TO_REPLICAS, &db0).is_some());
+        f.clear();
+        // A unit still in progress (WAIT inside EXEC) stays in the feed.
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"a", b"1"]);
+        f.end_unit();
+        f.begin_unit();
+        f.also_propagate(0, &[b"INCR", b"a"]);
+        assert_eq!(f.whole_stream_for(TO_AOF, &db0), None);
+        // Nothing to hand over.
+        let mut empty = attached();
+        assert_eq!(empty.whole_stream_for(TO_AOF, &db0), None);
+        empty.clear();
     }
 
     #[test]

@@ -693,9 +693,12 @@ impl Server {
         if !self.feed.has_pending() {
             return;
         }
-        self.feed_aof();
+        let aof_takes_stream = self.feed_aof();
         self.feed_replication();
         self.feed.flush_taps();
+        if aof_takes_stream {
+            self.feed.swap_stream(&mut self.aof.buf);
+        }
         self.feed.clear();
         // Before any reply of this iteration is written (see before_sleep).
         self.flush_aof();
