@@ -1461,3 +1461,39 @@ fn a_first_aof_made_at_start_counts_from_zero() {
     };
     assert_eq!(ours, fresh_aof_sizes(redis.port));
 }
+
+/// A big write's AOF buffer goes back to the allocator once written: a
+/// transaction that sets a 32 MB value and deletes it leaves `used_memory`
+/// where it was, with no write after it (the buffer's capacity used to stay
+/// for good, counted by nothing).
+#[test]
+fn a_big_write_leaves_no_aof_buffer_behind() {
+    let kv = start_kvstore_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+        ],
+    );
+    let mut c = Conn::connect(kv.port);
+    let used = |c: &mut Conn| -> usize {
+        c.info_field("memory", "used_memory")
+            .parse()
+            .expect("used_memory")
+    };
+    let before = used(&mut c);
+    let value = vec![b'x'; 32 << 20];
+    assert_eq!(c.cmd_str(&["MULTI"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&[b"SET", b"big", &value]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["DEL", "big"]), b"+QUEUED\r\n");
+    assert_eq!(c.cmd_str(&["EXEC"]), b"*2\r\n+OK\r\n:1\r\n");
+    let after = used(&mut c);
+    assert!(
+        after < before + (4 << 20),
+        "used_memory {before} before the transaction, {after} after it"
+    );
+}
