@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::feed::{FeedCursor, TO_AOF};
+use super::feed::{FeedCursor, FEED_KEEP_BYTES, TO_AOF};
 use super::Server;
 use crate::config::{Config, FsyncPolicy};
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
@@ -36,9 +36,6 @@ use crate::persistence::rdb;
 /// beside it, counts in `aof_delayed_fsync` (Redis's 2 seconds, there the
 /// longest a write is postponed for it).
 const SLOW_FSYNC: Duration = Duration::from_secs(2);
-/// The most capacity the AOF buffer keeps once written (the feed's stream
-/// keeps as much: the two trade buffers).
-const AOF_BUF_KEEP_BYTES: usize = 64 << 10;
 
 /// Whether the AOF is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -526,7 +523,7 @@ impl Server {
         self.aof.buf.drain(..written);
         // A big turn's buffer goes back to the allocator, as the feed's does
         // (Redis's flushAppendOnlyFile frees an aof_buf of 4 KB or more).
-        if self.aof.buf.is_empty() && self.aof.buf.capacity() > AOF_BUF_KEEP_BYTES {
+        if self.aof.buf.is_empty() && self.aof.buf.capacity() > FEED_KEEP_BYTES {
             self.aof.buf = Vec::new();
         }
         self.aof.current_size += written as u64;

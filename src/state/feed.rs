@@ -63,8 +63,9 @@ pub struct FeedTap {
     pub bytes: Vec<u8>,
 }
 
-/// The most the stream and its segment list keep between turns.
-const FEED_KEEP_BYTES: usize = 64 << 10;
+/// The most the stream and its segment list keep between turns (the AOF
+/// buffer too, once written: it trades buffers with the stream).
+pub(super) const FEED_KEEP_BYTES: usize = 64 << 10;
 const FEED_KEEP_SEGMENTS: usize = 1024;
 
 /// The feed of one loop iteration.
@@ -347,27 +348,9 @@ fn decimal_len(n: usize) -> usize {
 /// `tag`, `n` in decimal and CRLF at `at`; returns where they end. The
 /// digits are placed where they go rather than formatted with
 /// `reply::fmt_i64` and copied: measured, that copy made an encoding twice
-/// as slow (32 ns a `SET` against 15). A header of one or two digits
-/// (argument counts, command names, keys, small values) is one or two
-/// stores.
+/// as slow (32 ns a `SET` against 15).
 #[inline(always)]
 fn put_header(buf: &mut [MaybeUninit<u8>], at: usize, tag: u8, n: usize) -> usize {
-    if n < 10 {
-        let word = u32::from_le_bytes([tag, b'0' + n as u8, b'\r', b'\n']);
-        let dst = &mut buf[at..at + 4];
-        // SAFETY: `dst` is 4 bytes long (the slice above is bounds-checked).
-        unsafe { dst.as_mut_ptr().cast::<u32>().write_unaligned(word) };
-        return at + 4;
-    }
-    if n < 100 {
-        let (tens, ones) = (b'0' + (n / 10) as u8, b'0' + (n % 10) as u8);
-        let word = u32::from_le_bytes([tag, tens, ones, b'\r']);
-        let dst = &mut buf[at..at + 5];
-        dst[4].write(b'\n');
-        // SAFETY: `dst` is 5 bytes long (the slice above is bounds-checked).
-        unsafe { dst.as_mut_ptr().cast::<u32>().write_unaligned(word) };
-        return at + 5;
-    }
     let digits = decimal_len(n);
     buf[at].write(tag);
     let mut v = n;
