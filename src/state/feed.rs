@@ -41,7 +41,7 @@ impl FeedCursor {
     /// segment whose database differs from the one this consumer has.
     pub fn append(&mut self, feed: &Feed, to: u8, out: &mut Vec<u8>) {
         let mut start = 0;
-        for &(db, end, target) in &feed.segments {
+        for &(db, end, target) in feed.complete_segments() {
             if target & to == 0 {
                 start = end;
                 continue;
@@ -76,11 +76,11 @@ pub struct Feed {
     /// Nothing is fed while positive (replaying the AOF into memory must
     /// not append it to itself).
     suspended: u32,
-    /// (database, end offset in `stream`, targets) of each op of the unit
-    /// in progress: its ops are encoded straight into the stream's tail,
-    /// after the complete units (and wrapped in place when it ends with
-    /// several; see [`Feed::unit_start`]).
-    unit_ops: Vec<(usize, usize, u8)>,
+    /// How many of `segments` belong to complete units; the ones after
+    /// them are the ops of the unit in progress, encoded straight into the
+    /// stream's tail (and wrapped in place when it ends with several; see
+    /// [`Feed::unit_start`]).
+    complete: usize,
     /// Where ops added now go (`TO_ALL` but inside a script that said
     /// otherwise with `redis.set_repl`).
     target: u8,
@@ -90,10 +90,10 @@ pub struct Feed {
     /// it has (SCAN and RANDOMKEY run directly: their lazy-expiry DELs are
     /// independent, as Redis's CMD_TOUCHES_ARBITRARY_KEYS).
     unwrapped: bool,
-    /// Complete units, ready for consumers, then the unit in progress
-    /// (no segment covers it yet).
+    /// Complete units, ready for consumers, then the unit in progress.
     stream: Vec<u8>,
-    /// (database, end offset in `stream`, targets) of each segment.
+    /// (database, end offset in `stream`, targets) of each segment of the
+    /// complete units, then of each op of the unit in progress.
     segments: Vec<(usize, usize, u8)>,
     /// In-process consumers.
     pub taps: Vec<FeedTap>,
@@ -154,7 +154,7 @@ impl Feed {
     pub fn end_unit(&mut self) {
         self.nesting = self.nesting.saturating_sub(1);
         if self.nesting == 0 {
-            if !self.unit_ops.is_empty() {
+            if self.unit_in_progress() {
                 self.commit_unit();
             }
             // A SCAN that deleted nothing leaves no unwrapped unit behind
@@ -170,7 +170,7 @@ impl Feed {
             return;
         }
         encode_command(argv, &mut self.stream);
-        self.unit_ops
+        self.segments
             .push((db, self.stream.len(), self.target_now()));
         if self.nesting == 0 {
             self.commit_unit();
@@ -210,10 +210,13 @@ impl Feed {
 
     fn commit_unit(&mut self) {
         let unwrapped = std::mem::take(&mut self.unwrapped);
-        if self.unit_ops.len() == 1 || unwrapped {
-            // One op, or independent ops: a segment each, where they are.
-            self.segments.extend_from_slice(&self.unit_ops);
-        } else {
+        let first = self.complete;
+        // One op (nearly every unit), or independent ops: a segment each,
+        // where they already are. (They used to wait in a list of their
+        // own and be copied over here; reading back the entry just pushed
+        // stalled each write on a store the CPU could not forward: about
+        // 5 ns of 0.47 µs a request, SET at P=16 under `everysec`.)
+        if self.segments.len() - first > 1 && !unwrapped {
             // MULTI takes the first op's database (its SELECT comes before
             // the MULTI) and EXEC the last one's, as Redis does, so no
             // SELECT is inserted between the last op and EXEC. MULTI and
@@ -222,27 +225,38 @@ impl Feed {
             const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
             let start = self.unit_start();
             self.stream.splice(start..start, MULTI.iter().copied());
-            self.segments
-                .push((self.unit_ops[0].0, start + MULTI.len(), TO_ALL));
-            for &(db, end, to) in &self.unit_ops {
-                self.segments.push((db, end + MULTI.len(), to));
+            for op in &mut self.segments[first..] {
+                op.1 += MULTI.len();
             }
+            let first_db = self.segments[first].0;
+            self.segments
+                .insert(first, (first_db, start + MULTI.len(), TO_ALL));
             self.stream.extend_from_slice(EXEC);
-            let last_db = self.unit_ops[self.unit_ops.len() - 1].0;
+            let last_db = self.segments[self.segments.len() - 1].0;
             self.segments.push((last_db, self.stream.len(), TO_ALL));
         }
-        self.unit_ops.clear();
+        self.complete = self.segments.len();
+    }
+
+    /// Has the unit in progress added ops?
+    fn unit_in_progress(&self) -> bool {
+        self.segments.len() > self.complete
+    }
+
+    /// The segments of the complete units.
+    fn complete_segments(&self) -> &[(usize, usize, u8)] {
+        &self.segments[..self.complete]
     }
 
     /// Where the unit in progress starts in `stream`: where the segments of
     /// the complete units end.
     fn unit_start(&self) -> usize {
-        self.segments.last().map_or(0, |s| s.1)
+        self.complete_segments().last().map_or(0, |s| s.1)
     }
 
     /// Is there anything for consumers?
     pub fn has_pending(&self) -> bool {
-        !self.segments.is_empty()
+        self.complete > 0
     }
 
     /// The whole stream, when it is exactly what a consumer of kind `to`
@@ -252,7 +266,7 @@ impl Feed {
     /// [`swap_stream`](Feed::swap_stream) once every other consumer has
     /// copied them, instead of copying them too.
     pub fn whole_stream_for(&self, to: u8, cursor: &FeedCursor) -> Option<usize> {
-        if !self.unit_ops.is_empty() || self.segments.is_empty() {
+        if self.unit_in_progress() || self.complete == 0 {
             return None;
         }
         let db = cursor.selected_db?;
@@ -266,7 +280,7 @@ impl Feed {
     /// capacity the stream keeps). Only after [`whole_stream_for`]
     /// (Feed::whole_stream_for) and before [`clear`](Feed::clear).
     pub fn swap_stream(&mut self, buf: &mut Vec<u8>) {
-        debug_assert!(buf.is_empty() && self.unit_ops.is_empty());
+        debug_assert!(buf.is_empty() && !self.unit_in_progress());
         std::mem::swap(&mut self.stream, buf);
     }
 
@@ -284,10 +298,11 @@ impl Feed {
     /// BGREWRITEAOF) keeps its ops, moved to the front.
     pub fn clear(&mut self) {
         let done = self.unit_start();
-        self.segments.clear();
-        if !self.unit_ops.is_empty() {
+        self.segments.drain(..self.complete);
+        self.complete = 0;
+        if !self.segments.is_empty() {
             self.stream.drain(..done);
-            for op in &mut self.unit_ops {
+            for op in &mut self.segments {
                 op.1 -= done;
             }
             return;
@@ -563,6 +578,50 @@ mod tests {
             selected_db: Some(0),
         };
         assert!(fed(&f, &mut c).starts_with(b"*1\r\n$5\r\nMULTI\r\n"));
+    }
+
+    #[test]
+    fn a_unit_wrapped_after_a_complete_one_is_wrapped_where_it_starts() {
+        let mut f = attached();
+        f.also_propagate(0, &[b"SET", b"a", b"1"]);
+        f.begin_unit();
+        f.also_propagate(3, &[b"DEL", b"k"]);
+        f.set_target(TO_REPLICAS);
+        f.also_propagate(4, &[b"INCR", b"k"]);
+        f.set_target(TO_ALL);
+        // Only the complete unit is there for consumers while this one runs.
+        let mut c = FeedCursor::default();
+        let mut out = Vec::new();
+        c.append(&f, TO_AOF, &mut out);
+        assert_eq!(
+            out,
+            b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(
+            f.whole_stream_for(TO_AOF, &c),
+            None,
+            "a unit is in progress"
+        );
+        f.end_unit();
+        out.clear();
+        let mut c = FeedCursor::default();
+        c.append(&f, TO_AOF, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+             *2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*1\r\n$5\r\nMULTI\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n\
+             *2\r\n$6\r\nSELECT\r\n$1\r\n4\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        let mut out = Vec::new();
+        FeedCursor::default().append(&f, TO_REPLICAS, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n\
+             *2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n*1\r\n$5\r\nMULTI\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n\
+             *2\r\n$6\r\nSELECT\r\n$1\r\n4\r\n*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n*1\r\n$4\r\nEXEC\r\n"
+        );
+        f.clear();
+        assert!(!f.has_pending());
     }
 
     #[test]
