@@ -37,7 +37,7 @@ use crate::state::{BusyPump, Server};
 /// event loop's fields other than the server state, which the command
 /// holds).
 pub(super) struct Pump {
-    pub links: *mut Vec<Option<Link>>,
+    pub links: *mut Vec<Option<Box<Link>>>,
     pub listeners: *const Vec<Listener>,
     pub poll: *const Poll,
     pub uring: *mut Option<UringNet>,
@@ -121,7 +121,7 @@ fn servable(srv: &Server, idx: usize) -> bool {
 /// completions that are the loop's to handle (the script's caller's input,
 /// polls) are kept for it, in order. A client whose receive failed is
 /// treated as gone.
-fn take_received(srv: &mut Server, links: &mut [Option<Link>], u: &mut UringNet) {
+fn take_received(srv: &mut Server, links: &mut [Option<Box<Link>>], u: &mut UringNet) {
     u.poll_now();
     let queue = std::mem::take(&mut u.queue);
     let mut keep = std::collections::VecDeque::with_capacity(queue.len());
@@ -247,7 +247,7 @@ fn serve_commands(srv: &mut Server, idx: usize, link: &mut Link) {
 /// out. What the socket does not take now, replicas' streams and anything
 /// that fails stay queued for the loop, which writes (or closes) after the
 /// script.
-fn write_pending(srv: &mut Server, links: &mut [Option<Link>]) {
+fn write_pending(srv: &mut Server, links: &mut [Option<Box<Link>>]) {
     let appended = srv.aof.appended;
     let durable = srv.aof_durable();
     let mut keep = Vec::new();

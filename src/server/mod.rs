@@ -82,7 +82,7 @@ const UNAUTHENTICATED_OUTPUT: usize = 1024;
 /// taken out of their slots (so handlers can reach every other client
 /// through the state's slab).
 struct Client {
-    link: Link,
+    link: Box<Link>,
     st: Box<ClientState>,
 }
 
@@ -124,7 +124,7 @@ pub struct EventLoop {
     ready_announced: bool,
     pub srv: Server,
     /// Connections, under the same slot as their client's state.
-    links: Vec<Option<Link>>,
+    links: Vec<Option<Box<Link>>>,
     /// Clients with input left unread after their turn.
     pending_reads: Vec<usize>,
     argv_scratch: Vec<&'static [u8]>,
@@ -410,7 +410,9 @@ impl EventLoop {
             }
             self.replication_turn();
             commands::blocking::resume_postponed(&mut self.srv);
-            commands::blocking::expire_blocked(&mut self.srv, Instant::now());
+            if !self.srv.block_deadlines.is_empty() {
+                commands::blocking::expire_blocked(&mut self.srv, Instant::now());
+            }
             if std::mem::take(&mut self.srv.repl.acks_arrived) {
                 commands::blocking::serve_waiting(&mut self.srv);
             }
@@ -572,8 +574,9 @@ impl EventLoop {
         };
         match absorb_received(link, uring, c, &mut self.srv.stats) {
             Received::Data | Received::End => {
+                let now = self.srv.interaction_time();
                 if let Some(st) = self.srv.clients[slot].as_mut() {
-                    st.last_interaction = Instant::now();
+                    st.last_interaction = now;
                 }
                 self.handle_client(slot, true, false, false);
             }
@@ -846,7 +849,7 @@ impl EventLoop {
                 self.srv.stats.net_repl_input_bytes += n as u64;
             }
             turn_bytes += n;
-            client.st.last_interaction = Instant::now();
+            client.st.last_interaction = self.srv.interaction_time();
             match self.run_buffered(idx, client) {
                 None => return false,
                 Some(false) => return true,
@@ -1762,7 +1765,7 @@ fn register_readable(poll: &Poll, fd: std::os::fd::RawFd, token: Token, what: &s
 /// from a script running too long: see `busy.rs`).
 fn close_slot(
     srv: &mut Server,
-    links: &mut [Option<Link>],
+    links: &mut [Option<Box<Link>>],
     poll: &Poll,
     uring: Option<&mut UringNet>,
     idx: usize,
@@ -1796,7 +1799,7 @@ fn accept_from(
     listener: &Listener,
     poll: &Poll,
     mut uring: Option<&mut UringNet>,
-    links: &mut Vec<Option<Link>>,
+    links: &mut Vec<Option<Box<Link>>>,
     srv: &mut Server,
 ) {
     loop {
@@ -1876,7 +1879,7 @@ fn accept_from(
         st.is_tls = conn.is_tls();
         // Register under the slot the client is about to take.
         let idx = srv.vacant_slot();
-        let mut link = Link::new(conn, crate::protocol::QueryBuffer::new());
+        let mut link = Box::new(Link::new(conn, crate::protocol::QueryBuffer::new()));
         // TLS connections stay with epoll: rustls reads the socket itself.
         match uring.as_deref_mut().filter(|_| !link.conn.is_tls()) {
             Some(u) => {
@@ -1913,11 +1916,15 @@ fn note_output(st: &mut ClientState, recent_max: &mut usize) {
 
 /// The link of the client a completion is for, if that client is still in
 /// its slot (not a later holder of it).
-fn live_link<'l>(srv: &Server, links: &'l mut [Option<Link>], c: &Cqe) -> Option<&'l mut Link> {
+fn live_link<'l>(
+    srv: &Server,
+    links: &'l mut [Option<Box<Link>>],
+    c: &Cqe,
+) -> Option<&'l mut Link> {
     let slot = c.slot();
     let st = srv.clients.get(slot)?.as_ref()?;
     match c.is_for(st.id) {
-        true => links.get_mut(slot)?.as_mut(),
+        true => links.get_mut(slot)?.as_deref_mut(),
         false => None,
     }
 }

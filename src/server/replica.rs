@@ -679,7 +679,7 @@ impl EventLoop {
         }
         let mut query = crate::protocol::QueryBuffer::new();
         query.feed(&leftover);
-        self.links[slot] = Some(Link::new(conn, query));
+        self.links[slot] = Some(Box::new(Link::new(conn, query)));
         self.srv.master.client_id = Some(id);
         self.srv.master.state = LinkState::Connected;
         self.srv.master.last_io = Instant::now();

@@ -221,6 +221,10 @@ pub struct Server {
     /// command ended: their distance says whether `now_ms` needs reading
     /// again without reading the clock.
     pub now_read_at: u64,
+    /// The monotonic clock read with `now_ms`: what a client's last
+    /// interaction is stamped with (one clock read a turn rather than one
+    /// a read from a client).
+    pub now_instant: Instant,
     pub last_command_end: u64,
     pub run_id: String,
     pub replid: String,
@@ -485,6 +489,7 @@ impl Server {
             start_unix_ms: now,
             now_ms: now,
             now_read_at: crate::util::cycles::now(),
+            now_instant: Instant::now(),
             last_command_end: 0,
             run_id: random_hex(40),
             replid: random_hex(40),
@@ -624,6 +629,15 @@ impl Server {
         self.replica_keys_with_expire.remember(db, key);
     }
 
+    /// The time to stamp a client's interaction with: the turn's, read
+    /// again when commands have run for long enough since.
+    pub fn interaction_time(&mut self) -> Instant {
+        if self.clock_is_stale() {
+            self.update_time();
+        }
+        self.now_instant
+    }
+
     /// Has a command run for long enough since `now_ms` was read that the
     /// next one must read it again? Redis reads the clock before every
     /// command; reading it again only after 100 µs of commands keeps that
@@ -649,6 +663,7 @@ impl Server {
     pub fn update_time(&mut self) {
         self.now_ms = unix_time_ms();
         self.now_read_at = crate::util::cycles::now();
+        self.now_instant = Instant::now();
         // New entries start with the clock the policy keeps: an LRU time,
         // or an LFU time with the initial counter.
         let lfu = self.config.maxmemory_policy.is_lfu();
