@@ -16,6 +16,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
+use super::feed::FEED_KEEP_BYTES;
+
 /// Submission queue entries: a write and its fsync.
 const RING_ENTRIES: u32 = 8;
 const WRITE: u64 = 1;
@@ -242,7 +244,12 @@ impl Uring {
             rest: Vec::new(),
         };
         b.buf.clear();
-        self.spare = b.buf;
+        // A big batch's buffer goes back to the allocator, as the inline
+        // write's does (see flush_aof): kept as the spare, it would pass
+        // between the ring and the AOF buffer for good, counted by nothing.
+        if b.buf.capacity() <= FEED_KEEP_BYTES {
+            self.spare = b.buf;
+        }
         Some(done)
     }
 
@@ -277,5 +284,45 @@ impl Uring {
                 return Some(c);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom};
+
+    /// Write `len` bytes through the ring and wait for them.
+    fn write_through(u: &mut Uring, file: &std::fs::File, len: usize) -> Completion {
+        let mut buf = vec![b'a'; len];
+        u.submit(file.as_raw_fd(), &mut buf, false, 0)
+            .map_err(|(e, _)| e)
+            .expect("submit");
+        let done = u.wait().expect("a completion");
+        assert!(done.error.is_none(), "{:?}", done.error);
+        assert_eq!(done.written, len);
+        done
+    }
+
+    #[test]
+    fn a_big_batch_s_buffer_is_not_kept_as_the_spare() {
+        let mut u = Uring::new().expect("io_uring");
+        let mut file = tempfile::tempfile().unwrap();
+        write_through(&mut u, &file, 1000);
+        assert!(
+            u.spare.capacity() >= 1000,
+            "a small batch's buffer is reused"
+        );
+        write_through(&mut u, &file, 8 << 20);
+        assert!(
+            u.spare.capacity() <= FEED_KEEP_BYTES,
+            "spare of {} bytes kept",
+            u.spare.capacity()
+        );
+        let mut back = Vec::new();
+        file.seek(SeekFrom::Start(0)).unwrap();
+        file.read_to_end(&mut back).unwrap();
+        assert_eq!(back.len(), 1000 + (8 << 20));
+        assert!(back.iter().all(|&b| b == b'a'));
     }
 }
