@@ -410,9 +410,7 @@ impl EventLoop {
             }
             self.replication_turn();
             commands::blocking::resume_postponed(&mut self.srv);
-            if !self.srv.block_deadlines.is_empty() {
-                commands::blocking::expire_blocked(&mut self.srv, Instant::now());
-            }
+            commands::blocking::expire_blocked(&mut self.srv);
             if std::mem::take(&mut self.srv.repl.acks_arrived) {
                 commands::blocking::serve_waiting(&mut self.srv);
             }
