@@ -2,7 +2,7 @@
 //! the other types in plain encodings Redis 7.0 loads.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 use super::*;
@@ -11,18 +11,54 @@ use crate::db::{Db, Value, ValueRef};
 use crate::persistence::crc64::crc64;
 use crate::persistence::lzf;
 
-/// A writer that keeps the running CRC of everything written.
+/// Bytes `write_rdb` gathers before it passes them on.
+const WRITE_BUF: usize = 1 << 16;
+
+/// A writer that keeps the running CRC of everything written. It gathers
+/// the small pieces of each key in `buf` and takes their CRC a buffer at
+/// a time when it passes them on, where the slicing-by-8 CRC runs at its
+/// speed (a call per piece cost a dump of small keys a fifth of its time).
 struct RdbWriter<W: Write> {
-    out: BufWriter<W>,
+    buf: Vec<u8>,
+    /// `buf` is passed on to `out` when it would grow past this.
+    limit: usize,
+    out: W,
+    /// The CRC of every byte passed on so far.
     crc: u64,
     /// `rdbcompression`: LZF-compress strings longer than 20 bytes.
     compress: bool,
 }
 
 impl<W: Write> RdbWriter<W> {
+    #[inline]
     fn raw(&mut self, b: &[u8]) -> io::Result<()> {
-        self.crc = crc64(self.crc, b);
-        self.out.write_all(b)
+        if self.buf.len() + b.len() > self.limit {
+            return self.pass_on_then(b);
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    /// `raw` when `b` does not fit: pass the gathered bytes on, then keep
+    /// `b`, or pass it on too when it is longer than the buffer.
+    #[cold]
+    #[inline(never)]
+    fn pass_on_then(&mut self, b: &[u8]) -> io::Result<()> {
+        self.pass_on()?;
+        if b.len() > self.limit {
+            self.crc = crc64(self.crc, b);
+            return self.out.write_all(b);
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    /// Pass the gathered bytes on, their CRC taken.
+    fn pass_on(&mut self) -> io::Result<()> {
+        self.crc = crc64(self.crc, &self.buf);
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
     }
 
     fn len(&mut self, n: u64) -> io::Result<()> {
@@ -88,7 +124,9 @@ pub fn functions_payload(codes: &[Vec<u8>], compress: bool) -> Vec<u8> {
 /// Serialise every database of `dbs` in RDB format to `w`.
 pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<()> {
     let mut r = RdbWriter {
-        out: BufWriter::with_capacity(1 << 16, w),
+        buf: Vec::with_capacity(WRITE_BUF),
+        limit: WRITE_BUF,
+        out: w,
         crc: 0,
         compress: opts.compress,
     };
@@ -172,8 +210,11 @@ pub fn write_rdb<W: Write>(dbs: &[Db], opts: &SaveOptions, w: W) -> io::Result<(
         }
     }
     r.raw(&[OP_EOF])?;
-    let crc = if opts.checksum { r.crc } else { 0 };
-    r.out.write_all(&crc.to_le_bytes())?;
+    // The trailer goes out with the last bytes it covers.
+    let crc = crc64(r.crc, &r.buf);
+    let crc = if opts.checksum { crc } else { 0 };
+    r.buf.extend_from_slice(&crc.to_le_bytes());
+    r.out.write_all(&r.buf)?;
     r.out.flush()
 }
 
@@ -195,19 +236,20 @@ pub fn dump_payload(e: &crate::db::Entry, compress: bool) -> Vec<u8> {
 /// little endian), a CRC-64 of all that.
 fn payload(
     compress: bool,
-    body: impl FnOnce(&mut RdbWriter<&mut Vec<u8>>) -> io::Result<()>,
+    body: impl FnOnce(&mut RdbWriter<io::Sink>) -> io::Result<()>,
 ) -> Vec<u8> {
-    let mut buf = Vec::new();
-    {
-        let mut r = RdbWriter {
-            out: BufWriter::new(&mut buf),
-            crc: 0,
-            compress,
-        };
-        // Writing to memory cannot fail.
-        let _ = body(&mut r);
-        let _ = r.out.flush();
-    }
+    // Everything stays in the writer's buffer (nothing is passed on), and
+    // the CRC is taken once, over the version too.
+    let mut r = RdbWriter {
+        buf: Vec::new(),
+        limit: usize::MAX,
+        out: io::sink(),
+        crc: 0,
+        compress,
+    };
+    // Writing to memory cannot fail.
+    let _ = body(&mut r);
+    let mut buf = r.buf;
     buf.extend_from_slice(&(RDB_VERSION as u16).to_le_bytes());
     let crc = crc64(0, &buf);
     buf.extend_from_slice(&crc.to_le_bytes());
