@@ -85,6 +85,35 @@ fn prefetch_entry(e: Link) {
     crate::util::prefetch_read(e.wrapping_add(63));
 }
 
+/// For a walk over every chain of `tab` in bucket order (a cache miss per
+/// entry, and in a forked child a page walk too), fetch ahead of bucket `i`
+/// in stages: the first entry of the chain `3 * STAGE` buckets on, the
+/// second `2 * STAGE` on (its address read from the first, fetched by then),
+/// the third `STAGE` on. Near half of a full table's entries are second or
+/// later in their chain.
+#[inline]
+fn prefetch_walk_ahead(tab: &[Link], i: usize) {
+    const STAGE: usize = 8;
+    for depth in 0..3 {
+        if let Some(&slot) = tab.get(i + STAGE * (3 - depth)) {
+            let mut e = target(slot);
+            // SAFETY: the link-slot invariant (see `Table`): a non-null slot
+            // owns a live entry, whose first word is its own next link.
+            unsafe {
+                for _ in 0..depth {
+                    if e.is_null() {
+                        break;
+                    }
+                    e = target(*(e as *const Link));
+                }
+            }
+            if !e.is_null() {
+                prefetch_entry(e);
+            }
+        }
+    }
+}
+
 /// A bucket slot's filter bits.
 #[inline]
 fn filter(l: Link) -> usize {
@@ -592,7 +621,8 @@ impl Table {
         self.rehash_idx = None;
         self.len = 0;
         for tab in tabs {
-            for &p in tab.iter() {
+            for (i, &p) in tab.iter().enumerate() {
+                prefetch_walk_ahead(&tab, i);
                 let mut p = target(p);
                 while !p.is_null() {
                     // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
@@ -971,37 +1001,12 @@ impl Table {
         found
     }
 
-    /// Iterate over every entry (not for the hot path: KEYS, SAVE, tests).
-    ///
-    /// A walk of a large table is a cache miss per entry (and, in a forked
-    /// child, a page walk too), so the entries are fetched ahead of the
-    /// bucket being visited, in stages: the first entry of each chain
-    /// `3 * STAGE` buckets ahead, the second `2 * STAGE` ahead (read from
-    /// the first, fetched by then), the third `STAGE` ahead. Near half of a
-    /// full table's entries are second or later in their chain.
+    /// Iterate over every entry (not for the hot path: KEYS, SAVE, tests),
+    /// fetching the chains ahead of the walk (see `prefetch_walk_ahead`).
     pub fn for_each<'t>(&'t self, f: &mut dyn FnMut(&'t Entry)) {
-        const STAGE: usize = 8;
         for tab in &self.tabs {
             for i in 0..tab.len() {
-                for depth in 0..3 {
-                    if let Some(&slot) = tab.get(i + STAGE * (3 - depth)) {
-                        let mut e = target(slot);
-                        // SAFETY: the link-slot invariant (see `Table`): a
-                        // non-null slot owns a live entry, whose first word
-                        // is its own next link.
-                        unsafe {
-                            for _ in 0..depth {
-                                if e.is_null() {
-                                    break;
-                                }
-                                e = target(*(e as *const Link));
-                            }
-                        }
-                        if !e.is_null() {
-                            prefetch_entry(e);
-                        }
-                    }
-                }
+                prefetch_walk_ahead(tab, i);
                 let mut link = &tab[i] as *const Link;
                 // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
                 unsafe {
@@ -1072,7 +1077,8 @@ mod tests {
 
     /// The walk that fetches chains ahead (three entries deep, 24 buckets
     /// on) visits every entry once: in a table whose old array is at its
-    /// fullest (chains past three) as a rehash starts, and after it.
+    /// fullest (chains past three) as a rehash starts, and after it; and
+    /// `clear`, which walks the same way, frees them all.
     #[test]
     fn for_each_visits_every_entry_once() {
         let mut t = Table::new(1);
@@ -1115,6 +1121,15 @@ mod tests {
             );
             while t.rehash(100) {}
         }
+        // `clear` walks the same way, freeing as it goes; mid-rehash here.
+        while !t.is_rehashing() {
+            insert(&mut t);
+        }
+        t.clear();
+        assert_eq!(t.len(), 0);
+        assert!(t.get(&key(0)).is_none());
+        t.insert(Entry::new(&key(0), NewValue::Int(0), false));
+        assert!(t.get(&key(0)).is_some());
     }
 
     #[test]
