@@ -129,9 +129,10 @@ mod clmul {
     #[inline]
     #[target_feature(enable = "pclmulqdq,sse2")]
     unsafe fn fold(a: __m128i, k: __m128i, b: __m128i) -> __m128i {
-        let hi = _mm_clmulepi64_si128::<0x00>(a, k);
-        let lo = _mm_clmulepi64_si128::<0x11>(a, k);
-        _mm_xor_si128(_mm_xor_si128(hi, lo), b)
+        // The low lane holds the first 8 bytes (the higher powers).
+        let first = _mm_clmulepi64_si128::<0x00>(a, k);
+        let second = _mm_clmulepi64_si128::<0x11>(a, k);
+        _mm_xor_si128(_mm_xor_si128(first, second), b)
     }
 
     #[inline]
