@@ -81,6 +81,7 @@ fn crc64_tables(mut crc: u64, data: &[u8]) -> u64 {
 
 /// `x^n mod P`, in the reflected bit order the CRC works in (the
 /// coefficient of `x^63` in bit 0).
+#[cfg(target_arch = "x86_64")]
 const fn x_pow_mod(n: u32) -> u64 {
     // The polynomial in the normal order: x^64 + NORMAL.
     const NORMAL: u64 = POLY.reverse_bits();
@@ -136,7 +137,6 @@ mod clmul {
     }
 
     #[inline]
-    #[target_feature(enable = "sse2")]
     unsafe fn load(p: &[u8], at: usize) -> __m128i {
         debug_assert!(at + 16 <= p.len());
         // SAFETY: the 16 bytes are inside `p` (every caller stays below its length).

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::feed::{FeedCursor, FEED_KEEP_BYTES, TO_AOF};
+use super::feed::{FeedCursor, TO_AOF};
 use super::Server;
 use crate::config::{Config, FsyncPolicy};
 use crate::persistence::aof::{self as format, AofFile, FileKind, Manifest};
@@ -521,10 +521,8 @@ impl Server {
             written = 0;
         }
         self.aof.buf.drain(..written);
-        // A big turn's buffer goes back to the allocator, as the feed's does
-        // (Redis's flushAppendOnlyFile frees an aof_buf of 4 KB or more).
-        if self.aof.buf.is_empty() && self.aof.buf.capacity() > FEED_KEEP_BYTES {
-            self.aof.buf = Vec::new();
+        if self.aof.buf.is_empty() {
+            super::feed::release_if_big(&mut self.aof.buf);
         }
         self.aof.current_size += written as u64;
         self.aof.written += written as u64;

@@ -16,8 +16,6 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::feed::FEED_KEEP_BYTES;
-
 /// Submission queue entries: a write and its fsync.
 const RING_ENTRIES: u32 = 8;
 const WRITE: u64 = 1;
@@ -244,12 +242,10 @@ impl Uring {
             rest: Vec::new(),
         };
         b.buf.clear();
-        // A big batch's buffer goes back to the allocator, as the inline
-        // write's does (see flush_aof): kept as the spare, it would pass
-        // between the ring and the AOF buffer for good, counted by nothing.
-        if b.buf.capacity() <= FEED_KEEP_BYTES {
-            self.spare = b.buf;
-        }
+        // Kept as the spare whatever its size, a big batch's buffer would
+        // pass between the ring and the AOF buffer for good.
+        super::feed::release_if_big(&mut b.buf);
+        self.spare = b.buf;
         Some(done)
     }
 
@@ -289,6 +285,7 @@ impl Uring {
 
 #[cfg(test)]
 mod tests {
+    use super::super::feed::FEED_KEEP_BYTES;
     use super::*;
     use std::io::{Read, Seek, SeekFrom};
 

@@ -68,6 +68,18 @@ pub struct FeedTap {
 pub(super) const FEED_KEEP_BYTES: usize = 64 << 10;
 const FEED_KEEP_SEGMENTS: usize = 1024;
 
+/// Give an emptied byte buffer of a big turn (the stream, the AOF buffer,
+/// an io_uring batch) back to the allocator; `shrink_to` would keep its
+/// first 64 KB. Memory that no client or buffer explains confuses
+/// `maxmemory` accounting (Redis's "slave buffer are counted correctly"),
+/// and Redis's flushAppendOnlyFile frees its written aof_buf likewise.
+pub(super) fn release_if_big(buf: &mut Vec<u8>) {
+    debug_assert!(buf.is_empty());
+    if buf.capacity() > FEED_KEEP_BYTES {
+        *buf = Vec::new();
+    }
+}
+
 /// The feed of one loop iteration.
 #[derive(Debug, Default)]
 pub struct Feed {
@@ -308,13 +320,7 @@ impl Feed {
             return;
         }
         self.stream.clear();
-        // A big turn's buffer goes back to the allocator (shrink_to would
-        // keep its first 64 KB): memory no client or buffer explains
-        // confuses `maxmemory` accounting (Redis's "slave buffer are counted
-        // correctly").
-        if self.stream.capacity() > FEED_KEEP_BYTES {
-            self.stream = Vec::new();
-        }
+        release_if_big(&mut self.stream);
         if self.segments.capacity() > FEED_KEEP_SEGMENTS {
             self.segments = Vec::new();
         }
