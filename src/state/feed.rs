@@ -40,17 +40,28 @@ impl FeedCursor {
     /// (`TO_AOF`, `TO_REPLICAS`) to `out`, with a `SELECT` before every
     /// segment whose database differs from the one this consumer has.
     pub fn append(&mut self, feed: &Feed, to: u8, out: &mut Vec<u8>) {
+        self.for_each_piece(feed, to, |piece| out.extend_from_slice(piece));
+    }
+
+    /// The same bytes as [`append`](FeedCursor::append), handed to `put` a
+    /// piece at a time (a `SELECT`, a run of the stream), for a consumer
+    /// that stores them elsewhere than in one buffer (the replication
+    /// backlog's blocks) and so need not gather them first.
+    pub fn for_each_piece(&mut self, feed: &Feed, to: u8, mut put: impl FnMut(&[u8])) {
         let mut start = 0;
+        let mut select = Vec::new();
         for &(db, end, target) in feed.complete_segments() {
             if target & to == 0 {
                 start = end;
                 continue;
             }
             if self.selected_db != Some(db) {
-                encode_select(db, out);
+                select.clear();
+                encode_select(db, &mut select);
+                put(&select);
                 self.selected_db = Some(db);
             }
-            out.extend_from_slice(&feed.stream[start..end]);
+            put(&feed.stream[start..end]);
             start = end;
         }
     }
@@ -537,6 +548,44 @@ mod tests {
         let out = fed(&f, &mut b);
         assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3"));
         assert_eq!(b.selected_db, Some(3));
+    }
+
+    #[test]
+    fn pieces_are_the_appended_bytes_cut_where_a_select_goes() {
+        let mut f = attached();
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"a", b"1"]);
+        f.end_unit();
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"b", b"2"]);
+        f.end_unit();
+        // A script's write meant for the AOF only: not a replica's piece.
+        let before = f.narrow_target(TO_AOF);
+        f.begin_unit();
+        f.also_propagate(0, &[b"SET", b"aof", b"only"]);
+        f.end_unit();
+        if let Some(to) = before {
+            f.restore_target(to);
+        }
+        f.begin_unit();
+        f.also_propagate(2, &[b"DEL", b"c"]);
+        f.end_unit();
+        for to in [TO_REPLICAS, TO_AOF] {
+            let mut gathered = Vec::new();
+            FeedCursor::default().append(&f, to, &mut gathered);
+            let mut pieces: Vec<Vec<u8>> = Vec::new();
+            let mut cursor = FeedCursor::default();
+            cursor.for_each_piece(&f, to, |p| pieces.push(p.to_vec()));
+            assert_eq!(pieces.concat(), gathered);
+            assert_eq!(cursor.selected_db, Some(2));
+            let selects = pieces
+                .iter()
+                .filter(|p| p.starts_with(b"*2\r\n$6\r\nSELECT"))
+                .count();
+            assert_eq!(selects, 2);
+            let aof_only = gathered.windows(4).any(|w| w == b"only");
+            assert_eq!(aof_only, to == TO_AOF);
+        }
     }
 
     #[test]

@@ -453,11 +453,19 @@ impl Server {
         let Some(backlog) = self.repl.backlog.as_mut() else {
             return;
         };
-        if bytes.is_empty() {
+        let added_block = backlog.append(bytes, size);
+        self.replication_grew(bytes.len(), added_block);
+    }
+
+    /// `len` bytes were added to the backlog (`added_block`: in a new
+    /// block): they count in the offset, every replica's stream ends
+    /// after them, online replicas are written them, and the backlog
+    /// is trimmed to its size.
+    fn replication_grew(&mut self, len: usize, added_block: bool) {
+        if len == 0 {
             return;
         }
-        let added_block = backlog.append(bytes, size);
-        self.repl.offset += bytes.len() as i64;
+        self.repl.offset += len as i64;
         let end = self.repl.offset;
         for i in 0..self.repl.replicas.len() {
             let id = self.repl.replicas[i];
@@ -533,12 +541,19 @@ impl Server {
             self.repl.writers.clear();
             return;
         }
-        let mut bytes = Vec::new();
-        let mut cursor = std::mem::take(&mut self.repl.cursor);
-        cursor.append(&self.feed, super::feed::TO_REPLICAS, &mut bytes);
-        self.repl.cursor = cursor;
         let before = self.repl.offset;
-        self.append_to_replication(&bytes);
+        // Straight into the backlog's blocks: a turn's writes are not
+        // gathered in a buffer of their own first.
+        if let Some(backlog) = self.repl.backlog.as_mut() {
+            let size = self.config.repl_backlog_size.max(1) as usize;
+            let (mut added, mut len) = (false, 0);
+            let cursor = &mut self.repl.cursor;
+            cursor.for_each_piece(&self.feed, super::feed::TO_REPLICAS, |piece| {
+                added |= backlog.append(piece, size);
+                len += piece.len();
+            });
+            self.replication_grew(len, added);
+        }
         let offset = self.repl.offset;
         // The AOF took these writes just before: until they are written
         // (or, under `always`, synced), replicas do not get them either.
