@@ -413,6 +413,13 @@ mod tests {
         f
     }
 
+    /// One unit of one op.
+    fn unit_of(f: &mut Feed, db: usize, argv: &[&[u8]]) {
+        f.begin_unit();
+        f.also_propagate(db, argv);
+        f.end_unit();
+    }
+
     fn fed(feed: &Feed, cursor: &mut FeedCursor) -> Vec<u8> {
         let mut out = Vec::new();
         cursor.append(feed, TO_ALL, &mut out);
@@ -531,12 +538,8 @@ mod tests {
     #[test]
     fn single_op_units_are_not_wrapped_and_select_is_per_consumer() {
         let mut f = attached();
-        f.begin_unit();
-        f.also_propagate(0, &[b"SET", b"k", b"v"]);
-        f.end_unit();
-        f.begin_unit();
-        f.also_propagate(3, &[b"DEL", b"k"]);
-        f.end_unit();
+        unit_of(&mut f, 0, &[b"SET", b"k", b"v"]);
+        unit_of(&mut f, 3, &[b"DEL", b"k"]);
         let mut a = FeedCursor::default();
         assert_eq!(
             fed(&f, &mut a),
@@ -553,23 +556,13 @@ mod tests {
     #[test]
     fn pieces_are_the_appended_bytes_cut_where_a_select_goes() {
         let mut f = attached();
-        f.begin_unit();
-        f.also_propagate(0, &[b"SET", b"a", b"1"]);
-        f.end_unit();
-        f.begin_unit();
-        f.also_propagate(0, &[b"SET", b"b", b"2"]);
-        f.end_unit();
+        unit_of(&mut f, 0, &[b"SET", b"a", b"1"]);
+        unit_of(&mut f, 0, &[b"SET", b"b", b"2"]);
         // A script's write meant for the AOF only: not a replica's piece.
-        let before = f.narrow_target(TO_AOF);
-        f.begin_unit();
-        f.also_propagate(0, &[b"SET", b"aof", b"only"]);
-        f.end_unit();
-        if let Some(to) = before {
-            f.restore_target(to);
-        }
-        f.begin_unit();
-        f.also_propagate(2, &[b"DEL", b"c"]);
-        f.end_unit();
+        let before = f.narrow_target(TO_AOF).expect("the AOF is a target");
+        unit_of(&mut f, 0, &[b"SET", b"aof", b"only"]);
+        f.restore_target(before);
+        unit_of(&mut f, 2, &[b"DEL", b"c"]);
         for to in [TO_REPLICAS, TO_AOF] {
             let mut gathered = Vec::new();
             FeedCursor::default().append(&f, to, &mut gathered);
