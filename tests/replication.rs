@@ -381,6 +381,50 @@ fn a_replica_does_not_expire_keys_its_master_has_not_deleted() {
     assert_eq!(r.cmd_str(&["DBSIZE"]), b":0\r\n");
 }
 
+/// Turns whose writes span several of the backlog's blocks and switch
+/// databases inside a transaction reach a Redis replica whole: the stream
+/// goes into the blocks a piece at a time, and EXEC makes room for it ahead.
+#[test]
+fn big_turns_across_databases_and_blocks_reach_a_redis_replica() {
+    let kv = start_kvstore(&["--repl-backlog-size", "16384"]);
+    let mut m = Conn::connect(kv.port);
+    let Some(replica) = start_redis_replica(kv.port) else {
+        return;
+    };
+    let mut r = Conn::connect(replica.port);
+    wait_in_sync(&mut m, &mut r);
+    let big = |n: usize, fill: u8| vec![fill; n];
+    // One transaction: values of 16 KB and more, a SELECT between them.
+    m.cmd_str(&["MULTI"]);
+    for (i, db) in ["0", "3", "0", "7"].iter().enumerate() {
+        m.cmd_str(&["SELECT", db]);
+        let key = format!("tx:{i}");
+        m.cmd(&[
+            b"SET",
+            key.as_bytes(),
+            &big(16384 + i * 5000, b'a' + i as u8),
+        ]);
+        m.cmd(&[b"RPUSH", b"tx:list", &big(20000, b'l'), b"small"]);
+    }
+    let exec = m.cmd_str(&["EXEC"]);
+    assert!(exec.starts_with(b"*12\r\n"), "{}", text(&exec));
+    // One pipeline: a turn of big writes in three databases.
+    for i in 0..12 {
+        let db = ["1", "0", "4"][i % 3].to_string();
+        m.send(&[b"SELECT", db.as_bytes()]);
+        let key = format!("pipe:{i}");
+        m.send(&[b"SET", key.as_bytes(), &big(9000 + i * 700, b'p')]);
+    }
+    for _ in 0..24 {
+        assert!(m.read_reply().starts_with(b"+OK"));
+    }
+    m.cmd_str(&["SELECT", "0"]);
+    wait_in_sync(&mut m, &mut r);
+    let want = dataset(&mut m);
+    assert_eq!(want.len(), 4 + 3 + 12, "keys on the master");
+    assert_eq!(dataset(&mut r), want);
+}
+
 #[test]
 fn kvstore_replicates_kvstore_in_a_chain_and_promotion_keeps_the_history() {
     let a = start_kvstore(&[]);
