@@ -107,11 +107,6 @@ pub fn exec(c: &mut Ctx, _argv: &[&[u8]]) {
     }
     // Unwatch first: the transaction's own writes must not flag this client.
     c.srv.unwatch_all(c.cl);
-    // Room for what the commands will most likely propagate: their
-    // arguments with RESP framing (under 16 bytes each), and the MULTI and
-    // EXEC around them. A command that propagates more (an EXPIRE turned
-    // into a PEXPIREAT) grows the stream as usual.
-    c.srv.feed.reserve(args.len() + 16 * arg_ends.len() + 64);
     c.cl.reply.array(commands.len());
     let denied_before = c.cl.deny_blocking;
     c.cl.deny_blocking = true;

@@ -186,16 +186,6 @@ impl Feed {
         }
     }
 
-    /// Make room at once for `bytes` more of the stream, when they are known
-    /// ahead (EXEC knows what its queued commands hold). Grown by doubling
-    /// instead, a big transaction's stream was copied at every step, and
-    /// its turn spent most of its time in those copies' page faults.
-    pub fn reserve(&mut self, bytes: usize) {
-        if self.active() {
-            self.stream.reserve(bytes);
-        }
-    }
-
     /// Add one op to the unit in progress (Redis's `alsoPropagate`). Outside
     /// any unit (cron work) it is a unit of its own.
     pub fn also_propagate(&mut self, db: usize, argv: &[&[u8]]) {
@@ -561,22 +551,6 @@ mod tests {
         let out = fed(&f, &mut b);
         assert!(out.starts_with(b"*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*3"));
         assert_eq!(b.selected_db, Some(3));
-    }
-
-    #[test]
-    fn room_is_made_ahead_only_for_a_consumed_feed() {
-        let mut idle = Feed::default();
-        idle.reserve(1 << 20);
-        assert_eq!(idle.stream.capacity(), 0);
-        let mut f = attached();
-        f.reserve(1 << 20);
-        let room = f.stream.capacity();
-        assert!(room >= 1 << 20);
-        let big = vec![b'v'; 1000];
-        for i in 0..900 {
-            unit_of(&mut f, 0, &[b"SET", i.to_string().as_bytes(), &big]);
-        }
-        assert_eq!(f.stream.capacity(), room, "no reallocation within the room");
     }
 
     #[test]
