@@ -383,7 +383,7 @@ fn a_replica_does_not_expire_keys_its_master_has_not_deleted() {
 
 /// Turns whose writes span several of the backlog's blocks and switch
 /// databases inside a transaction reach a Redis replica whole: the stream
-/// goes into the blocks a piece at a time, and EXEC makes room for it ahead.
+/// goes into the blocks a piece at a time.
 #[test]
 fn big_turns_across_databases_and_blocks_reach_a_redis_replica() {
     let kv = start_kvstore(&["--repl-backlog-size", "16384"]);
