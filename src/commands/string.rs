@@ -62,7 +62,7 @@ fn reply_string(out: &mut crate::protocol::Reply, e: &Entry) -> bool {
 /// Store a string value, replacing any value; the TTL is removed unless
 /// `keep_ttl`.
 pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
-    db.set(Entry::string(key, val), keep_ttl);
+    db.set_string(key, val, keep_ttl);
 }
 
 /// Whether `key` exists before a string write replaces it (the lookup in
@@ -242,11 +242,13 @@ fn set_generic(
     }
     // A big value read into a buffer of its own becomes the stored value
     // as it is: no copy, no second 500 MB allocation.
-    let entry = match c.cl.take_big_arg(val) {
-        Some(owned) => Entry::from_vec(key, owned, false),
-        None => Entry::string(key, val),
-    };
-    c.srv.dbs[db].set(entry, flags.keepttl);
+    // A TTL about to be set anew is kept until then: its entry in the
+    // expires table is overwritten rather than freed and made again.
+    let keep_ttl = flags.keepttl || when.is_some();
+    match c.cl.take_big_arg(val) {
+        Some(owned) => c.srv.dbs[db].set(Entry::from_vec(key, owned, false), keep_ttl),
+        None => set_string(&mut c.srv.dbs[db], key, val, keep_ttl),
+    }
     c.dirty(1);
     string_written(c, key, found, "set");
     if let Some(ms) = when {

@@ -176,6 +176,17 @@ pub enum NewValue<'a> {
     Boxed(Box<Value>),
 }
 
+/// How a string value is stored: as an integer when it is the canonical
+/// form of an i64 (Redis's tryObjectEncoding), else as its bytes.
+fn string_value(val: &[u8]) -> NewValue<'_> {
+    if val.len() <= MAX_INT_STRING {
+        if let Some(n) = crate::util::parse_i64(val) {
+            return NewValue::Int(n);
+        }
+    }
+    NewValue::Str(val)
+}
+
 /// An owning pointer to one entry allocation.
 ///
 /// # Invariant
@@ -219,12 +230,7 @@ impl Entry {
     /// The entry for a string value, integer-encoded when it is the
     /// canonical form of an i64 (Redis's tryObjectEncoding).
     pub fn string(key: &[u8], val: &[u8]) -> Entry {
-        if val.len() <= MAX_INT_STRING {
-            if let Some(n) = crate::util::parse_i64(val) {
-                return Entry::new(key, NewValue::Int(n), false);
-            }
-        }
-        Entry::new(key, NewValue::Str(val), false)
+        Entry::new(key, string_value(val), false)
     }
 
     /// An entry for a string handed over as an owned buffer: a long one is
@@ -445,6 +451,57 @@ impl Entry {
         }
     }
 
+    /// Store the string `val` over this entry's value in place, when the
+    /// old value is an integer or an inline string and the new one (encoded
+    /// as [`Entry::string`] would) takes exactly as many bytes: SET over a
+    /// key of the same size writes one allocation, the key's own, instead of
+    /// allocating a new entry, relinking the chain and freeing the old one
+    /// (which, while a fork's child shares the memory, would copy three
+    /// pages instead of one). The value is a new one as Redis's setKey makes
+    /// it: not "raw", and its access clock restarts unless `keep_clock` (an
+    /// LFU policy keeps the key's counter). The TTL flag is left to the
+    /// caller. Returns false, changing nothing, when the sizes differ or
+    /// either value is boxed.
+    pub fn overwrite_string(&mut self, val: &[u8], keep_clock: bool) -> bool {
+        // SAFETY: the Entry invariant (see `Entry`): an inline payload is
+        // its length byte and that many bytes, an integer's 8 bytes.
+        let old_size = match self.tag() & KIND_MASK {
+            KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
+            KIND_INT => 8,
+            _ => return false,
+        };
+        let new = string_value(val);
+        let (kind, size) = match &new {
+            NewValue::Int(_) => (KIND_INT, 8),
+            NewValue::Str(s) if s.len() <= INLINE_MAX => (KIND_INLINE, 1 + s.len()),
+            _ => return false,
+        };
+        if size != old_size {
+            return false;
+        }
+        let v = self.val_ptr();
+        // SAFETY: the new payload has the old one's size, so it fills the
+        // same bytes of this entry's allocation, and the tag set below says
+        // how to read it (and the allocation's size computed back from it
+        // is unchanged, as `Drop` needs).
+        unsafe {
+            match new {
+                NewValue::Int(n) => ptr::write_unaligned(v as *mut i64, n),
+                NewValue::Str(s) => {
+                    *v = s.len() as u8;
+                    ptr::copy_nonoverlapping(s.as_ptr(), v.add(1), s.len());
+                }
+                NewValue::Boxed(_) => unreachable!("a boxed value's size is refused above"),
+            }
+        }
+        let t = self.tag();
+        self.set_tag((t & !(KIND_MASK | RAW)) | kind);
+        if !keep_clock {
+            self.set_lru(LRU_CLOCK.load(Ordering::Relaxed));
+        }
+        true
+    }
+
     /// Overwrite an integer value in place (INCR and friends).
     pub fn set_int_in_place(&mut self, n: i64) -> bool {
         if self.tag() & KIND_MASK != KIND_INT {
@@ -593,6 +650,73 @@ mod tests {
             ValueRef::Boxed(Value::Str(s)) => assert_eq!(&s[..], &val[..]),
             _ => panic!("expected boxed string"),
         }
+    }
+
+    #[test]
+    fn overwrites_a_value_of_the_same_size_in_place() {
+        // The clock is the process's (a server's tick in another test may
+        // move it): a new value's is the clock before or after the write.
+        let clock = || LRU_CLOCK.load(Ordering::Relaxed);
+        let mut e = Entry::new(b"key", NewValue::Str(b"abcdefg"), true);
+        let at = e.as_raw();
+        let old_clock = (clock() + 12345) & LRU_CLOCK_MAX;
+        e.set_lru(old_clock);
+        e.set_has_expire(true);
+        let before = clock();
+        assert!(
+            e.overwrite_string(b"12345678", false),
+            "an integer in place of 7 bytes"
+        );
+        let after = clock();
+        assert_eq!(e.as_raw(), at);
+        assert!(matches!(e.value(), ValueRef::Int(12345678)));
+        assert!(!e.is_raw(), "a new value is not raw");
+        assert!(e.lru() == before || e.lru() == after, "a new value's clock");
+        assert!(e.has_expire(), "the TTL flag is the caller's");
+        e.set_lru(old_clock);
+        assert!(
+            e.overwrite_string(b"-7", true),
+            "an integer over an integer"
+        );
+        assert!(matches!(e.value(), ValueRef::Int(-7)));
+        assert_eq!(e.lru(), old_clock, "an LFU policy keeps the counter");
+        assert!(
+            e.overwrite_string(b"1234567", false),
+            "an integer over an integer"
+        );
+        assert!(matches!(e.value(), ValueRef::Int(1234567)));
+        assert!(
+            e.overwrite_string(b"gfedcba", false),
+            "7 bytes take an integer's room"
+        );
+        assert!(matches!(e.value(), ValueRef::Str(b"gfedcba")));
+        assert!(
+            e.overwrite_string(b"0123456", true),
+            "not an integer: a leading zero"
+        );
+        assert!(matches!(e.value(), ValueRef::Str(b"0123456")));
+        assert_eq!(e.key(), b"key");
+        assert_eq!(e.alloc_size(), 13 + 3 + 8, "the layout of the entry it was");
+    }
+
+    #[test]
+    fn refuses_to_overwrite_another_size_or_a_boxed_value() {
+        let mut e = Entry::new(b"k", NewValue::Str(b"abc"), false);
+        for other in [&b"abcd"[..], b"ab", b"1", b"", &[b'x'; 300]] {
+            assert!(!e.overwrite_string(other, false));
+            assert!(matches!(e.value(), ValueRef::Str(b"abc")));
+        }
+        let mut n = Entry::new(b"k", NewValue::Int(5), false);
+        assert!(!n.overwrite_string(b"abc", false));
+        assert!(matches!(n.value(), ValueRef::Int(5)));
+        let long = vec![b'y'; 300];
+        let mut b = Entry::new(b"k", NewValue::Str(&long), false);
+        assert!(
+            !b.overwrite_string(&long, false),
+            "a boxed value is replaced, not overwritten"
+        );
+        assert!(!b.overwrite_string(b"12345678", false));
+        assert!(matches!(b.value(), ValueRef::Boxed(Value::Str(s)) if &s[..] == &long[..]));
     }
 
     #[test]

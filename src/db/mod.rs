@@ -109,7 +109,31 @@ impl Db {
     /// existing TTL stays, otherwise it is removed as SET does. A replaced
     /// value is freed as `lazyfree-lazy-server-del` says.
     pub fn set(&mut self, entry: Entry, keep_ttl: bool) {
-        let Some(old) = self.main.insert(entry) else {
+        let h = self.main.hash(entry.key());
+        self.set_hashed(entry, h, keep_ttl);
+    }
+
+    /// Store the string `val` under `key` as [`Db::set`] of
+    /// [`Entry::string`] does. An existing key whose integer or inline
+    /// value takes the new one's room gets it in place
+    /// ([`Entry::overwrite_string`]): one lookup, no allocation.
+    pub fn set_string(&mut self, key: &[u8], val: &[u8], keep_ttl: bool) {
+        let h = self.main.hash(key);
+        if let Some(e) = self.main.get_mut_hashed(key, h) {
+            if e.overwrite_string(val, entry::lfu_policy()) {
+                if !keep_ttl && e.has_expire() {
+                    e.set_has_expire(false);
+                    self.expires.remove(key);
+                }
+                return;
+            }
+        }
+        self.set_hashed(Entry::string(key, val), h, keep_ttl);
+    }
+
+    /// `set` of an entry whose key hashes to `h`.
+    fn set_hashed(&mut self, entry: Entry, h: u64, keep_ttl: bool) {
+        let Some(old) = self.main.insert_hashed(entry, h) else {
             return;
         };
         // Under an LFU policy the new value keeps the key's counter; with
@@ -223,5 +247,52 @@ pub fn entry_with_key(entry: &Entry, key: &[u8]) -> Entry {
         ValueRef::Str(s) => Entry::new(key, NewValue::Str(s), entry.is_raw()),
         ValueRef::Int(n) => Entry::new(key, NewValue::Int(n), false),
         ValueRef::Boxed(v) => Entry::new(key, NewValue::Boxed(Box::new(v.clone())), entry.is_raw()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string_of(db: &Db, key: &[u8]) -> Vec<u8> {
+        match db.main.get(key).expect("key").value() {
+            ValueRef::Str(s) => s.to_vec(),
+            ValueRef::Int(n) => n.to_string().into_bytes(),
+            ValueRef::Boxed(Value::Str(s)) => s.to_vec(),
+            #[allow(unreachable_patterns)]
+            ValueRef::Boxed(_) => panic!("not a string"),
+        }
+    }
+
+    #[test]
+    fn set_string_overwrites_in_place_and_drops_or_keeps_the_ttl() {
+        let mut db = Db::new(0, 1);
+        db.set_string(b"k", b"abcdef", false);
+        let at = db.main.get(b"k").unwrap().as_raw();
+        db.set_expire(b"k", 4_000_000_000_000);
+        db.set_string(b"k", b"ghijkl", true);
+        assert_eq!(db.main.get(b"k").unwrap().as_raw(), at, "the same entry");
+        assert_eq!(string_of(&db, b"k"), b"ghijkl");
+        assert_eq!(db.get_expire(b"k"), Some(4_000_000_000_000), "KEEPTTL");
+        db.set_string(b"k", b"mnopqr", false);
+        assert_eq!(db.main.get(b"k").unwrap().as_raw(), at);
+        assert_eq!(db.get_expire(b"k"), None, "a plain SET drops the TTL");
+        assert!(!db.main.get(b"k").unwrap().has_expire());
+        assert_eq!(db.expires.len(), 0);
+
+        // Another size: a new entry, the TTL handled the same way.
+        db.set_expire(b"k", 4_000_000_000_000);
+        db.set_string(b"k", b"longer value", true);
+        assert_eq!(string_of(&db, b"k"), b"longer value");
+        assert_eq!(db.get_expire(b"k"), Some(4_000_000_000_000));
+        db.set_string(b"k", &[b'x'; 1000], false);
+        assert_eq!(string_of(&db, b"k"), vec![b'x'; 1000]);
+        assert_eq!(db.get_expire(b"k"), None);
+        db.set_string(b"k", b"7", false);
+        assert!(matches!(
+            db.main.get(b"k").unwrap().value(),
+            ValueRef::Int(7)
+        ));
+        assert_eq!(db.main.len(), 1);
     }
 }

@@ -443,6 +443,16 @@ impl Table {
             .map(|(_, l)| unsafe { &mut *(l as *mut Entry) })
     }
 
+    /// `get_mut` of a key already hashed to `h` (from `hash`), for a write
+    /// that may go on to `insert_hashed` without hashing the key again.
+    #[inline]
+    pub fn get_mut_hashed(&mut self, key: &[u8], h: u64) -> Option<&mut Entry> {
+        self.rehash_step();
+        self.find_link(key, h)
+            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
+            .map(|(_, l)| unsafe { &mut *(l as *mut Entry) })
+    }
+
     /// Insert `entry`, replacing and returning any entry with the same key.
     pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
         let h = self.hash(entry.key());
