@@ -716,7 +716,7 @@ mod tests {
             "a boxed value is replaced, not overwritten"
         );
         assert!(!b.overwrite_string(b"12345678", false));
-        assert!(matches!(b.value(), ValueRef::Boxed(Value::Str(s)) if &s[..] == &long[..]));
+        assert!(matches!(b.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == long[..]));
     }
 
     #[test]
