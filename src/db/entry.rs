@@ -453,22 +453,28 @@ impl Entry {
 
     /// Store the string `val` over this entry's value in place, when the
     /// old value is an integer or an inline string and the new one (encoded
-    /// as [`Entry::string`] would) takes exactly as many bytes: SET over a
+    /// as [`Entry::string`] would) takes exactly as many bytes, or both are
+    /// long strings of one length and no reply holds the old: SET over a
     /// key of the same size writes one allocation, the key's own, instead of
     /// allocating a new entry, relinking the chain and freeing the old one
     /// (which, while a fork's child shares the memory, would copy three
     /// pages instead of one). The value is a new one as Redis's setKey makes
     /// it: not "raw", and its access clock restarts unless `keep_clock` (an
     /// LFU policy keeps the key's counter). The TTL flag is left to the
-    /// caller. Returns false, changing nothing, when the sizes differ or
-    /// either value is boxed.
+    /// caller. Returns false, changing nothing, otherwise.
     pub fn overwrite_string(&mut self, val: &[u8], keep_clock: bool) -> bool {
         // SAFETY: the Entry invariant (see `Entry`): an inline payload is
         // its length byte and that many bytes, an integer's 8 bytes.
         let old_size = match self.tag() & KIND_MASK {
             KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
             KIND_INT => 8,
-            _ => return false,
+            _ => {
+                if !self.overwrite_boxed_string(val) {
+                    return false;
+                }
+                self.restart_value(keep_clock);
+                return true;
+            }
         };
         let new = string_value(val);
         let (kind, size) = match &new {
@@ -495,11 +501,42 @@ impl Entry {
             }
         }
         let t = self.tag();
-        self.set_tag((t & !(KIND_MASK | RAW)) | kind);
+        self.set_tag((t & !KIND_MASK) | kind);
+        self.restart_value(keep_clock);
+        true
+    }
+
+    /// A long string (boxed) of `val`'s length that no reply holds: its
+    /// bytes copied over with `val`, in its own buffer. False otherwise.
+    fn overwrite_boxed_string(&mut self, val: &[u8]) -> bool {
+        if val.len() <= INLINE_MAX {
+            return false;
+        }
+        let Some(Value::Str(s)) = self.boxed_mut() else {
+            return false;
+        };
+        let bytes = match s {
+            Str::Owned(v) => v,
+            Str::Shared(a) => match std::sync::Arc::get_mut(a) {
+                Some(v) => v,
+                None => return false,
+            },
+        };
+        if bytes.len() != val.len() {
+            return false;
+        }
+        bytes.copy_from_slice(val);
+        true
+    }
+
+    /// The flags of a value just stored over the old one: not "raw", and
+    /// a new clock unless `keep_clock`.
+    fn restart_value(&mut self, keep_clock: bool) {
+        let t = self.tag();
+        self.set_tag(t & !RAW);
         if !keep_clock {
             self.set_lru(LRU_CLOCK.load(Ordering::Relaxed));
         }
-        true
     }
 
     /// Overwrite an integer value in place (INCR and friends).
@@ -700,7 +737,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_to_overwrite_another_size_or_a_boxed_value() {
+    fn refuses_to_overwrite_another_size_or_kind() {
         let mut e = Entry::new(b"k", NewValue::Str(b"abc"), false);
         for other in [&b"abcd"[..], b"ab", b"1", b"", &[b'x'; 300]] {
             assert!(!e.overwrite_string(other, false));
@@ -711,12 +748,46 @@ mod tests {
         assert!(matches!(n.value(), ValueRef::Int(5)));
         let long = vec![b'y'; 300];
         let mut b = Entry::new(b"k", NewValue::Str(&long), false);
-        assert!(
-            !b.overwrite_string(&long, false),
-            "a boxed value is replaced, not overwritten"
-        );
+        assert!(!b.overwrite_string(&long[..299], false), "another length");
         assert!(!b.overwrite_string(b"12345678", false));
         assert!(matches!(b.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == long[..]));
+        let list = Value::List(Default::default());
+        let mut l = Entry::new(b"k", NewValue::Boxed(Box::new(list)), false);
+        assert!(!l.overwrite_string(&long, false), "not a string");
+        assert!(matches!(l.value(), ValueRef::Boxed(Value::List(_))));
+    }
+
+    #[test]
+    fn overwrites_a_long_string_of_the_same_length_unless_a_reply_holds_it() {
+        let bytes_at = |e: &Entry| match e.value() {
+            ValueRef::Boxed(Value::Str(s)) => s.as_ptr(),
+            _ => panic!("expected a long string"),
+        };
+        let mut e = Entry::from_vec(b"k", vec![b'a'; 300], true);
+        let at = bytes_at(&e);
+        assert!(e.overwrite_string(&[b'b'; 300], false));
+        assert_eq!(bytes_at(&e), at, "the same buffer");
+        assert!(matches!(e.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == [b'b'; 300]));
+        assert!(!e.is_raw());
+
+        let len = crate::db::value::SHARED_STR_MIN;
+        let mut e = Entry::from_vec(b"k", vec![b'c'; len], false);
+        let held = match e.value() {
+            ValueRef::Boxed(Value::Str(s)) => s.shared().expect("shared").clone(),
+            _ => panic!("expected a long string"),
+        };
+        let other = vec![b'd'; len];
+        assert!(
+            !e.overwrite_string(&other, false),
+            "a reply holds the bytes"
+        );
+        assert!(held.iter().all(|&b| b == b'c'));
+        drop(held);
+        assert!(
+            e.overwrite_string(&other, false),
+            "no one else holds them now"
+        );
+        assert!(matches!(e.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == other[..]));
     }
 
     #[test]
