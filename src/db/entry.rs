@@ -455,10 +455,9 @@ impl Entry {
     /// old value is an integer or an inline string and the new one (encoded
     /// as [`Entry::string`] would) takes exactly as many bytes, or both are
     /// long strings of one length and no reply holds the old: SET over a
-    /// key of the same size writes one allocation, the key's own, instead of
-    /// allocating a new entry, relinking the chain and freeing the old one
-    /// (which, while a fork's child shares the memory, would copy three
-    /// pages instead of one). The value is a new one as Redis's setKey makes
+    /// key of the same size writes where the old value is, instead of
+    /// allocating a new entry, relinking the chain and freeing the old one.
+    /// The value is a new one as Redis's setKey makes
     /// it: not "raw", and its access clock restarts unless `keep_clock` (an
     /// LFU policy keeps the key's counter). The TTL flag is left to the
     /// caller. Returns false, changing nothing, otherwise.

@@ -115,8 +115,9 @@ impl Db {
 
     /// Store the string `val` under `key` as [`Db::set`] of
     /// [`Entry::string`] does. An existing key whose integer or inline
-    /// value takes the new one's room gets it in place
-    /// ([`Entry::overwrite_string`]): one lookup, no allocation.
+    /// value takes the new one's room, or whose long string has its length,
+    /// gets it in place ([`Entry::overwrite_string`]): one lookup, no
+    /// allocation.
     pub fn set_string(&mut self, key: &[u8], val: &[u8], keep_ttl: bool) {
         let h = self.main.hash(key);
         if let Some(e) = self.main.get_mut_hashed(key, h) {
