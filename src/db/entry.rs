@@ -462,18 +462,30 @@ impl Entry {
     /// LFU policy keeps the key's counter). The TTL flag is left to the
     /// caller. Returns false, changing nothing, otherwise.
     pub fn overwrite_string(&mut self, val: &[u8], keep_clock: bool) -> bool {
+        let done = match self.tag() & KIND_MASK {
+            KIND_BOXED => self.overwrite_boxed_string(val),
+            _ => self.overwrite_small_value(val),
+        };
+        if done {
+            let t = self.tag();
+            self.set_tag(t & !RAW);
+            if !keep_clock {
+                self.set_lru(LRU_CLOCK.load(Ordering::Relaxed));
+            }
+        }
+        done
+    }
+
+    /// An integer or inline string whose payload has the size of `val`'s
+    /// (encoded as [`Entry::string`] would): `val` written over it, the tag
+    /// saying which it now is. False otherwise.
+    #[inline]
+    fn overwrite_small_value(&mut self, val: &[u8]) -> bool {
         // SAFETY: the Entry invariant (see `Entry`): an inline payload is
         // its length byte and that many bytes, an integer's 8 bytes.
         let old_size = match self.tag() & KIND_MASK {
             KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
-            KIND_INT => 8,
-            _ => {
-                if !self.overwrite_boxed_string(val) {
-                    return false;
-                }
-                self.restart_value(keep_clock);
-                return true;
-            }
+            _ => 8, // KIND_INT: the caller took boxed values elsewhere
         };
         let new = string_value(val);
         let (kind, size) = match &new {
@@ -501,7 +513,6 @@ impl Entry {
         }
         let t = self.tag();
         self.set_tag((t & !KIND_MASK) | kind);
-        self.restart_value(keep_clock);
         true
     }
 
@@ -526,16 +537,6 @@ impl Entry {
         }
         bytes.copy_from_slice(val);
         true
-    }
-
-    /// The flags of a value just stored over the old one: not "raw", and
-    /// a new clock unless `keep_clock`.
-    fn restart_value(&mut self, keep_clock: bool) {
-        let t = self.tag();
-        self.set_tag(t & !RAW);
-        if !keep_clock {
-            self.set_lru(LRU_CLOCK.load(Ordering::Relaxed));
-        }
     }
 
     /// Overwrite an integer value in place (INCR and friends).

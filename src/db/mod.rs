@@ -109,8 +109,9 @@ impl Db {
     /// existing TTL stays, otherwise it is removed as SET does. A replaced
     /// value is freed as `lazyfree-lazy-server-del` says.
     pub fn set(&mut self, entry: Entry, keep_ttl: bool) {
-        let h = self.main.hash(entry.key());
-        self.set_hashed(entry, h, keep_ttl);
+        if let Some(old) = self.main.insert(entry) {
+            self.replaced(old, keep_ttl);
+        }
     }
 
     /// Store the string `val` under `key` as [`Db::set`] of
@@ -120,23 +121,25 @@ impl Db {
     /// allocation.
     pub fn set_string(&mut self, key: &[u8], val: &[u8], keep_ttl: bool) {
         let h = self.main.hash(key);
-        if let Some(e) = self.main.get_mut_hashed(key, h) {
-            if e.overwrite_string(val, entry::lfu_policy()) {
-                if !keep_ttl && e.has_expire() {
-                    e.set_has_expire(false);
-                    self.expires.remove(key);
-                }
-                return;
+        let keep_clock = entry::lfu_policy();
+        let expires = &mut self.expires;
+        let overwrite = |e: &mut Entry| {
+            let done = e.overwrite_string(val, keep_clock);
+            if done && !keep_ttl && e.has_expire() {
+                e.set_has_expire(false);
+                expires.remove(key);
             }
+            done
+        };
+        let make = || Entry::string(key, val);
+        if let Some(old) = self.main.store_hashed(key, h, overwrite, make) {
+            self.replaced(old, keep_ttl);
         }
-        self.set_hashed(Entry::string(key, val), h, keep_ttl);
     }
 
-    /// `set` of an entry whose key hashes to `h`.
-    fn set_hashed(&mut self, entry: Entry, h: u64, keep_ttl: bool) {
-        let Some(old) = self.main.insert_hashed(entry, h) else {
-            return;
-        };
+    /// After `old` was replaced by a new entry of its key: the counter and
+    /// TTL the new one keeps, the old one freed.
+    fn replaced(&mut self, old: Entry, keep_ttl: bool) {
         // Under an LFU policy the new value keeps the key's counter; with
         // `keep_ttl` it keeps the deadline (one lookup for both).
         let keep_counter = entry::lfu_policy();

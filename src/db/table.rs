@@ -443,14 +443,31 @@ impl Table {
             .map(|(_, l)| unsafe { &mut *(l as *mut Entry) })
     }
 
-    /// `get_mut` of a key already hashed to `h` (from `hash`), for a write
-    /// that may go on to `insert_hashed` without hashing the key again.
+    /// Store a value for `key` (hashed to `h`) with one lookup: an entry
+    /// for it that `overwrite` changes in place stays; otherwise `make`'s
+    /// entry goes in, and the entry it replaces, if any, is returned.
     #[inline]
-    pub fn get_mut_hashed(&mut self, key: &[u8], h: u64) -> Option<&mut Entry> {
+    pub fn store_hashed(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        overwrite: impl FnOnce(&mut Entry) -> bool,
+        make: impl FnOnce() -> Entry,
+    ) -> Option<Entry> {
         self.rehash_step();
-        self.find_link(key, h)
-            // SAFETY: the link-slot invariant (see `Table`): every slot is null or owns one live entry.
-            .map(|(_, l)| unsafe { &mut *(l as *mut Entry) })
+        let Some((_, link)) = self.find_link(key, h) else {
+            self.insert_new_hashed(make(), h);
+            return None;
+        };
+        // SAFETY: the link-slot invariant (see `Table`): every slot is null
+        // or owns one live entry; `link` was found just now, and nothing
+        // changes the table before it is used.
+        unsafe {
+            if overwrite(&mut *(link as *mut Entry)) {
+                return None;
+            }
+            Some(self.replace_at(link, make()))
+        }
     }
 
     /// Insert `entry`, replacing and returning any entry with the same key.
@@ -1168,6 +1185,41 @@ mod tests {
         for i in 0..1000 {
             assert!(seen.contains(&key(i)), "scan missed key {i}");
         }
+    }
+
+    #[test]
+    fn store_hashed_overwrites_replaces_or_inserts_with_one_lookup() {
+        let mut t = Table::new(5);
+        let value = |t: &Table, k: &[u8]| match t.get(k).expect("present").value() {
+            crate::db::entry::ValueRef::Int(n) => n,
+            _ => panic!("an integer"),
+        };
+        // Enough keys that some stores land in the middle of a rehash.
+        for i in 0..3_000 {
+            let k = key(i);
+            let h = t.hash(&k);
+            let make = || Entry::new(&k, NewValue::Int(i as i64), false);
+            assert!(t
+                .store_hashed(&k, h, |_| panic!("a new key"), make)
+                .is_none());
+            if i % 3 == 0 {
+                // An existing key changed in place: nothing replaced.
+                let at = t.get(&k).unwrap().as_raw();
+                let overwrite = |e: &mut Entry| e.set_int_in_place(-(i as i64));
+                let make = || panic!("changed in place");
+                assert!(t.store_hashed(&k, h, overwrite, make).is_none());
+                assert_eq!(t.get(&k).unwrap().as_raw(), at);
+                assert_eq!(value(&t, &k), -(i as i64));
+            } else if i % 3 == 1 {
+                // One that refuses: a new entry, the old one returned.
+                let make = || Entry::new(&k, NewValue::Int(7), false);
+                let old = t.store_hashed(&k, h, |_| false, make).expect("replaced");
+                assert!(matches!(old.value(), crate::db::entry::ValueRef::Int(n) if n == i as i64));
+                assert_eq!(value(&t, &k), 7);
+            }
+        }
+        assert_eq!(t.len(), 3_000);
+        assert_filters_exact(&t);
     }
 
     /// Every bucket's filter is exactly that of its chain's keys.
