@@ -306,42 +306,6 @@ fn client_list_qbuf_shows_only_a_big_argument_s_bytes() {
     big_argument_qbuf(redis.port);
 }
 
-/// CLIENT LIST's qbuf + qbuf-free: room for another fat argument after
-/// one, trimmed to the recent peak while the client goes on with small
-/// commands, freed once it is idle (Redis's clientsCronResizeQueryBuffer).
-fn query_buffer_follows_its_peak(port: u16) {
-    let mut ctl = Conn::connect(port);
-    let mut rr = Conn::connect(port);
-    assert_eq!(rr.cmd_str(&["CLIENT", "SETNAME", "fat"]), b"+OK\r\n");
-    let room =
-        |ctl: &mut Conn| client_u64(ctl, "fat", "qbuf") + client_u64(ctl, "fat", "qbuf-free");
-    let fat = "A".repeat(400_000);
-    assert_eq!(rr.cmd_str(&["SET", "x", &fat]), b"+OK\r\n");
-    let after_fat = room(&mut ctl);
-    assert!(
-        after_fat > 400_000,
-        "room after a fat argument: {after_fat}"
-    );
-    let mut now = after_fat;
-    common::wait_for("the room to follow the peak", 5, || {
-        assert_eq!(rr.cmd_str(&["SET", "x", "small"]), b"+OK\r\n");
-        now = room(&mut ctl);
-        now < 32 * 1024
-    });
-    assert!(now > 0);
-    common::wait_for("an idle client's buffer to go", 10, || room(&mut ctl) == 0);
-}
-
-#[test]
-fn query_buffer_keeps_room_for_a_fat_argument_then_follows_its_peak() {
-    let kv = start_kvstore(&[]);
-    query_buffer_follows_its_peak(kv.port);
-    let Some(redis) = start_redis(&[]) else {
-        return;
-    };
-    query_buffer_follows_its_peak(redis.port);
-}
-
 const HUGE_RANDOM_PICKS: [[&str; 3]; 3] = [
     ["HRANDFIELD", "myhash", "-999999999"],
     ["SRANDMEMBER", "myset", "-999999999"],

@@ -21,11 +21,6 @@ pub const PROTO_MBULK_BIG_ARG: usize = 32 * 1024;
 pub const PROTO_IOBUF_LEN: usize = 16 * 1024;
 /// Most bytes one read takes into a big argument's buffer.
 pub const PROTO_READ_MAX: usize = 256 * 1024;
-/// A query buffer bigger than this is trimmed by the cron when its recent
-/// peak used less than half of it (Redis's PROTO_RESIZE_THRESHOLD).
-pub const PROTO_RESIZE_THRESHOLD: usize = 32 * 1024;
-/// The cron trims a query buffer only when it wastes more than this.
-const RESIZE_MIN_WASTE: usize = 4 * 1024;
 /// Largest multibulk count accepted (Redis's INT_MAX).
 pub const PROTO_MAX_MULTIBULK_LEN: i64 = i32::MAX as i64;
 /// Before AUTH, Redis bounds requests much harder.
@@ -132,9 +127,6 @@ pub struct QueryBuffer {
     ready: bool,
     /// An empty line came in (a replica's sign of life while it loads).
     empty_line: bool,
-    /// Most bytes the buffer held since the cron last looked (Redis's
-    /// `querybuf_peak`): what a resize must leave room for.
-    peak: usize,
 }
 
 impl QueryBuffer {
@@ -177,47 +169,17 @@ impl QueryBuffer {
         self.buf.capacity() + self.big.as_ref().map_or(0, |b| b.capacity())
     }
 
-    /// The cron's look at the buffer (Redis's clientsCronResizeQueryBuffer).
-    /// When it wastes more than a few kilobytes: an idle client's buffer
-    /// shrinks to what it holds (freed when empty); a busy client's buffer
-    /// of more than 32 KiB shrinks to its recent peak when that peak used
-    /// less than half of it (never below what it holds or the bulk being
-    /// read). The peak then starts again from what the buffer holds.
-    /// Returns whether the buffer changed.
-    pub fn cron_resize(&mut self, idle: bool) -> bool {
-        let cap = self.buf.capacity();
-        let mut changed = false;
-        if cap - self.buf.len() > RESIZE_MIN_WASTE {
-            if idle {
-                self.compact();
-                if self.buf.is_empty() {
-                    self.buf = Vec::new();
-                    self.pos = 0;
-                    self.cmd_start = 0;
-                } else {
-                    self.buf.shrink_to_fit();
-                }
-                changed = true;
-            } else if cap > PROTO_RESIZE_THRESHOLD && cap / 2 > self.peak {
-                self.compact();
-                let mut keep = self.buf.len().max(self.peak);
-                // A bulk being read into this buffer (not into one of its
-                // own) will need its room.
-                if self.big.is_none() && self.bulk_len >= 0 {
-                    keep = keep.max(self.bulk_len as usize);
-                }
-                self.buf.shrink_to(keep);
-                changed = true;
-            }
+    /// Give the buffer back when it holds nothing (an idle client: Redis's
+    /// clientsCronResizeQueryBuffer frees it after 2 idle seconds). Returns
+    /// whether anything was freed.
+    pub fn release_if_empty(&mut self) -> bool {
+        if self.buf.is_empty() && self.big.is_none() && self.buf.capacity() > 4 * 1024 {
+            self.buf = Vec::new();
+            self.pos = 0;
+            self.cmd_start = 0;
+            return true;
         }
-        self.peak = match &self.big {
-            Some(big) => big.len(),
-            None => self.buf.len() - self.cmd_start,
-        };
-        if self.bulk_len >= 0 {
-            self.peak = self.peak.max(self.bulk_len as usize);
-        }
-        changed
+        false
     }
 
     /// Bytes received but not yet parsed.
@@ -255,19 +217,7 @@ impl QueryBuffer {
         // SAFETY: `read` initialised the first `n` bytes of the spare
         // capacity (its contract).
         unsafe { target.set_len(target.len() + n) };
-        self.note_peak();
         Ok((n, want))
-    }
-
-    /// Raise the peak to what the buffer holds now: the bytes from the
-    /// command being parsed on, or the big argument being read (Redis's
-    /// query buffer then holds just that argument).
-    fn note_peak(&mut self) {
-        let held = match &self.big {
-            Some(big) => big.len(),
-            None => self.buf.len() - self.cmd_start,
-        };
-        self.peak = self.peak.max(held);
     }
 
     /// Append bytes as if they had been read (used by tests and replay).
@@ -278,7 +228,6 @@ impl QueryBuffer {
             let n = room.min(data.len());
             target.extend_from_slice(&data[..n]);
             data = &data[n..];
-            self.note_peak();
         }
     }
 
@@ -321,6 +270,10 @@ impl QueryBuffer {
             if let Span::Buf { start, .. } = span {
                 *start -= keep_from;
             }
+        }
+        // An idle client should not keep a large buffer around.
+        if self.buf.is_empty() && self.buf.capacity() > 4 * PROTO_IOBUF_LEN {
+            self.buf = Vec::new();
         }
     }
 
@@ -462,7 +415,12 @@ impl QueryBuffer {
                 self.bulk_len = n;
                 let need = n as usize + 2;
                 if n as usize >= PROTO_MBULK_BIG_ARG && self.buf.len() - self.pos < need {
-                    self.big = Some(self.take_big_buffer(need));
+                    // Give this argument a buffer of its exact size and move
+                    // what has already arrived of it there.
+                    let mut big = Vec::with_capacity(need);
+                    big.extend_from_slice(&self.buf[self.pos..]);
+                    self.buf.truncate(self.pos);
+                    self.big = Some(big);
                 }
             }
             let need = self.bulk_len as usize + 2;
@@ -474,13 +432,6 @@ impl QueryBuffer {
                 big.truncate(need - 2);
                 self.spans.push(Span::Owned(self.owned.len()));
                 self.owned.push(big);
-                // As Redis: "if we saw a fat argument we'll see another one
-                // likely", so the query buffer keeps room for one of this
-                // size (the next one is read straight into it), until the
-                // cron finds its recent peak far below that.
-                if self.buf.capacity() < need {
-                    self.buf.reserve_exact(need - self.buf.len());
-                }
             } else {
                 if self.buf.len() - self.pos < need {
                     return Ok(false);
@@ -495,38 +446,6 @@ impl QueryBuffer {
             self.mbulk_left -= 1;
         }
         Ok(true)
-    }
-
-    /// A buffer for a big argument of `need` bytes (its CRLF included),
-    /// holding what has arrived of it. The query buffer itself when it has
-    /// room for the argument and not much more (it kept room after an
-    /// argument of that size, as Redis's does): the parsed part of the
-    /// command moves to a new query buffer and the argument's bytes to the
-    /// front of the old one, so the argument is read into it and kept
-    /// without a copy. Otherwise a new buffer of the exact size.
-    fn take_big_buffer(&mut self, need: usize) -> Vec<u8> {
-        let cap = self.buf.capacity();
-        if cap >= need && cap - need <= need / 10 {
-            let head = self.buf[self.cmd_start..self.pos].to_vec();
-            let mut big = std::mem::replace(&mut self.buf, head);
-            big.drain(..self.pos);
-            // Reads stop at a big buffer's capacity: it must end where the
-            // argument does.
-            big.shrink_to(need);
-            let shift = self.cmd_start;
-            for span in &mut self.spans {
-                if let Span::Buf { start, .. } = span {
-                    *start -= shift;
-                }
-            }
-            self.pos -= shift;
-            self.cmd_start = 0;
-            return big;
-        }
-        let mut big = Vec::with_capacity(need);
-        big.extend_from_slice(&self.buf[self.pos..]);
-        self.buf.truncate(self.pos);
-        big
     }
 
     /// Number of arguments of the ready command.
@@ -891,116 +810,6 @@ mod tests {
         assert_eq!(argv[0], b"SET");
         argv.clear();
         q.consume();
-    }
-
-    /// `*3 SET k <len>` and the first `part` bytes of the value.
-    fn set_header(len: usize, val: &[u8], part: usize) -> Vec<u8> {
-        let mut msg = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").into_bytes();
-        msg.extend_from_slice(&val[..part]);
-        msg
-    }
-
-    #[test]
-    fn a_fat_argument_leaves_room_for_the_next_which_is_read_into_it() {
-        let mut q = QueryBuffer::new();
-        let val = vec![b'x'; 40_000];
-        // As the server reads it: the start, then the rest.
-        q.feed(&set_header(val.len(), &val, 100));
-        assert!(!q.parse(ParseLimits::default()).unwrap());
-        q.feed(&val[100..]);
-        q.feed(b"\r\n");
-        assert_eq!(parse_all(&mut q).unwrap()[0][2], val);
-        // As Redis: room for another argument of that size stays.
-        assert_eq!(q.len(), 0);
-        assert!(q.capacity() >= val.len() + 2);
-        // A PING before the next one: the command starts part way in.
-        let mut msg = b"*1\r\n$4\r\nPING\r\n".to_vec();
-        msg.extend_from_slice(&set_header(val.len(), &val, 100));
-        q.feed(&msg);
-        assert!(q.parse(ParseLimits::default()).unwrap());
-        q.consume();
-        let room = q.buf.as_ptr();
-        assert!(!q.parse(ParseLimits::default()).unwrap());
-        let mut rest = val[100..].to_vec();
-        rest.extend_from_slice(b"\r\n*1\r\n$4\r\nPING\r\n");
-        q.feed(&rest);
-        assert!(q.parse(ParseLimits::default()).unwrap());
-        let (mut argv, mut big) = (Vec::new(), Vec::new());
-        // SAFETY: argv is used only before the buffer is touched again.
-        unsafe { q.argv_detached(&mut argv, &mut big) };
-        assert_eq!(argv[0], b"SET");
-        assert_eq!(argv[1], b"k");
-        assert_eq!(argv[2], &val[..]);
-        // Read into the room the first one left, not copied.
-        assert_eq!(big[0].as_ptr(), room);
-        assert_eq!(big[0].capacity(), val.len() + 2);
-        argv.clear();
-        q.consume();
-        assert_eq!(parse_all(&mut q).unwrap(), vec![vec![b"PING".to_vec()]]);
-        // A slightly smaller one takes the room too, cut to its size, so
-        // what follows it stays in the query buffer.
-        let less = vec![b'z'; 39_000];
-        q.feed(&set_header(less.len(), &less, 10));
-        assert!(!q.parse(ParseLimits::default()).unwrap());
-        let mut rest = less[10..].to_vec();
-        rest.extend_from_slice(b"\r\n*1\r\n$4\r\nPING\r\n");
-        q.feed(&rest);
-        let cmds = parse_all(&mut q).unwrap();
-        assert_eq!(cmds.len(), 2);
-        assert_eq!(cmds[0][2], less);
-        assert_eq!(cmds[1], vec![b"PING".to_vec()]);
-        // A smaller one gets a buffer of its own size: the room is too big
-        // to become its value.
-        let small = vec![b'y'; 33_000];
-        q.feed(&set_header(small.len(), &small, 100));
-        assert!(!q.parse(ParseLimits::default()).unwrap());
-        q.feed(&small[100..]);
-        q.feed(b"\r\n");
-        assert!(q.parse(ParseLimits::default()).unwrap());
-        let (mut argv, mut big) = (Vec::new(), Vec::new());
-        // SAFETY: as above.
-        unsafe { q.argv_detached(&mut argv, &mut big) };
-        assert_eq!(argv[2], &small[..]);
-        assert!(big[0].capacity() <= small.len() + 2);
-        argv.clear();
-        q.consume();
-    }
-
-    #[test]
-    fn the_cron_trims_a_busy_buffer_to_its_peak_and_frees_an_idle_one() {
-        let mut q = QueryBuffer::new();
-        let val = vec![b'x'; 400_000];
-        q.feed(&set_header(val.len(), &val, val.len()));
-        q.feed(b"\r\n");
-        parse_all(&mut q).unwrap();
-        let room = q.capacity();
-        assert!(room >= val.len() + 2);
-        // The peak saw the argument: nothing is trimmed yet.
-        assert!(!q.cron_resize(false));
-        assert_eq!(q.capacity(), room);
-        // Small commands since: trimmed to what they used.
-        q.feed(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$3\r\nGET");
-        assert_eq!(parse_all(&mut q).unwrap().len(), 1);
-        assert!(q.cron_resize(false));
-        assert!(q.capacity() < PROTO_IOBUF_LEN);
-        assert!(q.capacity() >= q.len() && !q.is_empty());
-        q.feed(b"\r\n$1\r\nk\r\n");
-        assert_eq!(parse_all(&mut q).unwrap().len(), 1);
-        // Below the threshold a busy buffer stays; an idle one goes.
-        q.feed(b"*1\r\n$4\r\nPING\r\n");
-        assert_eq!(parse_all(&mut q).unwrap().len(), 1);
-        assert!(q.capacity() >= PROTO_IOBUF_LEN);
-        assert!(!q.cron_resize(false));
-        assert!(q.cron_resize(true));
-        assert_eq!(q.capacity(), 0);
-        // A bulk still being read keeps its room.
-        q.feed(&set_header(val.len(), &val, 1000));
-        assert!(!q.parse(ParseLimits::default()).unwrap());
-        q.cron_resize(true);
-        q.cron_resize(false);
-        q.feed(&val[1000..]);
-        q.feed(b"\r\n");
-        assert_eq!(parse_all(&mut q).unwrap()[0][2], val);
     }
 
     #[test]

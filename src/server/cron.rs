@@ -9,7 +9,7 @@ use tracing::debug;
 use super::EventLoop;
 use crate::commands;
 
-/// Idle time after which a query buffer shrinks to what it holds.
+/// Idle time after which an empty query buffer is freed.
 const QUERY_BUFFER_IDLE: Duration = Duration::from_secs(2);
 /// Time the cron spends on incremental rehashing per database.
 const CRON_REHASH_BUDGET: Duration = Duration::from_millis(1);
@@ -80,17 +80,17 @@ impl EventLoop {
             }
         }
         srv.update_growth_ceiling();
-        // Query buffers shrink to what their clients use (Redis's
-        // clientsCronResizeQueryBuffer): an idle client's to what it holds,
-        // a busy one's to its recent peak.
+        // Query buffers of clients idle for more than 2 s go back to the
+        // allocator (Redis's clientsCronResizeQueryBuffer).
         for (slot, link) in self.links.iter_mut().enumerate() {
             let (Some(link), Some(Some(st))) = (link.as_mut(), srv.clients.get_mut(slot)) else {
                 continue;
             };
-            let idle = now.duration_since(st.last_interaction) > QUERY_BUFFER_IDLE;
-            if link.query.cron_resize(idle) {
-                st.qbuf_len = link.query.shown_len();
-                st.qbuf_free = link.query.capacity().saturating_sub(st.qbuf_len);
+            if now.duration_since(st.last_interaction) > QUERY_BUFFER_IDLE
+                && link.query.release_if_empty()
+            {
+                st.qbuf_len = 0;
+                st.qbuf_free = 0;
             }
         }
         srv.check_output_limits_cron(now);
