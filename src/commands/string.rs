@@ -59,12 +59,6 @@ fn reply_string(out: &mut crate::protocol::Reply, e: &Entry) -> bool {
     true
 }
 
-/// Store a string value, replacing any value; the TTL is removed unless
-/// `keep_ttl`.
-pub fn set_string(db: &mut Db, key: &[u8], val: &[u8], keep_ttl: bool) {
-    db.set_string(key, val, keep_ttl);
-}
-
 /// Whether `key` exists before a string write replaces it (the lookup in
 /// Redis's setKey): expires it if needed, so an expired old value is
 /// counted, propagated as DEL and published as `expired` before the
@@ -247,7 +241,7 @@ fn set_generic(
     let keep_ttl = flags.keepttl || when.is_some();
     match c.cl.take_big_arg(val) {
         Some(owned) => c.srv.dbs[db].set(Entry::from_vec(key, owned, false), keep_ttl),
-        None => set_string(&mut c.srv.dbs[db], key, val, keep_ttl),
+        None => c.srv.dbs[db].set_string(key, val, keep_ttl),
     }
     c.dirty(1);
     string_written(c, key, found, "set");
@@ -380,7 +374,7 @@ pub fn getset(c: &mut Ctx, argv: &[&[u8]]) {
     if existed && crate::db::entry::lfu_policy() {
         lookup_write(c.srv, db, argv[1]);
     }
-    set_string(&mut c.srv.dbs[db], argv[1], argv[2], false);
+    c.srv.dbs[db].set_string(argv[1], argv[2], false);
     c.dirty(1);
     string_written(c, argv[1], existed, "set");
     c.propagate_as(vec![b"SET".to_vec(), argv[1].to_vec(), argv[2].to_vec()]);
@@ -487,7 +481,7 @@ fn mset_generic(c: &mut Ctx, argv: &[&[u8]], nx: bool) {
         // Each key is looked up as it is set (Redis's setKey), so a key
         // given twice is new only the first time.
         let existed = exists_before_set(c, pair[0], false);
-        set_string(&mut c.srv.dbs[db], pair[0], pair[1], false);
+        c.srv.dbs[db].set_string(pair[0], pair[1], false);
         string_written(c, pair[0], existed, "set");
     }
     c.dirty((argv.len() as u64 - 1) / 2);

@@ -176,15 +176,22 @@ pub enum NewValue<'a> {
     Boxed(Box<Value>),
 }
 
-/// How a string value is stored: as an integer when it is the canonical
-/// form of an i64 (Redis's tryObjectEncoding), else as its bytes.
-fn string_value(val: &[u8]) -> NewValue<'_> {
+/// The integer a string value is stored as, when it is the canonical form
+/// of an i64 (Redis's tryObjectEncoding); None: stored as its bytes.
+pub fn string_int(val: &[u8]) -> Option<i64> {
     if val.len() <= MAX_INT_STRING {
-        if let Some(n) = crate::util::parse_i64(val) {
-            return NewValue::Int(n);
-        }
+        crate::util::parse_i64(val)
+    } else {
+        None
     }
-    NewValue::Str(val)
+}
+
+/// How the string `val` is stored, given its [`string_int`].
+fn string_value(val: &[u8], int: Option<i64>) -> NewValue<'_> {
+    match int {
+        Some(n) => NewValue::Int(n),
+        None => NewValue::Str(val),
+    }
 }
 
 /// An owning pointer to one entry allocation.
@@ -230,7 +237,12 @@ impl Entry {
     /// The entry for a string value, integer-encoded when it is the
     /// canonical form of an i64 (Redis's tryObjectEncoding).
     pub fn string(key: &[u8], val: &[u8]) -> Entry {
-        Entry::new(key, string_value(val), false)
+        Entry::string_encoded(key, val, string_int(val))
+    }
+
+    /// [`Entry::string`] with `val`'s [`string_int`] already known.
+    pub fn string_encoded(key: &[u8], val: &[u8], int: Option<i64>) -> Entry {
+        Entry::new(key, string_value(val, int), false)
     }
 
     /// An entry for a string handed over as an owned buffer: a long one is
@@ -451,20 +463,20 @@ impl Entry {
         }
     }
 
-    /// Store the string `val` over this entry's value in place, when the
-    /// old value is an integer or an inline string and the new one (encoded
-    /// as [`Entry::string`] would) takes exactly as many bytes, or both are
-    /// long strings of one length and no reply holds the old: SET over a
-    /// key of the same size writes where the old value is, instead of
-    /// allocating a new entry, relinking the chain and freeing the old one.
-    /// The value is a new one as Redis's setKey makes
-    /// it: not "raw", and its access clock restarts unless `keep_clock` (an
-    /// LFU policy keeps the key's counter). The TTL flag is left to the
-    /// caller. Returns false, changing nothing, otherwise.
-    pub fn overwrite_string(&mut self, val: &[u8], keep_clock: bool) -> bool {
+    /// Store the string `val` (whose [`string_int`] is `int`) over this
+    /// entry's value in place, when the old value is an integer or an inline
+    /// string and the new one (encoded as [`Entry::string`] would) takes
+    /// exactly as many bytes, or both are long strings of one length and no
+    /// reply holds the old: SET over a key of the same size writes where the
+    /// old value is, instead of allocating a new entry, relinking the chain
+    /// and freeing the old one. The value is a new one as Redis's setKey
+    /// makes it: not "raw", and its access clock restarts unless
+    /// `keep_clock` (an LFU policy keeps the key's counter). The TTL flag is
+    /// left to the caller. Returns false, changing nothing, otherwise.
+    pub fn overwrite_string(&mut self, val: &[u8], int: Option<i64>, keep_clock: bool) -> bool {
         let done = match self.tag() & KIND_MASK {
             KIND_BOXED => self.overwrite_boxed_string(val),
-            _ => self.overwrite_small_value(val),
+            _ => self.overwrite_small_value(string_value(val, int)),
         };
         if done {
             let t = self.tag();
@@ -476,18 +488,17 @@ impl Entry {
         done
     }
 
-    /// An integer or inline string whose payload has the size of `val`'s
-    /// (encoded as [`Entry::string`] would): `val` written over it, the tag
-    /// saying which it now is. False otherwise.
+    /// An integer or inline string whose payload has the size of `new`'s:
+    /// `new` written over it, the tag saying which it now is. False
+    /// otherwise (a boxed `new` included).
     #[inline]
-    fn overwrite_small_value(&mut self, val: &[u8]) -> bool {
+    fn overwrite_small_value(&mut self, new: NewValue<'_>) -> bool {
         // SAFETY: the Entry invariant (see `Entry`): an inline payload is
         // its length byte and that many bytes, an integer's 8 bytes.
         let old_size = match self.tag() & KIND_MASK {
             KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
             _ => 8, // KIND_INT: the caller took boxed values elsewhere
         };
-        let new = string_value(val);
         let (kind, size) = match &new {
             NewValue::Int(_) => (KIND_INT, 8),
             NewValue::Str(s) if s.len() <= INLINE_MAX => (KIND_INLINE, 1 + s.len()),
@@ -508,7 +519,7 @@ impl Entry {
                     *v = s.len() as u8;
                     ptr::copy_nonoverlapping(s.as_ptr(), v.add(1), s.len());
                 }
-                NewValue::Boxed(_) => unreachable!("a boxed value's size is refused above"),
+                NewValue::Boxed(_) => return false,
             }
         }
         let t = self.tag();
@@ -689,6 +700,11 @@ mod tests {
         }
     }
 
+    /// [`Entry::overwrite_string`] as SET calls it.
+    fn overwrite(e: &mut Entry, val: &[u8], keep_clock: bool) -> bool {
+        e.overwrite_string(val, string_int(val), keep_clock)
+    }
+
     #[test]
     fn overwrites_a_value_of_the_same_size_in_place() {
         // The clock is the process's (a server's tick in another test may
@@ -701,7 +717,7 @@ mod tests {
         e.set_has_expire(true);
         let before = clock();
         assert!(
-            e.overwrite_string(b"12345678", false),
+            overwrite(&mut e, b"12345678", false),
             "an integer in place of 7 bytes"
         );
         let after = clock();
@@ -711,24 +727,21 @@ mod tests {
         assert!(e.lru() == before || e.lru() == after, "a new value's clock");
         assert!(e.has_expire(), "the TTL flag is the caller's");
         e.set_lru(old_clock);
-        assert!(
-            e.overwrite_string(b"-7", true),
-            "an integer over an integer"
-        );
+        assert!(overwrite(&mut e, b"-7", true), "an integer over an integer");
         assert!(matches!(e.value(), ValueRef::Int(-7)));
         assert_eq!(e.lru(), old_clock, "an LFU policy keeps the counter");
         assert!(
-            e.overwrite_string(b"1234567", false),
+            overwrite(&mut e, b"1234567", false),
             "an integer over an integer"
         );
         assert!(matches!(e.value(), ValueRef::Int(1234567)));
         assert!(
-            e.overwrite_string(b"gfedcba", false),
+            overwrite(&mut e, b"gfedcba", false),
             "7 bytes take an integer's room"
         );
         assert!(matches!(e.value(), ValueRef::Str(b"gfedcba")));
         assert!(
-            e.overwrite_string(b"0123456", true),
+            overwrite(&mut e, b"0123456", true),
             "not an integer: a leading zero"
         );
         assert!(matches!(e.value(), ValueRef::Str(b"0123456")));
@@ -740,20 +753,20 @@ mod tests {
     fn refuses_to_overwrite_another_size_or_kind() {
         let mut e = Entry::new(b"k", NewValue::Str(b"abc"), false);
         for other in [&b"abcd"[..], b"ab", b"1", b"", &[b'x'; 300]] {
-            assert!(!e.overwrite_string(other, false));
+            assert!(!overwrite(&mut e, other, false));
             assert!(matches!(e.value(), ValueRef::Str(b"abc")));
         }
         let mut n = Entry::new(b"k", NewValue::Int(5), false);
-        assert!(!n.overwrite_string(b"abc", false));
+        assert!(!overwrite(&mut n, b"abc", false));
         assert!(matches!(n.value(), ValueRef::Int(5)));
         let long = vec![b'y'; 300];
         let mut b = Entry::new(b"k", NewValue::Str(&long), false);
-        assert!(!b.overwrite_string(&long[..299], false), "another length");
-        assert!(!b.overwrite_string(b"12345678", false));
+        assert!(!overwrite(&mut b, &long[..299], false), "another length");
+        assert!(!overwrite(&mut b, b"12345678", false));
         assert!(matches!(b.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == long[..]));
         let list = Value::List(Default::default());
         let mut l = Entry::new(b"k", NewValue::Boxed(Box::new(list)), false);
-        assert!(!l.overwrite_string(&long, false), "not a string");
+        assert!(!overwrite(&mut l, &long, false), "not a string");
         assert!(matches!(l.value(), ValueRef::Boxed(Value::List(_))));
     }
 
@@ -765,7 +778,7 @@ mod tests {
         };
         let mut e = Entry::from_vec(b"k", vec![b'a'; 300], true);
         let at = bytes_at(&e);
-        assert!(e.overwrite_string(&[b'b'; 300], false));
+        assert!(overwrite(&mut e, &[b'b'; 300], false));
         assert_eq!(bytes_at(&e), at, "the same buffer");
         assert!(matches!(e.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == [b'b'; 300]));
         assert!(!e.is_raw());
@@ -777,14 +790,11 @@ mod tests {
             _ => panic!("expected a long string"),
         };
         let other = vec![b'd'; len];
-        assert!(
-            !e.overwrite_string(&other, false),
-            "a reply holds the bytes"
-        );
+        assert!(!overwrite(&mut e, &other, false), "a reply holds the bytes");
         assert!(held.iter().all(|&b| b == b'c'));
         drop(held);
         assert!(
-            e.overwrite_string(&other, false),
+            overwrite(&mut e, &other, false),
             "no one else holds them now"
         );
         assert!(matches!(e.value(), ValueRef::Boxed(Value::Str(s)) if s[..] == other[..]));

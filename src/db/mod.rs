@@ -121,17 +121,18 @@ impl Db {
     /// allocation.
     pub fn set_string(&mut self, key: &[u8], val: &[u8], keep_ttl: bool) {
         let h = self.main.hash(key);
+        let int = entry::string_int(val);
         let keep_clock = entry::lfu_policy();
         let expires = &mut self.expires;
         let overwrite = |e: &mut Entry| {
-            let done = e.overwrite_string(val, keep_clock);
+            let done = e.overwrite_string(val, int, keep_clock);
             if done && !keep_ttl && e.has_expire() {
                 e.set_has_expire(false);
                 expires.remove(key);
             }
             done
         };
-        let make = || Entry::string(key, val);
+        let make = || Entry::string_encoded(key, val, int);
         if let Some(old) = self.main.store_hashed(key, h, overwrite, make) {
             self.replaced(old, keep_ttl);
         }
