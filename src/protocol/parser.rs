@@ -127,6 +127,8 @@ pub struct QueryBuffer {
     ready: bool,
     /// An empty line came in (a replica's sign of life while it loads).
     empty_line: bool,
+    /// A big argument was started since [`QueryBuffer::take_big_seen`].
+    big_seen: bool,
 }
 
 impl QueryBuffer {
@@ -141,6 +143,18 @@ impl QueryBuffer {
     /// call.
     pub fn take_empty_line(&mut self) -> bool {
         std::mem::take(&mut self.empty_line)
+    }
+
+    /// Whether a big argument (one read into a buffer of its own) was
+    /// started since the last call: the loop reads such a client's input
+    /// straight into that buffer.
+    pub fn take_big_seen(&mut self) -> bool {
+        std::mem::take(&mut self.big_seen)
+    }
+
+    /// Is a big argument being read (more of it to come)?
+    pub fn reading_big(&self) -> bool {
+        self.big.is_some()
     }
 
     /// Bytes held: pending input plus any big argument being read. This is
@@ -421,6 +435,7 @@ impl QueryBuffer {
                     big.extend_from_slice(&self.buf[self.pos..]);
                     self.buf.truncate(self.pos);
                     self.big = Some(big);
+                    self.big_seen = true;
                 }
             }
             let need = self.bulk_len as usize + 2;
@@ -761,7 +776,11 @@ mod tests {
         let mut msg = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", val.len()).into_bytes();
         msg.extend_from_slice(&val[..10]);
         q.feed(&msg);
+        assert!(!q.take_big_seen());
         assert!(!q.parse(ParseLimits::default()).unwrap());
+        assert!(q.reading_big());
+        assert!(q.take_big_seen());
+        assert!(!q.take_big_seen());
         let mut rest = val[10..].to_vec();
         rest.extend_from_slice(b"\r\n*1\r\n$4\r\nPING\r\n");
         q.feed(&rest);
@@ -769,6 +788,25 @@ mod tests {
         assert_eq!(cmds.len(), 2);
         assert_eq!(cmds[0][2], val);
         assert_eq!(cmds[1], vec![b"PING".to_vec()]);
+        assert!(!q.reading_big());
+        assert!(!q.take_big_seen());
+    }
+
+    #[test]
+    fn small_and_whole_arguments_are_not_big() {
+        let mut q = QueryBuffer::new();
+        // Below the size, or all there when its header is parsed: no
+        // buffer of its own.
+        let small = vec![b'x'; PROTO_MBULK_BIG_ARG - 1];
+        let whole = vec![b'y'; PROTO_MBULK_BIG_ARG * 2];
+        for val in [&small, &whole] {
+            let mut msg = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", val.len()).into_bytes();
+            msg.extend_from_slice(val);
+            msg.extend_from_slice(b"\r\n");
+            q.feed(&msg);
+            assert_eq!(parse_all(&mut q).unwrap()[0][2], *val);
+            assert!(!q.take_big_seen());
+        }
     }
 
     #[test]

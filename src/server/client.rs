@@ -153,6 +153,12 @@ pub struct Link {
     pub recv_armed: bool,
     /// io_uring: a send of the reply buffer is in flight.
     pub send_inflight: bool,
+    /// An io_uring client read as with epoll for now, because it sends big
+    /// arguments (see `EventLoop::big_input_to_epoll`); it goes back once
+    /// `quiet_reads` reads brought none.
+    pub big_input: bool,
+    /// Reads in a row without a big argument, while `big_input`.
+    pub quiet_reads: u32,
 }
 
 impl Link {
@@ -166,6 +172,8 @@ impl Link {
             uring: false,
             recv_armed: false,
             send_inflight: false,
+            big_input: false,
+            quiet_reads: 0,
         }
     }
 }

@@ -61,6 +61,9 @@ const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
 const SEND_SURELY_TAKEN: usize = 8 * 1024;
 /// Commands of a pipeline whose keys are prefetched together.
 const PREFETCH_WINDOW: usize = 16;
+/// Reads without a big argument after which a client moved to epoll for
+/// its big arguments goes back to the io_uring engine.
+const BIG_INPUT_QUIET_READS: u32 = 64;
 /// Argument slices the reused argv keeps room for between commands.
 const ARGV_SCRATCH_KEEP: usize = 1024;
 /// Pieces handed to one writev (replies holding shared values).
@@ -831,7 +834,10 @@ impl EventLoop {
             let link = &mut client.link;
             let (n, want) = match link.query.read_with(|buf| link.conn.read_uninit(buf)) {
                 Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.big_input_back_to_uring(idx, client);
+                    return true;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     debug!(client = %client.st.addr, "Reading from client: {e}");
@@ -857,11 +863,18 @@ impl EventLoop {
                 warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
                 return false;
             }
+            if client.link.big_input {
+                client.link.quiet_reads = match client.link.query.take_big_seen() {
+                    true => 0,
+                    false => client.link.quiet_reads.saturating_add(1),
+                };
+            }
             // A short read means the socket is drained; with edge-triggered
             // polling a new edge will come with new data, so we spare the
             // read() that would only return EAGAIN. A pending FIN is the
             // exception: it will not raise another edge.
             if n < want && !read_closed {
+                self.big_input_back_to_uring(idx, client);
                 return true;
             }
         }
@@ -896,7 +909,90 @@ impl EventLoop {
             warn!(client = %client.st.addr, "Closing client that reached max query buffer length");
             return false;
         }
+        if client.link.query.take_big_seen() {
+            return self.big_input_to_epoll(idx, client);
+        }
         true
+    }
+
+    /// io_uring: a client that sends big arguments has its input read as
+    /// with epoll, straight from its socket into each argument's own
+    /// buffer: through the ring every byte of it would be copied twice
+    /// (into a ring buffer by the kernel, then out of it into the
+    /// argument's), and for a 100 KB value that second copy is a quarter
+    /// of the server's time. Its multishot receive is cancelled, what the
+    /// receive took before that reaches the query buffer first (in order),
+    /// and its socket goes to epoll. It comes back to the ring after
+    /// [`BIG_INPUT_QUIET_READS`] reads without a big argument
+    /// (`big_input_back_to_uring`). Returns false when it must close.
+    fn big_input_to_epoll(&mut self, idx: usize, client: &mut Client) -> bool {
+        let link = &mut client.link;
+        // Not while its output or its end is in the ring's hands, nor for a
+        // replica: it is tried again with its next big argument.
+        if link.send_inflight || link.write_interest || link.peer_closed || client.st.repl.is_some()
+        {
+            return true;
+        }
+        let id = client.st.id;
+        let uring = self.uring.as_mut().expect("the io_uring engine");
+        if let Err(e) = uring.cancel_recv_now(idx, id) {
+            debug!(client = %client.st.addr, "Cancelling a receive: {e}");
+            return true;
+        }
+        // Nothing arms the receive again from here; `recv_armed` stays set
+        // until its last completion (`ECANCELED`) has been handled.
+        link.uring = false;
+        uring.collect();
+        for c in uring.take_received(idx, id) {
+            if let Received::Failed(e) = absorb_received(link, uring, &c, &mut self.srv.stats) {
+                debug!(client = %client.st.addr, "Reading from client: {e}");
+                return false;
+            }
+        }
+        let registered =
+            self.poll
+                .registry()
+                .register(link.conn.source(), Token(idx), Interest::READABLE);
+        if let Err(e) = registered {
+            warn!(client = %client.st.addr, "Moving a client to epoll: {e}");
+            return false;
+        }
+        link.big_input = true;
+        link.quiet_reads = 0;
+        // What was taken in runs next turn, before the socket is read (no
+        // event may come for it).
+        if !self.pending_reads.contains(&idx) {
+            self.pending_reads.push(idx);
+        }
+        true
+    }
+
+    /// A client moved to epoll for its big arguments goes back to the ring
+    /// once it has sent none for [`BIG_INPUT_QUIET_READS`] reads, between
+    /// reads that drained its socket (what comes next, the new receive
+    /// takes), with nothing of its own in flight in the ring.
+    fn big_input_back_to_uring(&mut self, idx: usize, client: &mut Client) {
+        let link = &mut client.link;
+        if !link.big_input
+            || link.quiet_reads < BIG_INPUT_QUIET_READS
+            || link.recv_armed
+            || link.write_interest
+            || link.peer_closed
+            || link.query.reading_big()
+        {
+            return;
+        }
+        let Some(uring) = self.uring.as_mut() else {
+            return;
+        };
+        if let Err(e) = self.poll.registry().deregister(link.conn.source()) {
+            debug!(client = %client.st.addr, "Moving a client back to io_uring: {e}");
+            return;
+        }
+        link.big_input = false;
+        link.uring = true;
+        link.recv_armed = true;
+        uring.arm_recv(link.conn.fd(), idx, client.st.id);
     }
 
     /// The peer shut down its side: it has sent all it will. Its buffered
@@ -1089,6 +1185,8 @@ impl EventLoop {
     /// epoll, whose readiness reads nothing. What the receive had taken
     /// still reaches the query buffer (`absorb_received`).
     fn detach_from_uring(&mut self, client: &mut Client) {
+        // (One moved to epoll for its big arguments stays there.)
+        client.link.big_input = false;
         if !client.link.uring {
             return;
         }

@@ -14,6 +14,13 @@
 //! again. A socket that did not take everything gets a one-shot
 //! `POLLOUT` poll, and the rest is written when it fires.
 //!
+//! A client that sends a big argument (32 KB or more) is moved to epoll
+//! for as long as it sends them: its input is then read straight into the
+//! argument's own buffer instead of arriving in ring buffers to be copied
+//! again. Its receive is cancelled first and what the receive had taken is
+//! placed before anything read from the socket; it comes back after 64
+//! reads without one (`EventLoop::big_input_to_epoll`).
+//!
 //! Everything else (listeners, TLS clients, the link to our master,
 //! signals, eventfds, pipes) stays with mio, whose epoll descriptor is
 //! itself polled by the ring (multishot `POLLIN`): when it is ready the
@@ -381,6 +388,19 @@ impl UringNet {
             }
             !send
         });
+    }
+
+    /// Take client `id`'s receive completions out of the queue, in order.
+    pub fn take_received(&mut self, slot: usize, id: u64) -> Vec<Cqe> {
+        let mut mine = Vec::new();
+        self.queue.retain(|c| {
+            let is = c.op() == Some(Op::Recv) && c.slot() == slot && c.is_for(id);
+            if is {
+                mine.push(*c);
+            }
+            !is
+        });
+        mine
     }
 
     /// Completions that are ready, without waiting (a busy script's pump).
