@@ -278,6 +278,163 @@ fn clients_sending_big_arguments_are_read_directly_and_in_order() {
     }
 }
 
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+#[test]
+fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
+    // Clients move between the ring's receive and direct reads as they
+    // send big arguments and stop; their input, cut anywhere and sent in
+    // bursts, must run exactly as sent.
+    for engine in ENGINES {
+        let kv = start(engine, &[]);
+        let port = kv.port;
+        let workers: Vec<_> = (0..4u64)
+            .map(|w| {
+                std::thread::spawn(move || {
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1) * 0x1234_5678_9abc);
+                    let mut c = Conn::connect(port);
+                    let mut model: Vec<Vec<u8>> = vec![Vec::new(); 4];
+                    let mut counter = 0;
+                    for burst in 0..30 {
+                        let mut bytes = Vec::new();
+                        let mut expect: Vec<Vec<u8>> = Vec::new();
+                        for _ in 0..1 + rng.below(12) {
+                            let k = rng.below(4);
+                            let key = format!("w{w}:{k}");
+                            let size = match rng.below(5) {
+                                0 => 32 * 1024 + rng.below(250_000),
+                                _ => 1 + rng.below(300),
+                            };
+                            let val = pattern(size, rng.below(200) as u8);
+                            match rng.below(4) {
+                                0 => {
+                                    bytes.extend(encode(&[b"SET", key.as_bytes(), &val]));
+                                    expect.push(b"+OK\r\n".to_vec());
+                                    model[k] = val;
+                                }
+                                1 => {
+                                    bytes.extend(encode(&[b"APPEND", key.as_bytes(), &val]));
+                                    model[k].extend_from_slice(&val);
+                                    expect.push(format!(":{}\r\n", model[k].len()).into_bytes());
+                                }
+                                2 => {
+                                    bytes.extend(encode(&[b"GET", key.as_bytes()]));
+                                    let mut r = format!("${}\r\n", model[k].len()).into_bytes();
+                                    r.extend_from_slice(&model[k]);
+                                    r.extend_from_slice(b"\r\n");
+                                    if model[k].is_empty() {
+                                        r = b"$-1\r\n".to_vec();
+                                    }
+                                    expect.push(r);
+                                }
+                                _ => {
+                                    counter += 1;
+                                    bytes.extend(encode(&[b"INCR", format!("w{w}:n").as_bytes()]));
+                                    expect.push(format!(":{counter}\r\n").into_bytes());
+                                }
+                            }
+                        }
+                        // Sent in up to five pieces cut anywhere, some of
+                        // them after a pause.
+                        let mut cuts: Vec<usize> =
+                            (0..rng.below(5)).map(|_| rng.below(bytes.len())).collect();
+                        cuts.sort();
+                        let mut from = 0;
+                        for cut in cuts.into_iter().chain([bytes.len()]) {
+                            c.send_raw(&bytes[from..cut.max(from)]);
+                            from = cut.max(from);
+                            if rng.below(3) == 0 {
+                                std::thread::sleep(Duration::from_millis(rng.below(4) as u64));
+                            }
+                        }
+                        for (i, want) in expect.iter().enumerate() {
+                            let got = c.read_reply();
+                            assert!(
+                                &got == want,
+                                "client {w} burst {burst} reply {i}: {} bytes, not the {} expected",
+                                got.len(),
+                                want.len()
+                            );
+                        }
+                        // Now and then, small round trips: back to the ring.
+                        if rng.below(4) == 0 {
+                            for _ in 0..70 {
+                                assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+    }
+}
+
+#[test]
+fn clients_read_directly_for_big_arguments_run_and_debug_scripts() {
+    for engine in ENGINES {
+        let kv = start(engine, &["--busy-reply-threshold", "100"]);
+        let mut other = Conn::connect(kv.port);
+        // The caller of a busy script has its input read directly (it sent
+        // a big argument): what it sends while the script runs, in many
+        // small packets, waits for the script and runs after it, in order.
+        let mut runner = Conn::connect(kv.port);
+        assert_eq!(
+            runner.cmd(&[b"SET", b"big", &pattern(200_000, 3)]),
+            b"+OK\r\n"
+        );
+        start_busy_script(&mut runner, &mut other);
+        for _ in 0..300 {
+            runner.send_raw(b"PING\r\n");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let big2 = pattern(100_000, 4);
+        runner.send_raw(&encode(&[b"SET", b"big2", &big2]));
+        assert_eq!(other.cmd_str(&["SCRIPT", "KILL"]), b"+OK\r\n", "{engine}");
+        let reply = String::from_utf8(runner.read_reply()).unwrap();
+        assert!(reply.starts_with("-ERR Script killed"), "{engine}: {reply}");
+        for _ in 0..300 {
+            assert_eq!(runner.read_reply(), b"+PONG\r\n", "{engine}");
+        }
+        assert_eq!(runner.read_reply(), b"+OK\r\n", "{engine}");
+        assert_eq!(
+            bulk_payload(&runner.cmd_str(&["GET", "big2"])),
+            Some(big2.as_slice())
+        );
+        // A debugging session of such a client: the debugger reads its
+        // socket itself, nothing else does.
+        let mut dbg = Conn::connect(kv.port);
+        assert_eq!(
+            dbg.cmd(&[b"SET", b"big3", &pattern(100_000, 5)]),
+            b"+OK\r\n"
+        );
+        assert_eq!(dbg.cmd_str(&["SCRIPT", "DEBUG", "sync"]), b"+OK\r\n");
+        let stopped = dbg.cmd_str(&["EVAL", "local a = 7\nreturn a", "0"]);
+        assert!(stopped.starts_with(b"*2\r\n+* Stopped at 1"), "{engine}");
+        dbg.cmd_str(&["step"]);
+        let printed = String::from_utf8(dbg.cmd_str(&["print", "a"])).unwrap();
+        assert!(printed.contains("+<value> 7\r\n"), "{engine}: {printed}");
+        dbg.send(&[b"c"]);
+        let end = String::from_utf8(dbg.read_reply()).unwrap();
+        assert!(end.contains("<endsession>"), "{engine}: {end}");
+        assert_eq!(dbg.read_reply(), b":7\r\n", "{engine}");
+        dbg.expect_closed();
+        assert_eq!(other.cmd_str(&["STRLEN", "big3"]), b":100000\r\n");
+    }
+}
+
 #[test]
 fn a_client_that_closes_its_side_gets_all_its_replies() {
     for engine in ENGINES {

@@ -72,7 +72,7 @@ impl BusyPump for Pump {
             if !servable(srv, idx) {
                 continue;
             }
-            let open = match link.uring {
+            let open = match link.uring && !link.big_input {
                 true => !link.peer_closed,
                 false => read_available(srv, link),
             };

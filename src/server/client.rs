@@ -153,10 +153,13 @@ pub struct Link {
     pub recv_armed: bool,
     /// io_uring: a send of the reply buffer is in flight.
     pub send_inflight: bool,
-    /// An io_uring client read as with epoll for now, because it sends big
-    /// arguments (see `EventLoop::big_input_to_epoll`); it goes back once
+    /// io_uring: the client sends big arguments, so its input is read
+    /// directly, when its `POLLIN` poll says so, instead of by a receive
+    /// (see `EventLoop::read_big_input_directly`); it goes back once
     /// `quiet_reads` reads brought none.
     pub big_input: bool,
+    /// io_uring: a multishot `POLLIN` poll is in flight.
+    pub poll_in_armed: bool,
     /// Reads in a row without a big argument, while `big_input`.
     pub quiet_reads: u32,
 }
@@ -173,6 +176,7 @@ impl Link {
             recv_armed: false,
             send_inflight: false,
             big_input: false,
+            poll_in_armed: false,
             quiet_reads: 0,
         }
     }

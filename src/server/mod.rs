@@ -61,8 +61,8 @@ const MAX_READ_BYTES_PER_TURN: usize = 1 << 20;
 const SEND_SURELY_TAKEN: usize = 8 * 1024;
 /// Commands of a pipeline whose keys are prefetched together.
 const PREFETCH_WINDOW: usize = 16;
-/// Reads without a big argument after which a client moved to epoll for
-/// its big arguments goes back to the io_uring engine.
+/// Reads without a big argument after which a client whose input is read
+/// directly for its big arguments goes back to its io_uring receive.
 const BIG_INPUT_QUIET_READS: u32 = 64;
 /// Argument slices the reused argv keeps room for between commands.
 const ARGV_SCRATCH_KEEP: usize = 1024;
@@ -552,6 +552,7 @@ impl EventLoop {
                     }
                 }
                 Some(Op::Send) => self.uring_sent(c),
+                Some(Op::PollIn) => self.uring_poll_in(c),
                 None => {}
             }
         }
@@ -587,6 +588,28 @@ impl EventLoop {
                 self.close_client(slot);
             }
         }
+    }
+
+    /// A client whose input is read directly has something to read.
+    fn uring_poll_in(&mut self, c: &Cqe) {
+        let Some(link) = self.uring_link(c) else {
+            return;
+        };
+        if !c.more() {
+            link.poll_in_armed = false;
+        }
+        // Cancelled: the client is back with its receive.
+        if !link.big_input {
+            return;
+        }
+        if !link.poll_in_armed {
+            link.poll_in_armed = true;
+            let fd = link.conn.fd();
+            if let Some(u) = self.uring.as_mut() {
+                u.rearm_poll_in(fd, c);
+            }
+        }
+        self.handle_client(c.slot(), true, false, false);
     }
 
     /// A send of the turn's output completed.
@@ -815,7 +838,17 @@ impl EventLoop {
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
         if client.link.uring {
-            return self.run_received(idx, client);
+            // A send of this client's output is still in flight: its reply
+            // buffer waits (the completion runs it again).
+            if client.link.send_inflight {
+                if !self.pending_reads.contains(&idx) {
+                    self.pending_reads.push(idx);
+                }
+                return true;
+            }
+            if !client.link.big_input {
+                return self.run_received(idx, client);
+            }
         }
         // Input left over from an earlier turn (or a big argument a busy
         // script's pump completed) runs before anything new is read.
@@ -835,7 +868,7 @@ impl EventLoop {
             let (n, want) = match link.query.read_with(|buf| link.conn.read_uninit(buf)) {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.big_input_back_to_uring(idx, client);
+                    self.big_input_back_to_receive(idx, client);
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -874,7 +907,7 @@ impl EventLoop {
             // read() that would only return EAGAIN. A pending FIN is the
             // exception: it will not raise another edge.
             if n < want && !read_closed {
-                self.big_input_back_to_uring(idx, client);
+                self.big_input_back_to_receive(idx, client);
                 return true;
             }
         }
@@ -889,14 +922,6 @@ impl EventLoop {
     /// io_uring: what arrived is in the query buffer already; run it. At
     /// the end of the stream, as after the last read (`finish_after_eof`).
     fn run_received(&mut self, idx: usize, client: &mut Client) -> bool {
-        // A send of this client's output is still in flight: its reply
-        // buffer waits (the completion runs it again).
-        if client.link.send_inflight {
-            if !self.pending_reads.contains(&idx) {
-                self.pending_reads.push(idx);
-            }
-            return true;
-        }
         if client.link.peer_closed {
             return self.finish_after_eof(idx, client);
         }
@@ -910,27 +935,29 @@ impl EventLoop {
             return false;
         }
         if client.link.query.take_big_seen() {
-            return self.big_input_to_epoll(idx, client);
+            return self.read_big_input_directly(idx, client);
         }
         true
     }
 
-    /// io_uring: a client that sends big arguments has its input read as
-    /// with epoll, straight from its socket into each argument's own
-    /// buffer: through the ring every byte of it would be copied twice
-    /// (into a ring buffer by the kernel, then out of it into the
-    /// argument's), and for a 100 KB value that second copy is a quarter
-    /// of the server's time. Its multishot receive is cancelled, what the
-    /// receive took before that reaches the query buffer first (in order),
-    /// and its socket goes to epoll. It comes back to the ring after
-    /// [`BIG_INPUT_QUIET_READS`] reads without a big argument
-    /// (`big_input_back_to_uring`). Returns false when it must close.
-    fn big_input_to_epoll(&mut self, idx: usize, client: &mut Client) -> bool {
+    /// io_uring: a client that sends big arguments has its input read
+    /// directly, as with epoll, straight from its socket into each
+    /// argument's own buffer: through the ring every byte of it would be
+    /// copied twice (into a ring buffer by the kernel, then out of it into
+    /// the argument's), and for a 100 KB value that second copy is a
+    /// quarter of the server's time. Its multishot receive is cancelled,
+    /// what the receive took before that reaches the query buffer first
+    /// (in order), and a multishot `POLLIN` poll in the ring says when to
+    /// read (its replies still go out with the turn's sends). It goes back
+    /// to the receive after [`BIG_INPUT_QUIET_READS`] reads without a big
+    /// argument (`big_input_back_to_receive`). Returns false when it must
+    /// close.
+    fn read_big_input_directly(&mut self, idx: usize, client: &mut Client) -> bool {
         let link = &mut client.link;
-        // Not while its output or its end is in the ring's hands, nor for a
-        // replica: it is tried again with its next big argument.
-        if link.send_inflight || link.write_interest || link.peer_closed || client.st.repl.is_some()
-        {
+        // Not while its end is in the ring's hands, nor while the poll of
+        // its last time is still ending: tried again with its next big
+        // argument.
+        if link.peer_closed || link.poll_in_armed {
             return true;
         }
         let id = client.st.id;
@@ -939,9 +966,11 @@ impl EventLoop {
             debug!(client = %client.st.addr, "Cancelling a receive: {e}");
             return true;
         }
-        // Nothing arms the receive again from here; `recv_armed` stays set
-        // until its last completion (`ECANCELED`) has been handled.
-        link.uring = false;
+        // Nothing arms the receive again from here (`absorb_received`);
+        // `recv_armed` stays set until its last completion (`ECANCELED`)
+        // has been handled.
+        link.big_input = true;
+        link.quiet_reads = 0;
         uring.collect();
         for c in uring.take_received(idx, id) {
             if let Received::Failed(e) = absorb_received(link, uring, &c, &mut self.srv.stats) {
@@ -949,34 +978,25 @@ impl EventLoop {
                 return false;
             }
         }
-        let registered =
-            self.poll
-                .registry()
-                .register(link.conn.source(), Token(idx), Interest::READABLE);
-        if let Err(e) = registered {
-            warn!(client = %client.st.addr, "Moving a client to epoll: {e}");
-            return false;
-        }
-        link.big_input = true;
-        link.quiet_reads = 0;
-        // What was taken in runs next turn, before the socket is read (no
-        // event may come for it).
+        link.poll_in_armed = true;
+        uring.poll_in(link.conn.fd(), idx, id);
+        // What was taken in runs next turn, before the socket is read.
         if !self.pending_reads.contains(&idx) {
             self.pending_reads.push(idx);
         }
         true
     }
 
-    /// A client moved to epoll for its big arguments goes back to the ring
-    /// once it has sent none for [`BIG_INPUT_QUIET_READS`] reads, between
-    /// reads that drained its socket (what comes next, the new receive
-    /// takes), with nothing of its own in flight in the ring.
-    fn big_input_back_to_uring(&mut self, idx: usize, client: &mut Client) {
+    /// A client whose input is read directly for its big arguments goes
+    /// back to its receive once it has sent none for
+    /// [`BIG_INPUT_QUIET_READS`] reads, between reads that drained its
+    /// socket (what comes next, the new receive takes), once the cancelled
+    /// receive has ended.
+    fn big_input_back_to_receive(&mut self, idx: usize, client: &mut Client) {
         let link = &mut client.link;
         if !link.big_input
             || link.quiet_reads < BIG_INPUT_QUIET_READS
             || link.recv_armed
-            || link.write_interest
             || link.peer_closed
             || link.query.reading_big()
         {
@@ -985,12 +1005,10 @@ impl EventLoop {
         let Some(uring) = self.uring.as_mut() else {
             return;
         };
-        if let Err(e) = self.poll.registry().deregister(link.conn.source()) {
-            debug!(client = %client.st.addr, "Moving a client back to io_uring: {e}");
-            return;
-        }
+        // (A readiness the poll reports meanwhile runs the client's input
+        // as any other completion for it does: nothing is read from it.)
+        uring.cancel_poll_in(idx, client.st.id);
         link.big_input = false;
-        link.uring = true;
         link.recv_armed = true;
         uring.arm_recv(link.conn.fd(), idx, client.st.id);
     }
@@ -1185,14 +1203,15 @@ impl EventLoop {
     /// epoll, whose readiness reads nothing. What the receive had taken
     /// still reaches the query buffer (`absorb_received`).
     fn detach_from_uring(&mut self, client: &mut Client) {
-        // (One moved to epoll for its big arguments stays there.)
-        client.link.big_input = false;
         if !client.link.uring {
             return;
         }
         let idx = client.st.slot;
         let id = client.st.id;
         let uring = self.uring.as_mut().expect("the io_uring engine");
+        if std::mem::take(&mut client.link.big_input) {
+            uring.cancel_poll_in(idx, id);
+        }
         let cancelled = uring.cancel_recv_now(idx, id);
         let registered = cancelled.and_then(|()| {
             self.poll
@@ -2097,7 +2116,11 @@ fn absorb_received(
         (e, _) if e < 0 => Received::Failed(io::Error::from_raw_os_error(-e)),
         _ => Received::Failed(io::Error::other("a receive without its buffer")),
     };
-    if link.uring && !link.recv_armed && matches!(got, Received::Data | Received::Nothing) {
+    if link.uring
+        && !link.big_input
+        && !link.recv_armed
+        && matches!(got, Received::Data | Received::Nothing)
+    {
         link.recv_armed = true;
         uring.rearm_recv(link.conn.fd(), c);
     }

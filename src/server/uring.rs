@@ -14,12 +14,13 @@
 //! again. A socket that did not take everything gets a one-shot
 //! `POLLOUT` poll, and the rest is written when it fires.
 //!
-//! A client that sends a big argument (32 KB or more) is moved to epoll
-//! for as long as it sends them: its input is then read straight into the
-//! argument's own buffer instead of arriving in ring buffers to be copied
-//! again. Its receive is cancelled first and what the receive had taken is
-//! placed before anything read from the socket; it comes back after 64
-//! reads without one (`EventLoop::big_input_to_epoll`).
+//! A client that sends a big argument (32 KB or more) has its input read
+//! directly for as long as it sends them, straight into the argument's own
+//! buffer instead of arriving in ring buffers to be copied again: its
+//! receive is cancelled (what it had taken is placed first) and a
+//! multishot `POLLIN` poll says when to read; its replies still go out
+//! with the turn's sends. It goes back to the receive after 64 reads
+//! without one (`EventLoop::read_big_input_directly`).
 //!
 //! Everything else (listeners, TLS clients, the link to our master,
 //! signals, eventfds, pipes) stays with mio, whose epoll descriptor is
@@ -82,6 +83,9 @@ pub enum Op {
     PollOut = 3,
     /// The multishot poll of mio's epoll descriptor.
     Epoll = 4,
+    /// A client's multishot `POLLIN` poll, while its input is read
+    /// directly (big arguments).
+    PollIn = 5,
 }
 
 /// One completion, copied out of the queue.
@@ -103,6 +107,7 @@ impl Cqe {
             2 => Some(Op::Send),
             3 => Some(Op::PollOut),
             4 => Some(Op::Epoll),
+            5 => Some(Op::PollIn),
             _ => None,
         }
     }
@@ -328,6 +333,32 @@ impl UringNet {
             .user_data(user_data(Op::Send, slot, id));
         self.push(entry);
         self.sends_in_flight += 1;
+    }
+
+    /// Tell us, each time, when client `id`'s socket has something to read
+    /// (its input is read directly meanwhile: no receive is in flight).
+    pub fn poll_in(&mut self, fd: RawFd, slot: usize, id: u64) {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(user_data(Op::PollIn, slot, id));
+        self.push(entry);
+    }
+
+    /// Arm a client's `POLLIN` poll again, as the one that completed with `c`.
+    pub fn rearm_poll_in(&mut self, fd: RawFd, c: &Cqe) {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(c.user_data);
+        self.push(entry);
+    }
+
+    /// End client `id`'s `POLLIN` poll (its last completion comes later).
+    pub fn cancel_poll_in(&mut self, slot: usize, id: u64) {
+        // Its own completion (user data 0) is nobody's and is ignored.
+        let target = user_data(Op::PollIn, slot, id);
+        self.push(opcode::AsyncCancel::new(target).build().user_data(0));
     }
 
     /// Tell us when client `id`'s socket can take more.
