@@ -301,7 +301,7 @@ fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
         let workers: Vec<_> = (0..4u64)
             .map(|w| {
                 std::thread::spawn(move || {
-                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w + 1) * 0x1234_5678_9abc);
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((w + 1) * 0x1234_5678_9abc));
                     let mut c = Conn::connect(port);
                     let mut model: Vec<Vec<u8>> = vec![Vec::new(); 4];
                     let mut counter = 0;
