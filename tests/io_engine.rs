@@ -194,11 +194,11 @@ fn reads(c: &mut Conn) -> u64 {
 
 #[test]
 fn clients_sending_big_arguments_are_read_directly_and_in_order() {
-    // Under io_uring a client that sends a big argument is moved to epoll
-    // (its input read straight into the argument's buffer), and back to
-    // the ring after 64 reads without one: across each move its input
-    // keeps its order, whether the move comes in the middle of an
-    // argument, of a pipeline or between round trips.
+    // Under io_uring a client that sends a big argument has its input read
+    // directly (straight into the argument's buffer), and goes back to its
+    // receive after 64 reads without one: across each move its input keeps
+    // its order, whether the move comes in the middle of an argument, of a
+    // pipeline or between round trips.
     for engine in ENGINES {
         let kv = start(engine, &[]);
         let mut c = Conn::connect(kv.port);
