@@ -186,14 +186,6 @@ pub fn string_int(val: &[u8]) -> Option<i64> {
     }
 }
 
-/// How the string `val` is stored, given its [`string_int`].
-fn string_value(val: &[u8], int: Option<i64>) -> NewValue<'_> {
-    match int {
-        Some(n) => NewValue::Int(n),
-        None => NewValue::Str(val),
-    }
-}
-
 /// An owning pointer to one entry allocation.
 ///
 /// # Invariant
@@ -242,7 +234,11 @@ impl Entry {
 
     /// [`Entry::string`] with `val`'s [`string_int`] already known.
     pub fn string_encoded(key: &[u8], val: &[u8], int: Option<i64>) -> Entry {
-        Entry::new(key, string_value(val, int), false)
+        let new = match int {
+            Some(n) => NewValue::Int(n),
+            None => NewValue::Str(val),
+        };
+        Entry::new(key, new, false)
     }
 
     /// An entry for a string handed over as an owned buffer: a long one is
@@ -476,7 +472,7 @@ impl Entry {
     pub fn overwrite_string(&mut self, val: &[u8], int: Option<i64>, keep_clock: bool) -> bool {
         let done = match self.tag() & KIND_MASK {
             KIND_BOXED => self.overwrite_boxed_string(val),
-            _ => self.overwrite_small_value(string_value(val, int)),
+            _ => self.overwrite_small_value(val, int),
         };
         if done {
             let t = self.tag();
@@ -488,21 +484,22 @@ impl Entry {
         done
     }
 
-    /// An integer or inline string whose payload has the size of `new`'s:
-    /// `new` written over it, the tag saying which it now is. False
-    /// otherwise (a boxed `new` included).
+    /// An integer or inline string whose payload has the size of the new
+    /// value's (`int` when `val` is stored as an integer, else `val`
+    /// inline): it written over it, the tag saying which it now is. False
+    /// otherwise (a new value too long to be inline included).
     #[inline]
-    fn overwrite_small_value(&mut self, new: NewValue<'_>) -> bool {
+    fn overwrite_small_value(&mut self, val: &[u8], int: Option<i64>) -> bool {
         // SAFETY: the Entry invariant (see `Entry`): an inline payload is
         // its length byte and that many bytes, an integer's 8 bytes.
         let old_size = match self.tag() & KIND_MASK {
             KIND_INLINE => 1 + unsafe { *self.val_ptr() } as usize,
             _ => 8, // KIND_INT: the caller took boxed values elsewhere
         };
-        let (kind, size) = match &new {
-            NewValue::Int(_) => (KIND_INT, 8),
-            NewValue::Str(s) if s.len() <= INLINE_MAX => (KIND_INLINE, 1 + s.len()),
-            _ => return false,
+        let (kind, size) = match int {
+            Some(_) => (KIND_INT, 8),
+            None if val.len() <= INLINE_MAX => (KIND_INLINE, 1 + val.len()),
+            None => return false,
         };
         if size != old_size {
             return false;
@@ -513,13 +510,12 @@ impl Entry {
         // how to read it (and the allocation's size computed back from it
         // is unchanged, as `Drop` needs).
         unsafe {
-            match new {
-                NewValue::Int(n) => ptr::write_unaligned(v as *mut i64, n),
-                NewValue::Str(s) => {
-                    *v = s.len() as u8;
-                    ptr::copy_nonoverlapping(s.as_ptr(), v.add(1), s.len());
+            match int {
+                Some(n) => ptr::write_unaligned(v as *mut i64, n),
+                None => {
+                    *v = val.len() as u8;
+                    ptr::copy_nonoverlapping(val.as_ptr(), v.add(1), val.len());
                 }
-                NewValue::Boxed(_) => return false,
             }
         }
         let t = self.tag();

@@ -72,7 +72,7 @@ impl BusyPump for Pump {
             if !servable(srv, idx) {
                 continue;
             }
-            let open = match link.uring && !link.big_input {
+            let open = match link.ring_receives() {
                 true => !link.peer_closed,
                 false => read_available(srv, link),
             };

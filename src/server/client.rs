@@ -165,6 +165,12 @@ pub struct Link {
 }
 
 impl Link {
+    /// Does its input arrive through an io_uring receive (not read from
+    /// the socket by the loop)?
+    pub fn ring_receives(&self) -> bool {
+        self.uring && !self.big_input
+    }
+
     pub fn new(conn: Conn, query: QueryBuffer) -> Link {
         Link {
             conn,

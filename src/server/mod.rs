@@ -837,18 +837,16 @@ impl EventLoop {
     /// Read what the socket has and execute the complete commands. Returns
     /// false when the client must be closed.
     fn read_client(&mut self, idx: usize, client: &mut Client, read_closed: bool) -> bool {
-        if client.link.uring {
-            // A send of this client's output is still in flight: its reply
-            // buffer waits (the completion runs it again).
-            if client.link.send_inflight {
-                if !self.pending_reads.contains(&idx) {
-                    self.pending_reads.push(idx);
-                }
-                return true;
+        // io_uring: a send of this client's output is still in flight: its
+        // reply buffer waits (the completion runs it again).
+        if client.link.send_inflight {
+            if !self.pending_reads.contains(&idx) {
+                self.pending_reads.push(idx);
             }
-            if !client.link.big_input {
-                return self.run_received(idx, client);
-            }
+            return true;
+        }
+        if client.link.ring_receives() {
+            return self.run_received(idx, client);
         }
         // Input left over from an earlier turn (or a big argument a busy
         // script's pump completed) runs before anything new is read.
@@ -2116,10 +2114,7 @@ fn absorb_received(
         (e, _) if e < 0 => Received::Failed(io::Error::from_raw_os_error(-e)),
         _ => Received::Failed(io::Error::other("a receive without its buffer")),
     };
-    if link.uring
-        && !link.big_input
-        && !link.recv_armed
-        && matches!(got, Received::Data | Received::Nothing)
+    if link.ring_receives() && !link.recv_armed && matches!(got, Received::Data | Received::Nothing)
     {
         link.recv_armed = true;
         uring.rearm_recv(link.conn.fd(), c);

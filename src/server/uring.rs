@@ -288,18 +288,25 @@ impl UringNet {
     /// Receive what client `id` in `slot` sends, until it is cancelled, the
     /// peer closes, or the buffers run out (then it is armed again).
     pub fn arm_recv(&mut self, fd: RawFd, slot: usize, id: u64) {
-        let entry = opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP)
-            .build()
-            .user_data(user_data(Op::Recv, slot, id));
-        self.push(entry);
+        self.recv_as(fd, user_data(Op::Recv, slot, id));
     }
 
     /// Arm a client's receive again, as the one that completed with `c`.
     pub fn rearm_recv(&mut self, fd: RawFd, c: &Cqe) {
+        self.recv_as(fd, c.user_data);
+    }
+
+    fn recv_as(&mut self, fd: RawFd, user_data: u64) {
         let entry = opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP)
             .build()
-            .user_data(c.user_data);
+            .user_data(user_data);
         self.push(entry);
+    }
+
+    /// Cancel the operation with `target` user data; the cancellation's own
+    /// completion (user data 0) is nobody's and is ignored.
+    fn cancel_async(&mut self, target: u64) {
+        self.push(opcode::AsyncCancel::new(target).build().user_data(0));
     }
 
     /// Stop client `id`'s receive now (its socket is about to be read
@@ -338,27 +345,25 @@ impl UringNet {
     /// Tell us, each time, when client `id`'s socket has something to read
     /// (its input is read directly meanwhile: no receive is in flight).
     pub fn poll_in(&mut self, fd: RawFd, slot: usize, id: u64) {
-        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
-            .multi(true)
-            .build()
-            .user_data(user_data(Op::PollIn, slot, id));
-        self.push(entry);
+        self.poll_in_as(fd, user_data(Op::PollIn, slot, id));
     }
 
     /// Arm a client's `POLLIN` poll again, as the one that completed with `c`.
     pub fn rearm_poll_in(&mut self, fd: RawFd, c: &Cqe) {
+        self.poll_in_as(fd, c.user_data);
+    }
+
+    fn poll_in_as(&mut self, fd: RawFd, user_data: u64) {
         let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
             .multi(true)
             .build()
-            .user_data(c.user_data);
+            .user_data(user_data);
         self.push(entry);
     }
 
     /// End client `id`'s `POLLIN` poll (its last completion comes later).
     pub fn cancel_poll_in(&mut self, slot: usize, id: u64) {
-        // Its own completion (user data 0) is nobody's and is ignored.
-        let target = user_data(Op::PollIn, slot, id);
-        self.push(opcode::AsyncCancel::new(target).build().user_data(0));
+        self.cancel_async(user_data(Op::PollIn, slot, id));
     }
 
     /// Tell us when client `id`'s socket can take more.
@@ -468,8 +473,7 @@ impl UringNet {
             c.parked = Some(key);
         }
         if c.more() {
-            // Its own completion (user data 0) is nobody's and is ignored.
-            self.push(opcode::AsyncCancel::new(c.user_data).build().user_data(0));
+            self.cancel_async(c.user_data);
         }
     }
 
