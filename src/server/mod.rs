@@ -970,11 +970,20 @@ impl EventLoop {
         link.big_input = true;
         link.quiet_reads = 0;
         uring.collect();
+        let mut failed = None;
         for c in uring.take_received(idx, id) {
-            if let Received::Failed(e) = absorb_received(link, uring, &c, &mut self.srv.stats) {
-                debug!(client = %client.st.addr, "Reading from client: {e}");
-                return false;
+            // After a failure, the rest only give their buffers back.
+            if failed.is_some() {
+                uring.discard(&c);
+            } else if let Received::Failed(e) =
+                absorb_received(link, uring, &c, &mut self.srv.stats)
+            {
+                failed = Some(e);
             }
+        }
+        if let Some(e) = failed {
+            debug!(client = %client.st.addr, "Reading from client: {e}");
+            return false;
         }
         link.poll_in_armed = true;
         uring.poll_in(link.conn.fd(), idx, id);
