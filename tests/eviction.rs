@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{start_kvstore, Conn};
+use common::{start_kvstore, Conn, Rng};
 
 const LIMIT: u64 = 8 << 20;
 
@@ -409,25 +409,8 @@ fn maxmemory_clients_disconnects_the_biggest_clients_but_not_no_evict_ones() {
         .starts_with(b"-ERR CONFIG SET failed"));
 }
 
-/// A small xorshift generator: random keys without a dependency.
-struct Rng(u64);
-
+/// Random keys without a dependency.
 impl Rng {
-    fn seeded() -> Rng {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos() as u64;
-        Rng(nanos | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
     /// A key as Redis's test suite's randomKey makes them: small integers
     /// that collide, 32- and 64-bit integers, or 1 to 256 letters.
     fn key(&mut self) -> String {

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::time::Duration;
 
-use common::{bulk_payload, encode, start_kvstore, Conn, ServerProcess};
+use common::{bulk_payload, encode, start_kvstore, Conn, Rng, ServerProcess};
 
 const ENGINES: [&str; 2] = ["io_uring", "epoll"];
 
@@ -278,18 +278,6 @@ fn clients_sending_big_arguments_are_read_directly_and_in_order() {
     }
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
-
 #[test]
 fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
     // Clients move between the ring's receive and direct reads as they
@@ -308,15 +296,15 @@ fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
                     for burst in 0..30 {
                         let mut bytes = Vec::new();
                         let mut expect: Vec<Vec<u8>> = Vec::new();
-                        for _ in 0..1 + rng.below(12) {
-                            let k = rng.below(4);
+                        for _ in 0..1 + rng.pick(12) {
+                            let k = rng.pick(4);
                             let key = format!("w{w}:{k}");
-                            let size = match rng.below(5) {
-                                0 => 32 * 1024 + rng.below(250_000),
-                                _ => 1 + rng.below(300),
+                            let size = match rng.pick(5) {
+                                0 => 32 * 1024 + rng.pick(250_000),
+                                _ => 1 + rng.pick(300),
                             };
-                            let val = pattern(size, rng.below(200) as u8);
-                            match rng.below(4) {
+                            let val = pattern(size, rng.pick(200) as u8);
+                            match rng.pick(4) {
                                 0 => {
                                     bytes.extend(encode(&[b"SET", key.as_bytes(), &val]));
                                     expect.push(b"+OK\r\n".to_vec());
@@ -347,14 +335,14 @@ fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
                         // Sent in up to five pieces cut anywhere, some of
                         // them after a pause.
                         let mut cuts: Vec<usize> =
-                            (0..rng.below(5)).map(|_| rng.below(bytes.len())).collect();
+                            (0..rng.pick(5)).map(|_| rng.pick(bytes.len())).collect();
                         cuts.sort();
                         let mut from = 0;
                         for cut in cuts.into_iter().chain([bytes.len()]) {
                             c.send_raw(&bytes[from..cut.max(from)]);
                             from = cut.max(from);
-                            if rng.below(3) == 0 {
-                                std::thread::sleep(Duration::from_millis(rng.below(4) as u64));
+                            if rng.pick(3) == 0 {
+                                std::thread::sleep(Duration::from_millis(rng.pick(4) as u64));
                             }
                         }
                         for (i, want) in expect.iter().enumerate() {
@@ -367,7 +355,7 @@ fn random_mixes_of_big_and_small_commands_in_random_pieces_keep_their_order() {
                             );
                         }
                         // Now and then, small round trips: back to the ring.
-                        if rng.below(4) == 0 {
+                        if rng.pick(4) == 0 {
                             for _ in 0..70 {
                                 assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
                             }

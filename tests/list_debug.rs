@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{start_kvstore, start_redis, Conn};
+use common::{start_kvstore, start_redis, Conn, Rng};
 
 const OPTS: &[&str] = &["--enable-debug-command", "yes"];
 
@@ -177,22 +177,8 @@ fn debug_object_and_debug_reload_keep_redis_s_nodes() {
     assert_eq!(fields(&mut k), fields(&mut r));
 }
 
-/// A small deterministic generator (xorshift), so a failure can be rerun
-/// with its seed (`LIST_FUZZ_SEED`).
-struct Rng(u64);
-
+/// Draws of list elements and indices (the seed: `LIST_FUZZ_SEED`).
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
     /// An element: integers, short words, compressible strings of every
     /// length around the node limits, the odd long one.
     fn element(&mut self) -> String {

@@ -686,3 +686,35 @@ pub fn attach_as_replica(port: u16) -> TcpStream {
     repl.read_exact(&mut rdb).unwrap();
     repl
 }
+
+/// A small deterministic generator (xorshift), so a failure can be rerun
+/// with its seed; test files add the draws they need (`impl Rng`).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Seeded from the clock (never 0, which would stay 0).
+    pub fn seeded() -> Rng {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as u64;
+        Rng(nanos | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// An index below `n`.
+    pub fn pick(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
