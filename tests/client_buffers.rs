@@ -41,10 +41,6 @@ fn client_u64(c: &mut Conn, name: &str, field: &str) -> u64 {
         .unwrap()
 }
 
-fn info_u64(c: &mut Conn, section: &str, field: &str) -> u64 {
-    c.info_field(section, field).parse().unwrap()
-}
-
 fn debug_server() -> common::ServerProcess {
     start_kvstore(&["--enable-debug-command", "yes"])
 }
@@ -65,7 +61,7 @@ fn resize_reply_buffers(port: u16) {
     common::wait_for("the idle client's reply buffer to shrink", 3, || {
         (1024..2048).contains(&client_u64(&mut c, "test_client", "rbs"))
     });
-    let shrinks = info_u64(&mut c, "stats", "reply_buffer_shrinks");
+    let shrinks = c.info_num::<u64>("stats", "reply_buffer_shrinks");
     assert!(shrinks > 0);
 
     // Busy with big replies: it doubles back up to 16 KB, never past.
@@ -75,7 +71,7 @@ fn resize_reply_buffers(port: u16) {
         c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "NEVER"]),
         b"+OK\r\n"
     );
-    let expands = info_u64(&mut c, "stats", "reply_buffer_expands");
+    let expands = c.info_num::<u64>("stats", "reply_buffer_expands");
     common::wait_for("the busy client's reply buffer to grow", 5, || {
         let reply = tc.cmd_str(&["GET", "bigval"]);
         assert_eq!(bulk_payload(&reply), Some(big.as_bytes()));
@@ -87,7 +83,7 @@ fn resize_reply_buffers(port: u16) {
     let reply = tc.cmd_str(&["GET", "bigval"]);
     assert_eq!(bulk_payload(&reply), Some(big.as_bytes()));
     assert_eq!(client_u64(&mut c, "test_client", "rbp"), 16384);
-    assert!(info_u64(&mut c, "stats", "reply_buffer_expands") > expands);
+    assert!(c.info_num::<u64>("stats", "reply_buffer_expands") > expands);
 
     // Resizing off: the idle buffer keeps its size although its peak would
     // otherwise be forgotten within 100 ms and the buffer shrunk.
@@ -99,10 +95,10 @@ fn resize_reply_buffers(port: u16) {
         c.cmd_str(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"]),
         b"+OK\r\n"
     );
-    let shrinks = info_u64(&mut c, "stats", "reply_buffer_shrinks");
+    let shrinks = c.info_num::<u64>("stats", "reply_buffer_shrinks");
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(client_u64(&mut c, "test_client", "rbs"), 16384);
-    assert_eq!(info_u64(&mut c, "stats", "reply_buffer_shrinks"), shrinks);
+    assert_eq!(c.info_num::<u64>("stats", "reply_buffer_shrinks"), shrinks);
     // On again: it shrinks.
     assert_eq!(
         c.cmd_str(&["DEBUG", "REPLYBUFFER", "RESIZING", "1"]),
@@ -193,7 +189,7 @@ fn evict_half_of_ten_big_clients(port: u16) {
             .count()
     };
     assert_eq!(count_named(&mut ctl), CLIENTS);
-    assert_eq!(info_u64(&mut ctl, "stats", "evicted_clients"), 0);
+    assert_eq!(ctl.info_num::<u64>("stats", "evicted_clients"), 0);
     // Room for half of them, and the control client.
     let limit = biggest * CLIENTS as u64 / 2 + client_u64(&mut ctl, "control", "tot-mem");
     assert_eq!(
@@ -202,7 +198,7 @@ fn evict_half_of_ten_big_clients(port: u16) {
     );
     assert_eq!(count_named(&mut ctl), CLIENTS / 2);
     assert_eq!(
-        info_u64(&mut ctl, "stats", "evicted_clients"),
+        ctl.info_num::<u64>("stats", "evicted_clients"),
         (CLIENTS / 2) as u64
     );
     let total: u64 = client_lines(&mut ctl)
@@ -250,7 +246,7 @@ fn evict_a_client_for_its_tracking_prefixes(port: u16) {
     let prefixes = evicted_after.expect("the client adding prefixes was never evicted");
     // Its prefixes did it, not what it had to start with.
     assert!(prefixes > 100, "evicted after {prefixes} prefixes");
-    assert_eq!(info_u64(&mut ctl, "stats", "evicted_clients"), 1);
+    assert_eq!(ctl.info_num::<u64>("stats", "evicted_clients"), 1);
     assert_eq!(ctl.cmd_str(&["PING"]), b"+PONG\r\n");
 }
 
@@ -360,7 +356,7 @@ fn huge_random_picks_close_their_clients(port: u16, counted: bool) {
     }
     if counted {
         assert_eq!(
-            info_u64(&mut c, "stats", "client_output_buffer_limit_disconnections"),
+            c.info_num::<u64>("stats", "client_output_buffer_limit_disconnections"),
             3
         );
     }

@@ -10,10 +10,6 @@ use common::{start_kvstore, Conn, Rng};
 
 const LIMIT: u64 = 8 << 20;
 
-fn info_u64(c: &mut Conn, section: &str, field: &str) -> u64 {
-    c.info_field(section, field).parse().unwrap()
-}
-
 /// Write `n` keys `prefix:i` of a 200-byte value, pipelined.
 fn fill(c: &mut Conn, prefix: &str, n: usize, ttl: bool) {
     let value = "v".repeat(200);
@@ -69,12 +65,12 @@ fn allkeys_lru_stays_under_the_limit_and_keeps_recently_read_keys() {
             c.cmd_str(&["GET", &format!("hot:{i}")]);
         }
     }
-    let used = info_u64(&mut c, "memory", "used_memory");
+    let used = c.info_num::<u64>("memory", "used_memory");
     assert!(
         used <= LIMIT + (LIMIT / 10),
         "used_memory {used} over the limit {LIMIT}"
     );
-    assert!(info_u64(&mut c, "stats", "evicted_keys") > 5_000);
+    assert!(c.info_num::<u64>("stats", "evicted_keys") > 5_000);
     let kept = (0..500)
         .filter(|i| exists(&mut c, &format!("hot:{i}")))
         .count();
@@ -92,7 +88,7 @@ fn a_huge_maxmemory_samples_samples_at_most_the_keyspace() {
         let kv = start(policy);
         let mut c = Conn::connect(kv.port);
         // Room for a few thousand keys: every pass walks all of them.
-        let limit = info_u64(&mut c, "memory", "used_memory") + (1 << 20);
+        let limit = c.info_num::<u64>("memory", "used_memory") + (1 << 20);
         assert_eq!(
             c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
             b"+OK\r\n"
@@ -102,8 +98,8 @@ fn a_huge_maxmemory_samples_samples_at_most_the_keyspace() {
             b"+OK\r\n"
         );
         fill(&mut c, "k", 6_000, true);
-        assert!(info_u64(&mut c, "stats", "evicted_keys") > 0, "{policy}");
-        let used = info_u64(&mut c, "memory", "used_memory");
+        assert!(c.info_num::<u64>("stats", "evicted_keys") > 0, "{policy}");
+        let used = c.info_num::<u64>("memory", "used_memory");
         assert!(used <= limit + limit / 10, "{policy}: used_memory {used}");
         assert_eq!(c.cmd_str(&["PING"]), b"+PONG\r\n");
     }
@@ -121,7 +117,7 @@ fn volatile_policies_never_touch_persistent_keys() {
         let mut c = Conn::connect(kv.port);
         fill(&mut c, "keep", 3000, false);
         fill(&mut c, "temp", 30_000, true);
-        assert!(info_u64(&mut c, "stats", "evicted_keys") > 0, "{policy}");
+        assert!(c.info_num::<u64>("stats", "evicted_keys") > 0, "{policy}");
         let kept = (0..3000)
             .filter(|i| exists(&mut c, &format!("keep:{i}")))
             .count();
@@ -205,7 +201,7 @@ fn noeviction_refuses_writes_and_allows_reads_and_deletes() {
         }
     }
     assert!(refused_at.is_some());
-    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(c.info_num::<u64>("stats", "evicted_keys"), 0);
     assert_eq!(
         c.cmd_str(&["GET", "k:0"]).len(),
         "$1000\r\n".len() + 1000 + 2
@@ -231,7 +227,7 @@ fn evicted_keys_are_notified_and_deleted_on_the_replica() {
     let mut sub = Conn::connect(master.port);
     sub.cmd_str(&["SUBSCRIBE", "__keyevent@0__:evicted"]);
     fill(&mut m, "k", 40_000, false);
-    let evicted = info_u64(&mut m, "stats", "evicted_keys");
+    let evicted = m.info_num::<u64>("stats", "evicted_keys");
     assert!(evicted > 0);
     let (msgs, _) = sub.read_available(std::time::Duration::from_millis(300));
     assert!(
@@ -246,7 +242,7 @@ fn evicted_keys_are_notified_and_deleted_on_the_replica() {
             == m.info_field("replication", "master_repl_offset")
     });
     // The replica never evicts on its own; it mirrors the master's DELs.
-    assert_eq!(info_u64(&mut r, "stats", "evicted_keys"), 0);
+    assert_eq!(r.info_num::<u64>("stats", "evicted_keys"), 0);
     assert_eq!(m.cmd_str(&["DBSIZE"]), r.cmd_str(&["DBSIZE"]));
     for i in (0..40_000).step_by(997) {
         let key = format!("k:{i}");
@@ -438,7 +434,7 @@ fn maxmemory_limit_is_honoured_for_keys_with_a_ttl() {
     let mut rng = Rng::seeded();
     for policy in ["allkeys-lru", "volatile-ttl", "allkeys-random"] {
         assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
-        let limit = info_u64(&mut c, "memory", "used_memory") + 100 * 1024;
+        let limit = c.info_num::<u64>("memory", "used_memory") + 100 * 1024;
         assert_eq!(
             c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
             b"+OK\r\n"
@@ -452,7 +448,7 @@ fn maxmemory_limit_is_honoured_for_keys_with_a_ttl() {
             let r = c.cmd_str(&["SETEX", &rng.key(), "10000", "x"]);
             assert_eq!(r, b"+OK\r\n", "{policy}: {}", String::from_utf8_lossy(&r));
             numkeys += 1;
-            if info_u64(&mut c, "memory", "used_memory") + 4096 > limit {
+            if c.info_num::<u64>("memory", "used_memory") + 4096 > limit {
                 assert!(numkeys > 10, "{policy}: full after {numkeys} keys");
                 break;
             }
@@ -461,7 +457,7 @@ fn maxmemory_limit_is_honoured_for_keys_with_a_ttl() {
             let r = c.cmd_str(&["SETEX", &rng.key(), "10000", "x"]);
             assert_eq!(r, b"+OK\r\n", "{policy}: {}", String::from_utf8_lossy(&r));
         }
-        let used = info_u64(&mut c, "memory", "used_memory");
+        let used = c.info_num::<u64>("memory", "used_memory");
         assert!(
             used < limit + 4096,
             "{policy}: used_memory {used} after {numkeys} more keys, limit {limit}"
@@ -495,9 +491,9 @@ fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
         c.cmd_str(&["DEBUG", "POPULATE", AT_GROWTH, "key", "1"]),
         b"+OK\r\n"
     );
-    let before = info_u64(&mut c, "memory", "used_memory");
+    let before = c.info_num::<u64>("memory", "used_memory");
     assert_eq!(c.cmd_str(&["SET", "k1", "v1"]), b"+OK\r\n");
-    let after = info_u64(&mut c, "memory", "used_memory");
+    let after = c.info_num::<u64>("memory", "used_memory");
     assert!(
         after > before + 64 * 1024,
         "the 8193rd key did not grow the table: {before} -> {after}"
@@ -505,7 +501,7 @@ fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
     // Every command the limited part runs has run once (first runs may
     // allocate for good: command statistics, say).
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":8193\r\n");
-    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(c.info_num::<u64>("stats", "evicted_keys"), 0);
     assert_eq!(c.cmd_str(&["FLUSHALL"]), b"+OK\r\n");
 
     // With a limit 10 KB over what is used, it does not.
@@ -513,7 +509,7 @@ fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
         c.cmd_str(&["DEBUG", "POPULATE", AT_GROWTH, "key", "1"]),
         b"+OK\r\n"
     );
-    let limit = info_u64(&mut c, "memory", "used_memory") + 10 * 1024;
+    let limit = c.info_num::<u64>("memory", "used_memory") + 10 * 1024;
     assert_eq!(
         c.cmd_str(&["CONFIG", "SET", "maxmemory", &limit.to_string()]),
         b"+OK\r\n"
@@ -522,7 +518,7 @@ fn the_keyspace_does_not_grow_past_maxmemory_into_evictions() {
     // The next write would evict if the last one had grown the table.
     assert_eq!(c.cmd_str(&["SET", "k2", "v2"]), b"+OK\r\n");
     assert_eq!(c.cmd_str(&["DBSIZE"]), b":8194\r\n");
-    assert_eq!(info_u64(&mut c, "stats", "evicted_keys"), 0);
+    assert_eq!(c.info_num::<u64>("stats", "evicted_keys"), 0);
 }
 
 /// A key evicted to make room for a client's own EXEC is one it may be
@@ -537,7 +533,7 @@ fn exec_fails_when_eviction_takes_a_watched_key(port: u16) {
         a.cmd_str(&["CONFIG", "SET", "latency-tracking", "no"]),
         b"+OK\r\n"
     );
-    let used = info_u64(&mut a, "memory", "used_memory");
+    let used = a.info_num::<u64>("memory", "used_memory");
     let limit = (used + 100 * 1024).to_string();
     assert_eq!(
         a.cmd_str(&["CONFIG", "SET", "maxmemory", &limit]),
@@ -557,7 +553,7 @@ fn exec_fails_when_eviction_takes_a_watched_key(port: u16) {
     // evicted on its way in.
     assert_eq!(a.cmd_str(&["EXEC"]), b"*-1\r\n");
     assert_eq!(a.cmd_str(&["EXISTS", "w"]), b":0\r\n");
-    assert_eq!(info_u64(&mut a, "stats", "evicted_keys"), 1);
+    assert_eq!(a.info_num::<u64>("stats", "evicted_keys"), 1);
 }
 
 #[test]
@@ -703,7 +699,7 @@ fn eviction_past_its_time_limit_goes_on_while_idle() {
         c.cmd_str(&["DEBUG", "POPULATE", "200000", "key", "100"]),
         b"+OK\r\n"
     );
-    let used = info_u64(&mut c, "memory", "used_memory");
+    let used = c.info_num::<u64>("memory", "used_memory");
     // Tenacity 0: a slice stops after 16 keys.
     c.cmd_str(&["CONFIG", "SET", "maxmemory-eviction-tenacity", "0"]);
     let limit = used / 2;
@@ -714,31 +710,34 @@ fn eviction_past_its_time_limit_goes_on_while_idle() {
     // About 100,000 keys must go: at a slice per cron tick that would take
     // minutes; without a command meanwhile it takes well under a second.
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let evicted = info_u64(&mut c, "stats", "evicted_keys");
+    let evicted = c.info_num::<u64>("stats", "evicted_keys");
     assert!(evicted > 90_000, "only {evicted} keys evicted");
     // Under the limit again: the spell over it is over.
     assert_eq!(
-        info_u64(&mut c, "stats", "current_eviction_exceeded_time"),
+        c.info_num::<u64>("stats", "current_eviction_exceeded_time"),
         0
     );
-    assert!(info_u64(&mut c, "stats", "total_eviction_exceeded_time") > 0);
+    assert!(c.info_num::<u64>("stats", "total_eviction_exceeded_time") > 0);
 
     // noeviction: the spell lasts while memory stays over the limit.
     c.cmd_str(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     c.cmd_str(&["CONFIG", "SET", "maxmemory", "1"]);
     assert!(c.cmd_str(&["SET", "k", "v"]).starts_with(b"-OOM"));
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let current = info_u64(&mut c, "stats", "current_eviction_exceeded_time");
+    let current = c.info_num::<u64>("stats", "current_eviction_exceeded_time");
     assert!(current >= 250, "current_eviction_exceeded_time {current}");
-    let total = info_u64(&mut c, "stats", "total_eviction_exceeded_time");
+    let total = c.info_num::<u64>("stats", "total_eviction_exceeded_time");
     assert!(total >= current);
     // No limit: the spell ends.
     c.cmd_str(&["CONFIG", "SET", "maxmemory", "0"]);
     c.cmd_str(&["PING"]);
     assert_eq!(
-        info_u64(&mut c, "stats", "current_eviction_exceeded_time"),
+        c.info_num::<u64>("stats", "current_eviction_exceeded_time"),
         0
     );
     assert_eq!(c.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
-    assert_eq!(info_u64(&mut c, "stats", "total_eviction_exceeded_time"), 0);
+    assert_eq!(
+        c.info_num::<u64>("stats", "total_eviction_exceeded_time"),
+        0
+    );
 }

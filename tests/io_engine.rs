@@ -185,13 +185,6 @@ fn big_arguments_inside_a_pipeline_keep_their_neighbours() {
     }
 }
 
-/// `total_reads_processed`, as INFO says.
-fn reads(c: &mut Conn) -> u64 {
-    c.info_field("stats", "total_reads_processed")
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn clients_sending_big_arguments_are_read_directly_and_in_order() {
     // Under io_uring a client that sends a big argument has its input read
@@ -231,9 +224,9 @@ fn clients_sending_big_arguments_are_read_directly_and_in_order() {
             // A second big value, sent whole: read straight into its buffer
             // (through the ring it would take one read per 8 KB).
             let huge = pattern(16 << 20, round + 10);
-            let before = reads(&mut probe);
+            let before = probe.info_num::<u64>("stats", "total_reads_processed");
             assert_eq!(c.cmd(&[b"SET", b"huge", &huge]), b"+OK\r\n");
-            let taken = reads(&mut probe) - before;
+            let taken = probe.info_num::<u64>("stats", "total_reads_processed") - before;
             assert!(taken < 1500, "{engine} {round}: {taken} reads for 16 MB");
             // Round trips of small commands: the client goes back to the
             // ring along the way, and nothing is lost or reordered.

@@ -201,10 +201,6 @@ fn a_stopped_replicas_buffer_is_counted_at_what_it_costs() {
     );
 }
 
-fn info_num(c: &mut Conn, section: &str, field: &str) -> i64 {
-    c.info_field(section, field).parse().unwrap()
-}
-
 /// A small socket buffer, so that a client that does not read leaves its
 /// replies on the server.
 fn idle_client(port: u16) -> std::net::TcpStream {
@@ -267,9 +263,9 @@ fn queued_big_values_count_at_what_they_cost() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let used = info_num(&mut c, "memory", "used_memory");
-    let overhead = info_num(&mut c, "memory", "used_memory_overhead");
-    let clients = info_num(&mut c, "memory", "mem_clients_normal");
+    let used = c.info_num::<i64>("memory", "used_memory");
+    let overhead = c.info_num::<i64>("memory", "used_memory_overhead");
+    let clients = c.info_num::<i64>("memory", "mem_clients_normal");
     assert!(used < 20_000_000, "used_memory {used}");
     assert!(
         overhead < used,
@@ -284,12 +280,12 @@ fn queued_big_values_count_at_what_they_cost() {
         writer: sub_socket,
     };
     sub.cmd_str(&["SUBSCRIBE", "ch"]);
-    let before = info_num(&mut c, "memory", "used_memory");
+    let before = c.info_num::<i64>("memory", "used_memory");
     let message = vec![b'y'; 100_000];
     for _ in 0..200 {
         assert_eq!(c.cmd(&[b"PUBLISH", b"ch", &message]), b":1\r\n");
     }
-    let grown = info_num(&mut c, "memory", "used_memory") - before;
+    let grown = c.info_num::<i64>("memory", "used_memory") - before;
     // 20 MB of messages wait for the subscriber (some in its socket).
     assert!(
         (10_000_000..25_000_000).contains(&grown),
@@ -302,25 +298,25 @@ fn queued_big_values_count_at_what_they_cost() {
 fn info_memory_counts_functions() {
     let s = start_kvstore(&[]);
     let mut c = Conn::connect(s.port);
-    assert_eq!(info_num(&mut c, "memory", "number_of_functions"), 0);
-    assert_eq!(info_num(&mut c, "memory", "number_of_libraries"), 0);
+    assert_eq!(c.info_num::<i64>("memory", "number_of_functions"), 0);
+    assert_eq!(c.info_num::<i64>("memory", "number_of_libraries"), 0);
     let code = "#!lua name=mylib\nredis.register_function('f1', function() return 1 end)\nredis.register_function('f2', function() return 2 end)";
     assert_eq!(c.cmd_str(&["FUNCTION", "LOAD", code]), b"$5\r\nmylib\r\n");
     c.cmd_str(&["SCRIPT", "LOAD", "return 1"]);
-    assert_eq!(info_num(&mut c, "memory", "number_of_functions"), 2);
-    assert_eq!(info_num(&mut c, "memory", "number_of_libraries"), 1);
-    let vm_eval = info_num(&mut c, "memory", "used_memory_vm_eval");
-    let vm_functions = info_num(&mut c, "memory", "used_memory_vm_functions");
+    assert_eq!(c.info_num::<i64>("memory", "number_of_functions"), 2);
+    assert_eq!(c.info_num::<i64>("memory", "number_of_libraries"), 1);
+    let vm_eval = c.info_num::<i64>("memory", "used_memory_vm_eval");
+    let vm_functions = c.info_num::<i64>("memory", "used_memory_vm_functions");
     assert!(vm_functions > 0);
     assert_eq!(
-        info_num(&mut c, "memory", "used_memory_vm_total"),
+        c.info_num::<i64>("memory", "used_memory_vm_total"),
         vm_eval + vm_functions
     );
-    let eval = info_num(&mut c, "memory", "used_memory_scripts_eval");
-    let functions = info_num(&mut c, "memory", "used_memory_functions");
+    let eval = c.info_num::<i64>("memory", "used_memory_scripts_eval");
+    let functions = c.info_num::<i64>("memory", "used_memory_functions");
     assert!(eval > 0 && functions > 0);
     assert_eq!(
-        info_num(&mut c, "memory", "used_memory_scripts"),
+        c.info_num::<i64>("memory", "used_memory_scripts"),
         eval + functions
     );
 }
@@ -334,13 +330,13 @@ fn allocator_figures_stay_in_order_with_a_large_keyspace() {
     let kv = start_kvstore(&["--enable-debug-command", "yes"]);
     let mut c = Conn::connect(kv.port);
     assert_eq!(c.cmd_str(&["DEBUG", "POPULATE", "200000"]), b"+OK\r\n");
-    let allocated = info_num(&mut c, "memory", "allocator_allocated");
-    let active = info_num(&mut c, "memory", "allocator_active");
-    let resident = info_num(&mut c, "memory", "allocator_resident");
+    let allocated = c.info_num::<i64>("memory", "allocator_allocated");
+    let active = c.info_num::<i64>("memory", "allocator_active");
+    let resident = c.info_num::<i64>("memory", "allocator_resident");
     assert!(
         active >= allocated,
         "active {active} < allocated {allocated}"
     );
     assert!(resident >= active, "resident {resident} < active {active}");
-    assert!(info_num(&mut c, "memory", "allocator_frag_bytes") >= 0);
+    assert!(c.info_num::<i64>("memory", "allocator_frag_bytes") >= 0);
 }

@@ -2032,10 +2032,6 @@ fn a_replica_may_announce_a_host_name_and_wait_asks_for_acks_only_after_a_pause(
     });
 }
 
-fn info_num(c: &mut Conn, section: &str, field: &str) -> u64 {
-    c.info_field(section, field).parse().unwrap()
-}
-
 /// INFO's replication traffic: what a master wrote to its replicas (the
 /// dump and the stream) and what a replica read from its master, each
 /// also inside total_net_*_bytes; ordinary clients' traffic is not in it.
@@ -2058,8 +2054,11 @@ fn replication_traffic_is_counted_apart() {
     for i in 0..1000 {
         cm.cmd_str(&["SET", &format!("before:{i}"), &value()]);
     }
-    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_output_bytes"), 0);
-    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_input_bytes"), 0);
+    assert_eq!(
+        cm.info_num::<u64>("stats", "total_net_repl_output_bytes"),
+        0
+    );
+    assert_eq!(cm.info_num::<u64>("stats", "total_net_repl_input_bytes"), 0);
     let r = start_kvstore(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
     let mut cr = Conn::connect(r.port);
     wait_in_sync(&mut cm, &mut cr);
@@ -2068,17 +2067,23 @@ fn replication_traffic_is_counted_apart() {
     }
     wait_in_sync(&mut cm, &mut cr);
     // The dump (over 1 MB of values) and the stream (1 MB more).
-    let sent = info_num(&mut cm, "stats", "total_net_repl_output_bytes");
-    let received = info_num(&mut cr, "stats", "total_net_repl_input_bytes");
+    let sent = cm.info_num::<u64>("stats", "total_net_repl_output_bytes");
+    let received = cr.info_num::<u64>("stats", "total_net_repl_input_bytes");
     assert!(sent > 2_000_000, "master wrote {sent} bytes to its replica");
     assert!(received > 2_000_000, "replica read {received} bytes");
     assert!(received <= sent, "read {received}, sent {sent}");
-    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_input_bytes"), 0);
-    assert_eq!(info_num(&mut cr, "stats", "total_net_repl_output_bytes"), 0);
-    assert!(info_num(&mut cm, "stats", "total_net_output_bytes") > sent);
-    assert!(info_num(&mut cr, "stats", "total_net_input_bytes") > received);
+    assert_eq!(cm.info_num::<u64>("stats", "total_net_repl_input_bytes"), 0);
+    assert_eq!(
+        cr.info_num::<u64>("stats", "total_net_repl_output_bytes"),
+        0
+    );
+    assert!(cm.info_num::<u64>("stats", "total_net_output_bytes") > sent);
+    assert!(cr.info_num::<u64>("stats", "total_net_input_bytes") > received);
     assert_eq!(cm.cmd_str(&["CONFIG", "RESETSTAT"]), b"+OK\r\n");
-    assert_eq!(info_num(&mut cm, "stats", "total_net_repl_output_bytes"), 0);
+    assert_eq!(
+        cm.info_num::<u64>("stats", "total_net_repl_output_bytes"),
+        0
+    );
 }
 
 /// A replica that loses an established link to its master tries again at
@@ -2092,10 +2097,10 @@ fn a_lost_link_is_tried_again_at_once() {
     let r = start_kvstore(&["--replicaof", "127.0.0.1", &m.port.to_string()]);
     let mut cr = Conn::connect(r.port);
     wait_in_sync(&mut cm, &mut cr);
-    let partial = info_num(&mut cm, "stats", "sync_partial_ok");
+    let partial = cm.info_num::<u64>("stats", "sync_partial_ok");
     let killed = Instant::now();
     assert_eq!(cr.cmd_str(&["CLIENT", "KILL", "TYPE", "master"]), b":1\r\n");
-    while info_num(&mut cm, "stats", "sync_partial_ok") == partial {
+    while cm.info_num::<u64>("stats", "sync_partial_ok") == partial {
         assert!(
             killed.elapsed() < Duration::from_millis(900),
             "the replica waited before reconnecting"

@@ -432,6 +432,14 @@ impl Conn {
             .to_string()
     }
 
+    /// A number from INFO (`info_field`, parsed).
+    pub fn info_num<T: std::str::FromStr>(&mut self, section: &str, field: &str) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
+        self.info_field(section, field).parse().unwrap()
+    }
+
     /// This connection's client id (CLIENT ID), as text.
     pub fn client_id(&mut self) -> String {
         let r = self.cmd_str(&["CLIENT", "ID"]);
