@@ -278,10 +278,15 @@ impl UringNet {
 
     /// Poll mio's epoll descriptor (again, once its multishot poll ended).
     pub fn arm_epoll(&mut self, epoll_fd: RawFd) {
-        let entry = opcode::PollAdd::new(types::Fd(epoll_fd), libc::POLLIN as u32)
-            .multi(true)
+        self.poll_as(epoll_fd, libc::POLLIN, true, user_data(Op::Epoll, 0, 0));
+    }
+
+    /// Poll `fd` for `events`, once or until cancelled (`multi`).
+    fn poll_as(&mut self, fd: RawFd, events: libc::c_short, multi: bool, user_data: u64) {
+        let entry = opcode::PollAdd::new(types::Fd(fd), events as u32)
+            .multi(multi)
             .build()
-            .user_data(user_data(Op::Epoll, 0, 0));
+            .user_data(user_data);
         self.push(entry);
     }
 
@@ -345,20 +350,12 @@ impl UringNet {
     /// Tell us, each time, when client `id`'s socket has something to read
     /// (its input is read directly meanwhile: no receive is in flight).
     pub fn poll_in(&mut self, fd: RawFd, slot: usize, id: u64) {
-        self.poll_in_as(fd, user_data(Op::PollIn, slot, id));
+        self.poll_as(fd, libc::POLLIN, true, user_data(Op::PollIn, slot, id));
     }
 
     /// Arm a client's `POLLIN` poll again, as the one that completed with `c`.
     pub fn rearm_poll_in(&mut self, fd: RawFd, c: &Cqe) {
-        self.poll_in_as(fd, c.user_data);
-    }
-
-    fn poll_in_as(&mut self, fd: RawFd, user_data: u64) {
-        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
-            .multi(true)
-            .build()
-            .user_data(user_data);
-        self.push(entry);
+        self.poll_as(fd, libc::POLLIN, true, c.user_data);
     }
 
     /// End client `id`'s `POLLIN` poll (its last completion comes later).
@@ -368,10 +365,7 @@ impl UringNet {
 
     /// Tell us when client `id`'s socket can take more.
     pub fn poll_out(&mut self, fd: RawFd, slot: usize, id: u64) {
-        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLOUT as u32)
-            .build()
-            .user_data(user_data(Op::PollOut, slot, id));
-        self.push(entry);
+        self.poll_as(fd, libc::POLLOUT, false, user_data(Op::PollOut, slot, id));
     }
 
     /// Submit what is queued and wait, up to `timeout`, for a completion
@@ -417,26 +411,28 @@ impl UringNet {
         if self.sends_in_flight == 0 {
             return;
         }
-        self.queue.retain(|c| {
-            let send = c.op() == Some(Op::Send);
-            if send {
-                out.push(*c);
-            }
-            !send
-        });
+        self.take_where(out, |c| c.op() == Some(Op::Send));
     }
 
     /// Take client `id`'s receive completions out of the queue, in order.
     pub fn take_received(&mut self, slot: usize, id: u64) -> Vec<Cqe> {
         let mut mine = Vec::new();
-        self.queue.retain(|c| {
-            let is = c.op() == Some(Op::Recv) && c.slot() == slot && c.is_for(id);
-            if is {
-                mine.push(*c);
-            }
-            !is
+        self.take_where(&mut mine, |c| {
+            c.op() == Some(Op::Recv) && c.slot() == slot && c.is_for(id)
         });
         mine
+    }
+
+    /// Move the completions `wanted` picks out of the queue into `out`, in
+    /// order; the others keep theirs.
+    fn take_where(&mut self, out: &mut Vec<Cqe>, wanted: impl Fn(&Cqe) -> bool) {
+        self.queue.retain(|c| {
+            let take = wanted(c);
+            if take {
+                out.push(*c);
+            }
+            !take
+        });
     }
 
     /// Completions that are ready, without waiting (a busy script's pump).
