@@ -101,7 +101,7 @@ start "$dir" --save "" --appendonly no
 bench -P 16 -r 2000000 -n "$n" -d 100 -t set,lpush,sadd,hset,zadd
 redis-cli -p "$port" bgsave >/dev/null
 bench -P 16 -r 2000000 -n $((n / 4)) -d 100 -t set
-until redis-cli -p "$port" info persistence | grep -q '^rdb_bgsave_in_progress:0'; do sleep 0.1; done
+until [[ $(redis-cli -p "$port" info persistence) == *rdb_bgsave_in_progress:0* ]]; do sleep 0.1; done
 redis-cli -p "$port" save >/dev/null
 stop
 start "$dir" --save "" --appendonly no
