@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A profile-guided build of the server: target/pgo/kvstore.
 #
-#   1. builds an instrumented server (target/pgo-gen, -Cprofile-generate);
+#   1. builds an instrumented server (target/pgo-gen, -Cprofile-generate;
+#      its counters in target/pgo-gen/profraw, emptied before each training);
 #   2. runs it through a training workload with redis-benchmark and
 #      redis-cli: SET/GET of random keys at pipelines 1 and 16 on both
 #      networking engines, redis-benchmark's other tests (INCR, lists,
@@ -22,9 +23,7 @@
 # Usage: scripts/build-pgo.sh  (TRAIN_REQUESTS=2000000: the P=16 runs' length)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TRAIN_REQUESTS=${TRAIN_REQUESTS:-2000000}
-source scripts/server-helpers.sh
-
+n=${TRAIN_REQUESTS:-2000000}
 for tool in redis-benchmark redis-cli; do
     command -v "$tool" >/dev/null || { echo "build-pgo: $tool is needed (Debian: redis-tools)" >&2; exit 1; }
 done
@@ -40,38 +39,28 @@ fi
     exit 1
 }
 
-work=$(mktemp -d)
-pid=
-cleanup() { [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-
+# A fixed, absolute place for the counters (servers change to their --dir):
+# the same RUSTFLAGS each run, so a second run rebuilds nothing unchanged.
+raw=$PWD/target/pgo-gen/profraw
 echo "build-pgo: building the instrumented server" >&2
-RUSTFLAGS="-Cprofile-generate=$work/raw" CARGO_TARGET_DIR=target/pgo-gen \
+RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=target/pgo-gen \
     cargo build --release >&2
-bin=target/pgo-gen/release/kvstore
+rm -rf "$raw"
+# $work, its clean-up, start and start_fresh (servers of $KV with SERVER_ARGS).
+KVSTORE_BIN=target/pgo-gen/release/kvstore
+source scripts/bench-common.sh
 
-# start DIR ARGS...: a server on $port in DIR; stop: SHUTDOWN NOSAVE and wait.
-start() {
-    local dir=$1
-    shift
-    port=$(free_port)
-    "$bin" --port "$port" --dir "$dir" "$@" >"$dir/log" 2>&1 &
-    pid=$!
-    wait_ping "$port"
-}
+# stop: SHUTDOWN NOSAVE, so the server writes its counters, and wait.
 stop() {
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true
-    pid=
 }
 bench() { redis-benchmark -p "$port" -c 50 -q "$@" >/dev/null; }
-n=$TRAIN_REQUESTS
 
 echo "build-pgo: training" >&2
 for engine in io_uring epoll; do
-    dir="$work/$engine"
-    mkdir -p "$dir"
-    start "$dir" --save "" --appendonly no --io-engine "$engine"
+    SERVER_ARGS=(--io-engine "$engine")
+    start_fresh kvstore "$work/$engine"
     bench -P 1 -r 1000000 -n $((n / 10)) -t set,get
     bench -P 16 -r 1000000 -n "$n" -t set,get
     # redis-benchmark's default tests (every type it knows), pipelined and not.
@@ -81,9 +70,8 @@ for engine in io_uring epoll; do
     stop
 done
 
-dir="$work/aof"
-mkdir -p "$dir"
-start "$dir" --save "" --appendonly yes --appendfsync everysec
+SERVER_ARGS=(--appendonly yes --appendfsync everysec)
+start_fresh kvstore "$work/aof"
 bench -P 1 -r 1000000 -n $((n / 10)) -t set,incr,lpush,hset
 bench -P 16 -r 1000000 -n "$n" -t set
 redis-cli -p "$port" bgrewriteaof >/dev/null
@@ -92,27 +80,30 @@ redis-cli -p "$port" config set appendfsync always >/dev/null
 bench -P 1 -r 1000000 -n $((n / 100)) -t set
 stop
 # The restart replays the AOF.
-start "$dir" --save "" --appendonly yes
+start kvstore "$work/aof" "$port"
+wait_ping "$port"
 stop
 
-dir="$work/rdb"
-mkdir -p "$dir"
-start "$dir" --save "" --appendonly no
+SERVER_ARGS=()
+start_fresh kvstore "$work/rdb"
 bench -P 16 -r 2000000 -n "$n" -d 100 -t set,lpush,sadd,hset,zadd
 redis-cli -p "$port" bgsave >/dev/null
 bench -P 16 -r 2000000 -n $((n / 4)) -d 100 -t set
 until [[ $(redis-cli -p "$port" info persistence) == *rdb_bgsave_in_progress:0* ]]; do sleep 0.1; done
 redis-cli -p "$port" save >/dev/null
 stop
-start "$dir" --save "" --appendonly no
+start kvstore "$work/rdb" "$port"
+wait_ping "$port"
 stop
 
-"$profdata" merge -o "$work/kvstore.profdata" "$work"/raw/*.profraw
+# The profile's path stays the same from run to run too (rustc names it in
+# its dep-info, so a new profile rebuilds; a new path would add a whole
+# second set of artifacts to target/pgo-use each run).
+mkdir -p target/pgo
+"$profdata" merge -o target/pgo/kvstore.profdata "$raw"/*.profraw
 
 echo "build-pgo: building the profile-guided server" >&2
-RUSTFLAGS="-Cprofile-use=$work/kvstore.profdata" CARGO_TARGET_DIR=target/pgo-use \
+RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/kvstore.profdata" CARGO_TARGET_DIR=target/pgo-use \
     cargo build --release >&2
-mkdir -p target/pgo
 cp target/pgo-use/release/kvstore target/pgo/kvstore
-cp "$work/kvstore.profdata" target/pgo/kvstore.profdata
 echo "build-pgo: target/pgo/kvstore" >&2
