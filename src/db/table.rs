@@ -734,6 +734,10 @@ impl Table {
         let mut moved = 0;
         let old_len = self.tabs[0].len();
         while moved < n && idx < old_len {
+            // Every moved entry is read for its key, in hash order: a cache
+            // miss each unless fetched ahead (a step a table operation
+            // leaves the next buckets' chains on their way).
+            prefetch_walk_ahead(&self.tabs[0], idx);
             let mut p = target(self.tabs[0][idx]);
             if p.is_null() {
                 idx += 1;
