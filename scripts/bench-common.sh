@@ -154,6 +154,32 @@ start_fresh() {
     wait_ping "$port"
 }
 
+# run_rotating SIDE...: ROUNDS rounds of run_side for each SIDE, interleaved,
+# the side that goes first rotating.
+run_rotating() {
+    local sides=("$@") round i
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for ((i = 0; i < ${#sides[@]}; i++)); do
+            side=${sides[$(((i + round - 1) % ${#sides[@]}))]}
+            echo "round $round/$ROUNDS: $side" >&2
+            run_side "$side"
+        done
+    done
+}
+
+# The sides-table rows of redis-benchmark's SET and GET at pipelines 1 and
+# 16 as `measure` records them (set_p1, get_p1, set_p16, get_p16).
+SET_GET_ROWS=(
+    "SET P1 requests/s|set_p1_rps|,.0f"
+    "SET P1 server CPU µs/request|set_p1_cpu|.3f"
+    "GET P1 requests/s|get_p1_rps|,.0f"
+    "GET P1 server CPU µs/request|get_p1_cpu|.3f"
+    "SET P16 requests/s|set_p16_rps|,.0f"
+    "SET P16 server CPU µs/request|set_p16_cpu|.3f"
+    "GET P16 requests/s|get_p16_rps|,.0f"
+    "GET P16 server CPU µs/request|get_p16_cpu|.3f"
+)
+
 # run_rounds: ROUNDS rounds of run_side, interleaved, alternating who goes first.
 run_rounds() {
     for ((round = 1; round <= ROUNDS; round++)); do

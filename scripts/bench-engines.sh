@@ -67,13 +67,7 @@ big_keyspace() { # SIDE
     measure "$side" big_get_p1 "$P1_REQUESTS" 1 -r "$BIG_KEYS" -t get
 }
 
-for ((round = 1; round <= ROUNDS; round++)); do
-    for ((i = 0; i < ${#SIDES[@]}; i++)); do
-        side=${SIDES[$(((i + round - 1) % ${#SIDES[@]}))]}
-        echo "round $round/$ROUNDS: $side" >&2
-        run_side "$side"
-    done
-done
+run_rotating "${SIDES[@]}"
 
 big_rows=()
 if ((BIG_KEYS > 0)); then
@@ -87,14 +81,7 @@ fi
 python3 "$HELPER" sides-table "$results" \
     "Networking engines, ${BENCH_CLIENTS:-50} clients, median of $ROUNDS rounds [min–max]" \
     "io_uring,epoll,redis" \
-    "SET P1 requests/s|set_p1_rps|,.0f" \
-    "SET P1 server CPU µs/request|set_p1_cpu|.3f" \
-    "GET P1 requests/s|get_p1_rps|,.0f" \
-    "GET P1 server CPU µs/request|get_p1_cpu|.3f" \
-    "SET P16 requests/s|set_p16_rps|,.0f" \
-    "SET P16 server CPU µs/request|set_p16_cpu|.3f" \
-    "GET P16 requests/s|get_p16_rps|,.0f" \
-    "GET P16 server CPU µs/request|get_p16_cpu|.3f" \
+    "${SET_GET_ROWS[@]}" \
     "SET P1 of $LARGE_SIZE-byte values, requests/s|large_set_p1_rps|,.0f" \
     "SET P1 of $LARGE_SIZE-byte values, server CPU µs/request|large_set_p1_cpu|.3f" \
     "${big_rows[@]}"

@@ -89,25 +89,12 @@ share() {
     record "$1" "aof_$2_share" "$(echo "100 * $on / $off" | bc -l)"
 }
 
-for ((round = 1; round <= ROUNDS; round++)); do
-    for ((i = 0; i < ${#SIDES[@]}; i++)); do
-        side=${SIDES[$(((i + round - 1) % ${#SIDES[@]}))]}
-        echo "round $round/$ROUNDS: $side" >&2
-        run_side "$side"
-    done
-done
+run_rotating "${SIDES[@]}"
 
 python3 "$HELPER" sides-table "$results" \
     "The floor beside kvstore and Redis, ${BENCH_CLIENTS:-50} clients, median of $ROUNDS rounds [min–max]" \
     "floor_io_uring,floor_epoll,io_uring,epoll,redis" \
-    "SET P1 requests/s|set_p1_rps|,.0f" \
-    "SET P1 server CPU µs/request|set_p1_cpu|.3f" \
-    "GET P1 requests/s|get_p1_rps|,.0f" \
-    "GET P1 server CPU µs/request|get_p1_cpu|.3f" \
-    "SET P16 requests/s|set_p16_rps|,.0f" \
-    "SET P16 server CPU µs/request|set_p16_cpu|.3f" \
-    "GET P16 requests/s|get_p16_rps|,.0f" \
-    "GET P16 server CPU µs/request|get_p16_cpu|.3f" \
+    "${SET_GET_ROWS[@]}" \
     "SET P1, AOF everysec, requests/s|aof_set_p1_rps|,.0f" \
     "SET P1, AOF everysec, server CPU µs/request|aof_set_p1_cpu|.3f" \
     "SET P1, AOF everysec, % of the round's AOF-off requests/s|aof_set_p1_share|.1f" \
