@@ -1,111 +1,99 @@
 //! The floor under a server's CPU per request on this machine: a responder
 //! that does only what every Redis-compatible server must do per request —
-//! receive it, frame it as RESP, send a reply — and nothing else (no
-//! keyspace, no commands: `GET` is answered with a fixed 3-byte value,
-//! `CONFIG GET name` with an empty value, everything else with `+OK`).
+//! receive it, parse it, send a reply — and nothing else (no keyspace, no
+//! commands: `GET` is answered with a fixed 3-byte value, `CONFIG GET name`
+//! with an empty value, `PING` with `PONG`, everything else with `+OK`).
 //! Whatever it spends per request is the kernel's share (the sockets, the
-//! loopback delivery, the waits) plus framing, so no server built on the
-//! same system calls can spend less; `scripts/bench-floor.sh` runs it beside
-//! kvstore and redis-server.
+//! loopback delivery, the waits) plus kvstore's own I/O layer and parser,
+//! so no server built on the same system calls can spend much less;
+//! `scripts/bench-floor.sh` runs it beside kvstore and redis-server.
 //!
-//! Engines, as kvstore's: `epoll` (mio; one read per readable socket, the
-//! turn's replies written at the end of the turn, as Redis's beforeSleep
-//! does) and `io_uring` (multishot receives into a provided buffer ring,
-//! the turn's sends submitted by the `io_uring_enter` that waits for the
-//! next completions, `SINGLE_ISSUER | DEFER_TASKRUN`). With `--aof FILE` the
-//! bytes of every command but GET are appended to FILE with one `write(2)`
-//! a turn before the turn's replies, and a thread calls `fdatasync` once a
-//! second: the work of `appendfsync everysec`.
+//! It is built from kvstore's pieces: requests are parsed by the server's
+//! `QueryBuffer` (RESP and inline, with its limits), the `io_uring` engine
+//! is the server's `UringNet` (multishot receives into a provided buffer
+//! ring, the turn's sends submitted by the `io_uring_enter` that waits,
+//! listeners polled with mio through the ring), and `--aof FILE` encodes
+//! every command but GET with the propagation feed's `encode_command` and
+//! appends a turn's bytes with one `write(2)` before the turn's replies,
+//! while a thread calls `fdatasync` once a second: the work of `appendfsync
+//! everysec`. The `epoll` engine is mio's, one read per readable socket and
+//! the turn's replies written at the end of the turn, as Redis's
+//! beforeSleep does.
 //!
 //! `cargo run --release --example floor -- --port 7000 --engine io_uring [--aof FILE]`
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::net::TcpListener;
-use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::net::{Shutdown, TcpListener as StdListener};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use kvstore::protocol::parser::{ParseLimits, QueryBuffer};
+use kvstore::server::uring::{Op, UringNet};
+use kvstore::state::feed::encode_command;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
 
-/// Frame the complete commands at the start of `input`, append their
-/// replies to `out` and the bytes of those other than GET to `log`; return
-/// how many bytes were consumed, or `None` for input that is not RESP.
-fn respond(input: &[u8], out: &mut Vec<u8>, log: Option<&mut Vec<u8>>) -> Option<usize> {
-    let mut log = log;
-    let mut pos = 0;
-    loop {
-        let start = pos;
-        let Some((argc, next)) = header(input, pos, b'*')? else {
-            return Some(start);
-        };
-        pos = next;
-        let mut first: &[u8] = &[];
-        let mut third: &[u8] = &[];
-        let mut complete = true;
-        for i in 0..argc {
-            let Some((len, next)) = header(input, pos, b'$')? else {
-                complete = false;
-                break;
-            };
-            if input.len() < next + len + 2 {
-                complete = false;
-                break;
+const LISTENER: Token = Token(usize::MAX);
+
+/// A connection's input being parsed, and the replies not yet sent.
+#[derive(Default)]
+struct Conn {
+    query: QueryBuffer,
+    out: Vec<u8>,
+    /// The arguments of the command being answered (see `feed`).
+    argv: Vec<&'static [u8]>,
+    big: Vec<Vec<u8>>,
+}
+
+impl Conn {
+    /// Take `data` and answer every complete command in it, appending the
+    /// encoding of those other than GET to `log`; false for input that is
+    /// not the protocol (the connection is to close).
+    fn feed(&mut self, data: &[u8], mut log: Option<&mut Vec<u8>>) -> bool {
+        self.query.feed(data);
+        loop {
+            match self.query.parse(ParseLimits::default()) {
+                Ok(true) => {}
+                Ok(false) => return true,
+                Err(_) => return false,
             }
-            let arg = &input[next..next + len];
-            if i == 0 {
-                first = arg;
-            } else if i == 2 {
-                third = arg;
+            // SAFETY: the arguments are used, and cleared, before the query
+            // buffer is consumed or parsed again, and `big` is cleared with
+            // them.
+            unsafe { self.query.argv_detached(&mut self.argv, &mut self.big) };
+            if let Some(&name) = self.argv.first() {
+                reply(name, &self.argv, &mut self.out);
+                if let Some(log) = log
+                    .as_deref_mut()
+                    .filter(|_| !name.eq_ignore_ascii_case(b"GET"))
+                {
+                    encode_command(&self.argv, log);
+                }
             }
-            pos = next + len + 2;
-        }
-        if !complete {
-            return Some(start);
-        }
-        if first.eq_ignore_ascii_case(b"GET") {
-            out.extend_from_slice(b"$3\r\nxxx\r\n");
-            continue;
-        }
-        if first.eq_ignore_ascii_case(b"CONFIG") {
-            out.extend_from_slice(format!("*2\r\n${}\r\n", third.len()).as_bytes());
-            out.extend_from_slice(third);
-            out.extend_from_slice(b"\r\n$0\r\n\r\n");
-        } else if first.eq_ignore_ascii_case(b"PING") {
-            out.extend_from_slice(b"+PONG\r\n");
-        } else {
-            out.extend_from_slice(b"+OK\r\n");
-        }
-        if let Some(log) = log.as_deref_mut() {
-            log.extend_from_slice(&input[start..pos]);
+            self.argv.clear();
+            self.big.clear();
+            self.query.consume();
         }
     }
 }
 
-/// `<kind><number>\r\n` at `pos`: `Some(None)` when incomplete, `None` when
-/// malformed.
-fn header(input: &[u8], pos: usize, kind: u8) -> Option<Option<(usize, usize)>> {
-    let Some(&first) = input.get(pos) else {
-        return Some(None);
-    };
-    if first != kind {
-        return None;
+/// The fixed answer to a command named `name`.
+fn reply(name: &[u8], argv: &[&[u8]], out: &mut Vec<u8>) {
+    if name.eq_ignore_ascii_case(b"GET") {
+        out.extend_from_slice(b"$3\r\nxxx\r\n");
+    } else if name.eq_ignore_ascii_case(b"CONFIG") {
+        // `CONFIG GET name`: the name with an empty value (redis-benchmark
+        // reads `save` and `appendonly` this way).
+        let param = argv.get(2).copied().unwrap_or_default();
+        out.extend_from_slice(format!("*2\r\n${}\r\n", param.len()).as_bytes());
+        out.extend_from_slice(param);
+        out.extend_from_slice(b"\r\n$0\r\n\r\n");
+    } else if name.eq_ignore_ascii_case(b"PING") {
+        out.extend_from_slice(b"+PONG\r\n");
+    } else {
+        out.extend_from_slice(b"+OK\r\n");
     }
-    let mut n: usize = 0;
-    for (i, &b) in input[pos + 1..].iter().enumerate() {
-        match b {
-            b'0'..=b'9' if i < 10 => n = n * 10 + (b - b'0') as usize,
-            b'\r' if i > 0 => {
-                return match input.get(pos + 1 + i + 1) {
-                    None => Some(None),
-                    Some(b'\n') => Some(Some((n, pos + i + 3))),
-                    Some(_) => None,
-                };
-            }
-            _ => return None,
-        }
-    }
-    Some(None)
 }
 
 /// The `--aof` file and its once-a-second `fdatasync` thread.
@@ -119,63 +107,50 @@ fn open_aof(path: &str) -> io::Result<File> {
     Ok(file)
 }
 
-/// One connection's input not yet framed and replies not yet sent.
-#[derive(Default)]
-struct Conn {
-    input: Vec<u8>,
-    out: Vec<u8>,
-}
-
-impl Conn {
-    /// Take `data`, answer what is complete; false for a protocol error.
-    fn feed(&mut self, data: &[u8], log: Option<&mut Vec<u8>>) -> bool {
-        let consumed = if self.input.is_empty() {
-            match respond(data, &mut self.out, log) {
-                Some(n) => {
-                    self.input.extend_from_slice(&data[n..]);
-                    return true;
-                }
-                None => return false,
-            }
-        } else {
-            self.input.extend_from_slice(data);
-            respond(&self.input, &mut self.out, log)
-        };
-        match consumed {
-            Some(n) => {
-                self.input.drain(..n);
-                true
-            }
-            None => false,
-        }
+/// Write the turn's log, if any, before the turn's replies go out.
+fn flush_log(aof: &mut Option<File>, log: &mut Vec<u8>) -> io::Result<()> {
+    if let (Some(file), false) = (aof.as_mut(), log.is_empty()) {
+        file.write_all(log)?;
+        log.clear();
     }
+    Ok(())
 }
 
-fn run_epoll(listener: TcpListener, mut aof: Option<File>) -> io::Result<()> {
-    use mio::net::{TcpListener as MioListener, TcpStream};
-    use mio::{Events, Interest, Poll, Token};
+/// The first free slot of `slots`, made if there is none.
+fn vacant<T>(slots: &mut Vec<Option<T>>) -> usize {
+    slots.iter().position(Option::is_none).unwrap_or_else(|| {
+        slots.push(None);
+        slots.len() - 1
+    })
+}
 
-    const LISTENER: Token = Token(usize::MAX);
+/// The listener, registered with a new mio poll.
+fn listen(listener: StdListener) -> io::Result<(TcpListener, Poll)> {
     listener.set_nonblocking(true)?;
-    let mut listener = MioListener::from_std(listener);
-    let mut poll = Poll::new()?;
+    let mut listener = TcpListener::from_std(listener);
+    let poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
+    Ok((listener, poll))
+}
+
+fn run_epoll(listener: StdListener, mut aof: Option<File>) -> io::Result<()> {
+    let (listener, mut poll) = listen(listener)?;
     let mut conns: Vec<Option<(TcpStream, Conn)>> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let mut buf = vec![0u8; 16 * 1024];
     let mut log = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
     loop {
-        poll.poll(&mut events, None)?;
+        match poll.poll(&mut events, None) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => r?,
+        }
         for event in events.iter() {
             if event.token() == LISTENER {
                 while let Ok((mut stream, _)) = listener.accept() {
                     stream.set_nodelay(true)?;
-                    let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
-                        conns.push(None);
-                        conns.len() - 1
-                    });
+                    let slot = vacant(&mut conns);
                     poll.registry().register(
                         &mut stream,
                         Token(slot),
@@ -216,10 +191,7 @@ fn run_epoll(listener: TcpListener, mut aof: Option<File>) -> io::Result<()> {
                 pending.push(slot);
             }
         }
-        if let (Some(file), false) = (aof.as_mut(), log.is_empty()) {
-            file.write_all(&log)?;
-            log.clear();
-        }
+        flush_log(&mut aof, &mut log)?;
         for slot in pending.drain(..) {
             let Some((stream, conn)) = conns[slot].as_mut() else {
                 continue;
@@ -235,248 +207,137 @@ fn run_epoll(listener: TcpListener, mut aof: Option<File>) -> io::Result<()> {
     }
 }
 
-const BUF_SIZE: usize = 8 * 1024;
-const BUF_COUNT: u16 = 256;
-const ACCEPT: u64 = u64::MAX;
-
-/// Anonymous page-aligned memory the kernel reads or writes.
-fn region(len: usize) -> io::Result<*mut u8> {
-    // SAFETY: a fresh private anonymous mapping, checked below, never unmapped.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(ptr as *mut u8)
-}
-
+/// A connection of the io_uring engine.
 struct UringConn {
-    fd: RawFd,
+    stream: TcpStream,
     /// Tells this connection's completions from those of a slot's former
-    /// holder.
-    id: u32,
-    /// The receive ended; the socket closes once no send is in flight.
-    closed: bool,
+    /// holder (the ring's user data carries it).
+    id: u64,
     conn: Conn,
-    /// The bytes a send in flight reads: untouched until its completion.
+    /// The bytes the send in flight reads: untouched until its completion.
     sending: Vec<u8>,
     in_flight: bool,
+    /// Its receive ended: it goes once no send is in flight.
+    closed: bool,
 }
 
-/// An operation's user data: a send or a receive, the connection's id, its slot.
-fn tag(slot: usize, id: u32, send: bool) -> u64 {
-    (send as u64) << 63 | (id as u64) << 32 | slot as u32 as u64
-}
-
-fn close(fd: RawFd) {
-    // SAFETY: the socket of a connection that ends, closed once.
-    unsafe { libc::close(fd) };
-}
-
-fn run_uring(listener: TcpListener, mut aof: Option<File>) -> io::Result<()> {
-    let mut ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_submit_all()
-        .setup_cqsize(8192)
-        .build(1024)?;
-    let bufs = region(BUF_SIZE * BUF_COUNT as usize)?;
-    let buf_ring = region(4096)?;
-    // SAFETY: both regions live until the process exits.
-    unsafe {
-        ring.submitter()
-            .register_buf_ring_with_flags(buf_ring as u64, BUF_COUNT, 0, 0)?
-    };
-    let mut tail: u16 = 0;
-    let recycle = |tail: &mut u16, bid: u16| {
-        let at = (*tail & (BUF_COUNT - 1)) as usize;
-        // SAFETY: `at` is inside the buffer ring, the buffer inside `bufs`.
-        let entry = unsafe { &mut *(buf_ring as *mut types::BufRingEntry).add(at) };
-        entry.set_addr(unsafe { bufs.add(bid as usize * BUF_SIZE) } as u64);
-        entry.set_len(BUF_SIZE as u32);
-        entry.set_bid(bid);
-        *tail = tail.wrapping_add(1);
-    };
-    let publish = |tail: u16| {
-        // SAFETY: the ring's tail, a u16 the kernel reads atomically.
-        let at = unsafe {
-            &*(types::BufRingEntry::tail(buf_ring as *const types::BufRingEntry)
-                as *const AtomicU16)
-        };
-        at.store(tail, Ordering::Release);
-    };
-    for bid in 0..BUF_COUNT {
-        recycle(&mut tail, bid);
-    }
-    publish(tail);
-
-    let push = |ring: &mut IoUring, entry: squeue::Entry| loop {
-        // SAFETY: what entries point to stays valid until their completion.
-        if unsafe { ring.submission().push(&entry) }.is_ok() {
-            return;
-        }
-        let _ = ring.submit();
-    };
-    let accept = |ring: &mut IoUring| {
-        let entry = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
-            .build()
-            .user_data(ACCEPT);
-        push(ring, entry);
-    };
-    let recv = |ring: &mut IoUring, c: &UringConn, slot: usize| {
-        let entry = opcode::RecvMulti::new(types::Fd(c.fd), 0)
-            .build()
-            .user_data(tag(slot, c.id, false));
-        push(ring, entry);
-    };
-    let mut next_id = 0u32;
-    accept(&mut ring);
+fn run_uring(listener: StdListener, mut aof: Option<File>) -> io::Result<()> {
+    let (listener, mut poll) = listen(listener)?;
+    let epoll_fd = poll.as_raw_fd();
+    let mut ring = UringNet::new(epoll_fd)?;
     let mut conns: Vec<Option<UringConn>> = Vec::new();
-    let mut sends = 0usize;
+    let mut next_id = 0u64;
+    let mut events = Events::with_capacity(64);
     let mut log = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
-    let mut cqes: Vec<(u64, i32, u32)> = Vec::new();
     loop {
-        publish(tail);
-        match ring.submitter().submit_and_wait(sends + 1) {
-            Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
-            Err(e) => return Err(e),
-        }
-        cqes.extend(
-            ring.completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
-        for (data, result, flags) in cqes.drain(..) {
-            let send = data >> 63 == 1 && data != ACCEPT;
-            if data == ACCEPT {
-                if result >= 0 {
-                    let fd = result;
-                    let one: libc::c_int = 1;
-                    // SAFETY: setting TCP_NODELAY on the socket just accepted.
-                    unsafe {
-                        libc::setsockopt(
-                            fd,
-                            libc::IPPROTO_TCP,
-                            libc::TCP_NODELAY,
-                            &one as *const _ as *const libc::c_void,
-                            std::mem::size_of::<libc::c_int>() as u32,
-                        )
+        ring.wait(Duration::from_secs(1))?;
+        ring.collect();
+        while let Some(c) = ring.queue.pop_front() {
+            let slot = c.slot();
+            match c.op() {
+                Some(Op::Epoll) => {
+                    if !c.more() {
+                        ring.arm_epoll(epoll_fd);
+                    }
+                    match poll.poll(&mut events, Some(Duration::ZERO)) {
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        r => r?,
+                    }
+                    while let Ok((stream, _)) = listener.accept() {
+                        stream.set_nodelay(true)?;
+                        let slot = vacant(&mut conns);
+                        next_id += 1;
+                        ring.arm_recv(stream.as_raw_fd(), slot, next_id);
+                        conns[slot] = Some(UringConn {
+                            stream,
+                            id: next_id,
+                            conn: Conn::default(),
+                            sending: Vec::new(),
+                            in_flight: false,
+                            closed: false,
+                        });
+                    }
+                }
+                Some(Op::Send) => {
+                    ring.sends_in_flight = ring.sends_in_flight.saturating_sub(1);
+                    let Some(u) = live(&mut conns, &c) else {
+                        continue;
                     };
-                    let slot = conns.iter().position(Option::is_none).unwrap_or_else(|| {
-                        conns.push(None);
-                        conns.len() - 1
-                    });
-                    next_id = next_id.wrapping_add(1) & 0x7fff_ffff;
-                    let c = UringConn {
-                        fd,
-                        id: next_id,
-                        closed: false,
-                        conn: Conn::default(),
-                        sending: Vec::new(),
-                        in_flight: false,
-                    };
-                    recv(&mut ring, &c, slot);
-                    conns[slot] = Some(c);
-                }
-                if !cqueue::more(flags) {
-                    accept(&mut ring);
-                }
-                continue;
-            }
-            let slot = data as u32 as usize;
-            let id = (data >> 32) as u32 & 0x7fff_ffff;
-            let mine = conns[slot].as_ref().is_some_and(|c| c.id == id);
-            if send {
-                sends -= 1;
-                let Some(c) = conns[slot].as_mut().filter(|_| mine) else {
-                    continue;
-                };
-                c.in_flight = false;
-                if c.closed {
-                    close(c.fd);
-                    conns[slot] = None;
-                    continue;
-                }
-                if result > 0 {
-                    c.sending.drain(..result as usize);
-                } else if result != -libc::EAGAIN {
-                    c.sending.clear();
-                }
-                if !c.sending.is_empty() || !c.conn.out.is_empty() {
-                    pending.push(slot);
-                }
-                continue;
-            }
-            let mut open = result > 0 || result == -libc::ENOBUFS;
-            if let Some(bid) = cqueue::buffer_select(flags) {
-                if let Some(c) = conns[slot].as_mut().filter(|_| mine && result > 0) {
-                    // SAFETY: the kernel filled `result` bytes of buffer `bid`.
-                    let data = unsafe {
-                        std::slice::from_raw_parts(
-                            bufs.add(bid as usize * BUF_SIZE),
-                            result as usize,
-                        )
-                    };
-                    open = c.conn.feed(data, aof.as_ref().map(|_| &mut log));
-                    if !c.conn.out.is_empty() {
+                    u.in_flight = false;
+                    if u.closed {
+                        conns[slot] = None;
+                        continue;
+                    }
+                    if c.result > 0 {
+                        u.sending.drain(..c.result as usize);
+                    } else if c.result != -libc::EAGAIN {
+                        u.sending.clear();
+                    }
+                    if !u.sending.is_empty() || !u.conn.out.is_empty() {
                         pending.push(slot);
                     }
                 }
-                recycle(&mut tail, bid);
-            }
-            match conns[slot].as_mut().filter(|_| mine) {
-                Some(c) if !open => {
-                    if cqueue::more(flags) {
+                Some(Op::Recv) => {
+                    let Some(u) = live(&mut conns, &c) else {
+                        ring.discard(&c);
+                        continue;
+                    };
+                    let mut open = c.result > 0 || c.result == -libc::ENOBUFS;
+                    if let Some(bid) = c.buffer() {
+                        if c.result > 0 {
+                            let data = ring.buffer(bid, c.result as usize);
+                            open = u.conn.feed(data, aof.as_ref().map(|_| &mut log));
+                            if !u.conn.out.is_empty() {
+                                pending.push(slot);
+                            }
+                        }
+                        ring.recycle(bid);
+                    }
+                    if open {
+                        if !c.more() {
+                            ring.rearm_recv(u.stream.as_raw_fd(), &c);
+                        }
+                    } else if c.more() {
                         // Ends the receive: its last completion comes later.
-                        // SAFETY: a socket this connection owns.
-                        unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
-                    } else if c.in_flight {
-                        c.closed = true;
+                        let _ = u.stream.shutdown(Shutdown::Both);
+                    } else if u.in_flight {
+                        u.closed = true;
                     } else {
-                        close(c.fd);
                         conns[slot] = None;
                     }
                 }
-                Some(c) if !cqueue::more(flags) => recv(&mut ring, c, slot),
                 _ => {}
             }
         }
-        if let (Some(file), false) = (aof.as_mut(), log.is_empty()) {
-            file.write_all(&log)?;
-            log.clear();
-        }
+        flush_log(&mut aof, &mut log)?;
         for slot in pending.drain(..) {
-            let Some(c) = conns[slot].as_mut() else {
+            let Some(u) = conns[slot].as_mut().filter(|u| !u.in_flight) else {
                 continue;
             };
-            if c.in_flight {
+            if u.sending.is_empty() {
+                std::mem::swap(&mut u.sending, &mut u.conn.out);
+            }
+            if u.sending.is_empty() {
                 continue;
             }
-            if c.sending.is_empty() {
-                std::mem::swap(&mut c.sending, &mut c.conn.out);
-            }
-            if c.sending.is_empty() {
-                continue;
-            }
-            let entry =
-                opcode::Send::new(types::Fd(c.fd), c.sending.as_ptr(), c.sending.len() as u32)
-                    .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-                    .build()
-                    .user_data(tag(slot, c.id, true));
-            push(&mut ring, entry);
-            c.in_flight = true;
-            sends += 1;
+            // SAFETY: `sending` is not touched until this send's completion
+            // has been taken off the queue (`in_flight` guards it).
+            unsafe { ring.send(u.stream.as_raw_fd(), &u.sending, slot, u.id) };
+            u.in_flight = true;
         }
     }
+}
+
+/// The connection a completion is for, if it still holds the slot.
+fn live<'a>(
+    conns: &'a mut [Option<UringConn>],
+    c: &kvstore::server::uring::Cqe,
+) -> Option<&'a mut UringConn> {
+    conns
+        .get_mut(c.slot())
+        .and_then(Option::as_mut)
+        .filter(|u| c.is_for(u.id))
 }
 
 fn main() -> io::Result<()> {
@@ -493,7 +354,7 @@ fn main() -> io::Result<()> {
             _ => panic!("unknown option {arg} (--port N, --engine epoll|io_uring, --aof FILE)"),
         }
     }
-    let listener = TcpListener::bind(("127.0.0.1", port))?;
+    let listener = StdListener::bind(("127.0.0.1", port))?;
     match engine.as_str() {
         "epoll" => run_epoll(listener, aof),
         "io_uring" => run_uring(listener, aof),
@@ -503,22 +364,24 @@ fn main() -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::respond;
+    use super::Conn;
 
     #[test]
     fn frames_commands_across_splits() {
         let set = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
         let input = [&set[..], b"*2\r\n$3\r\nget\r\n$1\r\nk\r\n"].concat();
         for split in 0..input.len() {
-            let mut out = Vec::new();
+            let mut conn = Conn::default();
             let mut log = Vec::new();
-            let n = respond(&input[..split], &mut out, Some(&mut log)).unwrap();
-            let rest = [&input[n..split], &input[split..]].concat();
-            let m = respond(&rest, &mut out, Some(&mut log)).unwrap();
-            assert_eq!(m, rest.len());
-            assert_eq!(out, b"+OK\r\n$3\r\nxxx\r\n");
+            assert!(conn.feed(&input[..split], Some(&mut log)));
+            assert!(conn.feed(&input[split..], Some(&mut log)));
+            assert_eq!(conn.out, b"+OK\r\n$3\r\nxxx\r\n");
             assert_eq!(log, set);
         }
-        assert_eq!(respond(b"PING\r\n", &mut Vec::new(), None), None);
+        // Inline commands are the protocol too; garbage is not.
+        let mut conn = Conn::default();
+        assert!(conn.feed(b"PING\r\n", None));
+        assert_eq!(conn.out, b"+PONG\r\n");
+        assert!(!Conn::default().feed(b"*1\r\n$x\r\n", None));
     }
 }

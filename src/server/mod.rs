@@ -14,7 +14,7 @@ mod busy;
 pub mod client;
 mod cron;
 mod replica;
-mod uring;
+pub mod uring;
 
 use std::io;
 use std::os::fd::AsRawFd;
