@@ -135,6 +135,10 @@ fn account_unserved(srv: &mut Server, st: &mut ClientState, failed: bool) {
 /// Forget that `st` is blocked (served, timed out, unblocked or closed).
 pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     let Some(b) = st.blocked.take() else { return };
+    // Its command ends now, and `timeout` counts from here: counted from
+    // the blocking command, a cron tick between the reply and the turn's
+    // writes closed the client and lost the reply.
+    st.last_interaction = srv.interaction_time();
     for k in b.keys {
         let slot = (b.db, k);
         if let Some(q) = srv.blocked_keys.get_mut(&slot) {
