@@ -150,7 +150,14 @@ pub struct EventLoop {
     cqes: Vec<Cqe>,
     /// Clients whose turn's output goes out as io_uring sends.
     send_batch: Vec<(usize, u64)>,
+    /// The lists of clients a turn walks (`pending_writes`, `send_batch`)
+    /// are walked from here, so that their allocation is reused instead
+    /// of grown again every turn.
+    walked: Vec<(usize, u64)>,
 }
+
+/// A walked list keeps at most this many entries' room between turns.
+const WALKED_KEEP: usize = 1024;
 
 impl EventLoop {
     /// Bind the listeners named by the configuration.
@@ -269,6 +276,7 @@ impl EventLoop {
             uring,
             cqes: Vec::new(),
             send_batch: Vec::new(),
+            walked: Vec::new(),
         };
         event_loop.note_tcp_listeners();
         Ok(event_loop)
@@ -731,7 +739,8 @@ impl EventLoop {
         self.watch_aof_completions();
         let appended = self.srv.aof.appended;
         let durable = self.srv.aof_durable();
-        for (idx, id) in std::mem::take(&mut self.srv.pending_writes) {
+        let mut pending = self.take_walked(|lp| &mut lp.srv.pending_writes);
+        for (idx, id) in pending.drain(..) {
             let Some(mut client) = self.take_client_if(idx, id) else {
                 continue;
             };
@@ -752,6 +761,7 @@ impl EventLoop {
             }
             self.put_or_close(idx, client, close);
         }
+        self.give_back_walked(pending);
         // Last, as Redis: what clients hold once this turn's output is
         // written (invalidations and replies included) decides who goes.
         // An evicted client goes now, before anyone can see it in CLIENT
@@ -774,7 +784,8 @@ impl EventLoop {
     /// send cannot take from the reply buffer alone (values shared with the
     /// keyspace, a dump file) is written as with epoll.
     fn queue_sends(&mut self, durable: u64) {
-        for (idx, id) in std::mem::take(&mut self.send_batch) {
+        let mut batch = self.take_walked(|lp| &mut lp.send_batch);
+        for (idx, id) in batch.drain(..) {
             let Some(mut client) = self.take_client_if(idx, id) else {
                 continue;
             };
@@ -811,6 +822,25 @@ impl EventLoop {
             close |= client.st.close_asap;
             self.put_or_close(idx, client, close);
         }
+        self.give_back_walked(batch);
+    }
+
+    /// Take the list `list` picks, leaving the empty spare in its place
+    /// (for what is queued while it is walked).
+    fn take_walked(
+        &mut self,
+        list: impl FnOnce(&mut Self) -> &mut Vec<(usize, u64)>,
+    ) -> Vec<(usize, u64)> {
+        let spare = std::mem::take(&mut self.walked);
+        std::mem::replace(list(self), spare)
+    }
+
+    /// A walked list, drained, becomes the spare.
+    fn give_back_walked(&mut self, mut drained: Vec<(usize, u64)>) {
+        debug_assert!(drained.is_empty());
+        drained.clear();
+        drained.shrink_to(WALKED_KEEP);
+        self.walked = drained;
     }
 
     /// Write the replies of clients that were just unblocked and run the
