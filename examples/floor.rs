@@ -35,6 +35,9 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 const LISTENER: Token = Token(usize::MAX);
+/// A connection whose unsent replies pass this (a client that sends and
+/// never reads) is closed rather than buffered for without a bound.
+const MAX_UNSENT: usize = 64 << 20;
 
 /// A connection's input being parsed, and the replies not yet sent.
 #[derive(Default)]
@@ -49,7 +52,8 @@ struct Conn {
 impl Conn {
     /// Take `data` and answer every complete command in it, appending the
     /// encoding of those other than GET to `log`; false for input that is
-    /// not the protocol (the connection is to close).
+    /// not the protocol, or once the unsent replies pass [`MAX_UNSENT`]
+    /// (the connection is to close).
     fn feed(&mut self, data: &[u8], mut log: Option<&mut Vec<u8>>) -> bool {
         self.query.feed(data);
         loop {
@@ -74,6 +78,9 @@ impl Conn {
             self.argv.clear();
             self.big.clear();
             self.query.consume();
+            if self.out.len() > MAX_UNSENT {
+                return false;
+            }
         }
     }
 }
@@ -383,5 +390,20 @@ mod tests {
         assert!(conn.feed(b"PING\r\n", None));
         assert_eq!(conn.out, b"+PONG\r\n");
         assert!(!Conn::default().feed(b"*1\r\n$x\r\n", None));
+    }
+
+    #[test]
+    fn a_client_that_never_reads_is_cut_off() {
+        let mut conn = Conn::default();
+        let pings = b"PING\r\n".repeat(1 << 20);
+        let mut open = true;
+        for _ in 0..16 {
+            open = conn.feed(&pings, None);
+            if !open {
+                break;
+            }
+        }
+        assert!(!open, "{} bytes of replies kept", conn.out.len());
+        assert!(conn.out.len() <= super::MAX_UNSENT + 7);
     }
 }

@@ -35,7 +35,8 @@ pub fn allocation_size(capacity: usize) -> usize {
     }
 }
 
-fn thread_allocated() -> usize {
+/// Net bytes allocated by this thread so far (jemalloc's thread counters).
+pub(crate) fn thread_allocated() -> usize {
     COUNTERS.with(|c| {
         let counters = c.get_or_init(|| {
             Some((

@@ -137,8 +137,10 @@ pub fn unblock(srv: &mut Server, st: &mut ClientState) {
     let Some(b) = st.blocked.take() else { return };
     // Its command ends now, and `timeout` counts from here: counted from
     // the blocking command, a cron tick between the reply and the turn's
-    // writes closed the client and lost the reply.
-    st.last_interaction = srv.interaction_time();
+    // writes closed the client and lost the reply. The turn's time, not a
+    // fresh read: this may run inside EXEC (REPLICAOF unblocks everyone),
+    // whose commands all run at one time.
+    st.last_interaction = srv.now_instant;
     for k in b.keys {
         let slot = (b.db, k);
         if let Some(q) = srv.blocked_keys.get_mut(&slot) {

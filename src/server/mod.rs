@@ -739,7 +739,8 @@ impl EventLoop {
         self.watch_aof_completions();
         let appended = self.srv.aof.appended;
         let durable = self.srv.aof_durable();
-        let mut pending = self.take_walked(|lp| &mut lp.srv.pending_writes);
+        let spare = std::mem::take(&mut self.walked);
+        let mut pending = std::mem::replace(&mut self.srv.pending_writes, spare);
         for (idx, id) in pending.drain(..) {
             let Some(mut client) = self.take_client_if(idx, id) else {
                 continue;
@@ -761,7 +762,7 @@ impl EventLoop {
             }
             self.put_or_close(idx, client, close);
         }
-        self.give_back_walked(pending);
+        self.keep_walked(pending);
         // Last, as Redis: what clients hold once this turn's output is
         // written (invalidations and replies included) decides who goes.
         // An evicted client goes now, before anyone can see it in CLIENT
@@ -784,7 +785,8 @@ impl EventLoop {
     /// send cannot take from the reply buffer alone (values shared with the
     /// keyspace, a dump file) is written as with epoll.
     fn queue_sends(&mut self, durable: u64) {
-        let mut batch = self.take_walked(|lp| &mut lp.send_batch);
+        let spare = std::mem::take(&mut self.walked);
+        let mut batch = std::mem::replace(&mut self.send_batch, spare);
         for (idx, id) in batch.drain(..) {
             let Some(mut client) = self.take_client_if(idx, id) else {
                 continue;
@@ -822,22 +824,12 @@ impl EventLoop {
             close |= client.st.close_asap;
             self.put_or_close(idx, client, close);
         }
-        self.give_back_walked(batch);
+        self.keep_walked(batch);
     }
 
-    /// Take the list `list` picks, leaving the empty spare in its place
-    /// (for what is queued while it is walked).
-    fn take_walked(
-        &mut self,
-        list: impl FnOnce(&mut Self) -> &mut Vec<(usize, u64)>,
-    ) -> Vec<(usize, u64)> {
-        let spare = std::mem::take(&mut self.walked);
-        std::mem::replace(list(self), spare)
-    }
-
-    /// A walked list, drained, becomes the spare.
-    fn give_back_walked(&mut self, mut drained: Vec<(usize, u64)>) {
-        debug_assert!(drained.is_empty());
+    /// A walked list, drained, becomes the spare that takes its place in
+    /// the next walk (what is queued meanwhile goes into the spare).
+    fn keep_walked(&mut self, mut drained: Vec<(usize, u64)>) {
         drained.clear();
         drained.shrink_to(WALKED_KEEP);
         self.walked = drained;
